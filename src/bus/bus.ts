@@ -1,0 +1,119 @@
+import { connect, StorageType, DiscardPolicy, RetentionPolicy, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection } from 'nats';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { busNames, type BusNames } from './names.js';
+
+const nanos = (ms: number): number => ms * 1_000_000;
+
+export class BusUnavailableError extends Error {
+  override name = 'BusUnavailableError';
+}
+
+/** One NATS connection per process, shared by every role in it. */
+export class Bus {
+  private up = true;
+  private readonly kvs = new Map<string, Promise<KV>>();
+
+  private constructor(
+    readonly nc: NatsConnection,
+    readonly js: JetStreamClient,
+    readonly jsm: JetStreamManager,
+    readonly names: BusNames,
+    private readonly log: Logger,
+  ) {
+    void this.watchStatus();
+  }
+
+  static async connect(config: Pick<Config, 'nats_url' | 'nats_prefix'>, log: Logger, name = 'darshak'): Promise<Bus> {
+    let nc: NatsConnection;
+    try {
+      nc = await connect({
+        servers: config.nats_url.split(',').map((s) => s.trim()),
+        name,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        pingInterval: 5_000,
+      });
+    } catch (err) {
+      throw new BusUnavailableError(`cannot reach NATS at ${config.nats_url}: ${(err as Error).message}`);
+    }
+    const jsm = await nc.jetstreamManager({ timeout: 5_000 }).catch((err: Error) => {
+      void nc.close();
+      throw new BusUnavailableError(`NATS at ${config.nats_url} has no JetStream (start nats-server with -js): ${err.message}`);
+    });
+    return new Bus(nc, nc.jetstream(), jsm, busNames(config.nats_prefix), log.child({ module: 'bus' }));
+  }
+
+  /** True while the connection is established; publishes are refused (not buffered) otherwise. */
+  get connected(): boolean {
+    return this.up && !this.nc.isClosed();
+  }
+
+  private async watchStatus(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type === 'disconnect') {
+        this.up = false;
+        this.log.warn({ server: s.data }, 'NATS disconnected');
+      } else if (s.type === 'reconnect') {
+        this.up = true;
+        this.log.info({ server: s.data }, 'NATS reconnected');
+      }
+    }
+  }
+
+  /** The partitioned event stream; its shard count is fixed when first created. */
+  async ensureEventStream(shards: number, maxAgeHours: number): Promise<void> {
+    const cluster = await this.kv(this.names.clusterBucket);
+    const existing = await cluster.get('shards');
+    if (existing && existing.operation === 'PUT') {
+      const have = Number(existing.string());
+      if (have !== shards) {
+        throw new Error(`config: SHARDS (shards) is ${shards} but the event stream ${this.names.eventsStream} was created with ${have} shards`);
+      }
+    } else {
+      try {
+        await cluster.create('shards', String(shards));
+      } catch {
+        return this.ensureEventStream(shards, maxAgeHours);
+      }
+    }
+    const config = {
+      name: this.names.eventsStream,
+      subjects: [this.names.eventsWildcard],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_age: nanos(maxAgeHours * 3_600_000),
+      duplicate_window: nanos(120_000),
+      num_replicas: 1,
+    };
+    try {
+      await this.jsm.streams.info(config.name);
+      await this.jsm.streams.update(config.name, config);
+    } catch (err) {
+      if (!/stream not found/i.test((err as Error).message)) throw err;
+      await this.jsm.streams.add(config);
+    }
+  }
+
+  /** A KV bucket, created on first use. `ttlMs` expires entries (counters of past minutes). */
+  kv(bucket: string, ttlMs?: number): Promise<KV> {
+    let kv = this.kvs.get(bucket);
+    if (!kv) {
+      const opts = ttlMs === undefined ? { history: 1 } : { history: 1, ttl: ttlMs };
+      kv = this.js.views.kv(bucket, opts);
+      this.kvs.set(bucket, kv);
+      kv.catch(() => this.kvs.delete(bucket));
+    }
+    return kv;
+  }
+
+  async close(): Promise<void> {
+    if (this.nc.isClosed()) return;
+    try {
+      await this.nc.drain();
+    } catch {
+      await this.nc.close();
+    }
+  }
+}

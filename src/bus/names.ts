@@ -1,0 +1,27 @@
+// Every stream, subject and bucket name in one place, under the deployment's prefix (NATS_PREFIX), so that
+// several deployments (or parallel tests) can share one NATS server.
+export interface BusNames {
+  eventsStream: string;
+  eventsSubject(shard: number): string;
+  eventsWildcard: string;
+  clusterBucket: string;
+  tenantsBucket: string;
+  usersBucket: string;
+  apiKeysBucket: string;
+  usageBucket: string;
+  rateBucket: string;
+}
+
+export function busNames(prefix: string): BusNames {
+  return {
+    eventsStream: `${prefix}_events`,
+    eventsSubject: (shard) => `${prefix}.events.${shard}`,
+    eventsWildcard: `${prefix}.events.*`,
+    clusterBucket: `${prefix}_cluster`,
+    tenantsBucket: `${prefix}_tenants`,
+    usersBucket: `${prefix}_users`,
+    apiKeysBucket: `${prefix}_apikeys`,
+    usageBucket: `${prefix}_usage`,
+    rateBucket: `${prefix}_rate`,
+  };
+}

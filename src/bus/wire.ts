@@ -1,0 +1,85 @@
+import { Packr } from 'msgpackr';
+
+// The event stream's wire format (docs/wire-format.md). Plain MessagePack (no msgpackr records) so that any
+// MessagePack library can read it: a map {v: 1, events: [event, ...]}, one message per shard per publish.
+
+export const wireVersion = 1;
+
+/** An accepted, enriched event as aggregators receive it. Times are Unix milliseconds. */
+export interface WireEvent {
+  tenant: string;
+  env: 'production' | 'staging' | 'development';
+  event_type: string;
+  ts: number;
+  /** The timestamp the client sent, before skew correction; null when it sent none or `server_ts=1`. */
+  client_ts: number | null;
+  received_at: number;
+  event_id?: string;
+  anonymous_id?: string;
+  user_id?: string;
+  session_id?: string;
+  content_id?: string;
+  content_type?: string;
+  content_title?: string;
+  position_sec?: number;
+  bitrate_kbps?: number;
+  context?: Record<string, string>;
+  properties?: Record<string, unknown>;
+  /** ISO 3166-1 alpha-2, or '' when unknown. */
+  country: string;
+  /** State or province name (for India the state, e.g. "Maharashtra"), or '' when unknown. */
+  region: string;
+  device: string;
+}
+
+export interface WireMessage {
+  v: number;
+  events: WireEvent[];
+}
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+
+export function encodeEvent(event: WireEvent): Buffer {
+  return packr.pack(event);
+}
+
+const head = Buffer.from([0x82, 0xa1, 0x76, wireVersion, 0xa6, ...Buffer.from('events')]);
+
+/** Frame already-encoded events as one message without re-encoding them. */
+export function frameMessage(encoded: readonly Buffer[], bytes: number): Buffer {
+  const n = encoded.length;
+  let arrayHeader: Buffer;
+  if (n < 16) arrayHeader = Buffer.from([0x90 | n]);
+  else if (n < 0x10000) arrayHeader = Buffer.from([0xdc, n >> 8, n & 0xff]);
+  else {
+    arrayHeader = Buffer.alloc(5);
+    arrayHeader[0] = 0xdd;
+    arrayHeader.writeUInt32BE(n, 1);
+  }
+  return Buffer.concat([head, arrayHeader, ...encoded], head.length + arrayHeader.length + bytes);
+}
+
+export const frameOverhead = head.length + 5;
+
+export function decodeMessage(data: Uint8Array): WireMessage {
+  return packr.unpack(data) as WireMessage;
+}
+
+/** FNV-1a over (tenant, partition key): stable across processes and languages. */
+export function shardOf(tenant: string, key: string, shards: number): number {
+  let h = 0x811c9dc5;
+  const s = `${tenant}\u0000${key}`;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}
+
+/**
+ * Events of one session land on one shard (the session state machine needs them together); events without a
+ * session are keyed by the user (subscription state), then the anonymous id, then the content.
+ */
+export function partitionKey(e: Pick<WireEvent, 'session_id' | 'user_id' | 'anonymous_id' | 'content_id'>): string {
+  return e.session_id ?? (e.user_id !== undefined ? `u:${e.user_id}` : e.anonymous_id !== undefined ? `a:${e.anonymous_id}` : `c:${e.content_id ?? ''}`);
+}

@@ -1,0 +1,101 @@
+import { Bus } from '../bus/bus.js';
+import type { Config } from '../config/schema.js';
+import { ControlPlane, ControlError } from '../control/control-plane.js';
+import type { PlanName } from '../control/plans.js';
+import type { Environment, Role, TenantStatus } from '../control/records.js';
+import type { Logger } from '../log.js';
+import { flags, integerFlag, UsageError } from './args.js';
+
+// CONTRACT §3: each command prints one JSON object on stdout and exits 0, or an error on stderr and exits non-zero.
+
+type Command = (control: ControlPlane, argv: string[]) => Promise<unknown>;
+
+/** `--monthly-quota plan` (or `--rate-per-minute plan`) drops a tenant's override and goes back to its plan's figure. */
+function overrideFlag(value: string | undefined, name: string): number | null | undefined {
+  if (value === 'plan') return null;
+  return integerFlag(value, name);
+}
+
+export const adminCommands: Record<string, Record<string, Command>> = {
+  tenant: {
+    async create(control, argv) {
+      const f = flags(
+        argv,
+        { slug: { type: 'string' }, name: { type: 'string' }, plan: { type: 'string' }, 'owner-email': { type: 'string' }, 'owner-password': { type: 'string' } },
+        ['slug', 'name', 'plan', 'owner-email', 'owner-password'],
+      );
+      return control.createTenant({
+        slug: f.slug as string,
+        name: f.name as string,
+        plan: f.plan as PlanName,
+        ownerEmail: f['owner-email'] as string,
+        ownerPassword: f['owner-password'] as string,
+      });
+    },
+    async update(control, argv) {
+      const f = flags(
+        argv,
+        {
+          slug: { type: 'string' },
+          name: { type: 'string' },
+          plan: { type: 'string' },
+          status: { type: 'string' },
+          'monthly-quota': { type: 'string' },
+          'rate-per-minute': { type: 'string' },
+        },
+        ['slug'],
+      );
+      const patch = {
+        ...(f.name !== undefined && { name: f.name }),
+        ...(f.plan !== undefined && { plan: f.plan as PlanName }),
+        ...(f.status !== undefined && { status: f.status as TenantStatus }),
+        ...(f['monthly-quota'] !== undefined && { monthly_quota: overrideFlag(f['monthly-quota'], 'monthly-quota') }),
+        ...(f['rate-per-minute'] !== undefined && { rate_per_minute: overrideFlag(f['rate-per-minute'], 'rate-per-minute') }),
+      };
+      if (Object.keys(patch).length === 0) throw new UsageError('nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute or --name');
+      const t = await control.updateTenant(f.slug as string, patch);
+      return { tenant_slug: t.slug, name: t.name, plan: t.plan, status: t.status, monthly_quota: t.monthly_quota, rate_per_minute: t.rate_per_minute, updated_at: t.updated_at };
+    },
+  },
+  user: {
+    async add(control, argv) {
+      const f = flags(argv, { tenant: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, role: { type: 'string' } }, [
+        'tenant',
+        'email',
+        'password',
+        'role',
+      ]);
+      return control.addUser({ tenant: f.tenant as string, email: f.email as string, password: f.password as string, role: f.role as Role });
+    },
+  },
+  apikey: {
+    async create(control, argv) {
+      const f = flags(argv, { tenant: { type: 'string' }, name: { type: 'string' }, environment: { type: 'string' } }, ['tenant', 'name', 'environment']);
+      return control.createApiKey({ tenant: f.tenant as string, name: f.name as string, environment: f.environment as Environment });
+    },
+    async list(control, argv) {
+      const f = flags(argv, { tenant: { type: 'string' } }, ['tenant']);
+      return { api_keys: await control.listApiKeys(f.tenant as string) };
+    },
+    async revoke(control, argv) {
+      const f = flags(argv, { tenant: { type: 'string' }, id: { type: 'string' } }, ['tenant', 'id']);
+      return control.revokeApiKey(f.tenant as string, f.id as string);
+    },
+  },
+};
+
+export async function runAdmin(group: string, action: string | undefined, argv: string[], config: Config, log: Logger, out: NodeJS.WritableStream): Promise<void> {
+  const commands = adminCommands[group] as Record<string, Command>;
+  const command = action === undefined ? undefined : commands[action];
+  if (!command) throw new UsageError(`darshak ${group} takes one of: ${Object.keys(commands).join(', ')}`);
+  const bus = await Bus.connect(config, log, 'darshak-cli');
+  try {
+    const control = await ControlPlane.open(bus);
+    const result = await command(control, argv);
+    out.write(`${JSON.stringify(result)}\n`);
+  } finally {
+    await bus.close();
+  }
+}
+
+export { ControlError };

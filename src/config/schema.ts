@@ -1,0 +1,105 @@
+// The one description of every setting: type, bounds, meaning. Defaults live in config/default.json;
+// docs/configuration.md is checked against this file by test/unit/config.test.ts.
+export interface Config {
+  data_dir: string;
+  host: string;
+  base_port: number;
+  ingest_port: number;
+  public_base_url: string;
+  nats_url: string;
+  nats_prefix: string;
+  nats_autostart: boolean;
+  clickhouse_url: string;
+  smtp_url: string;
+  webhook_allow_hosts: string[];
+  trust_proxy: boolean;
+  log_level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  http_engine: 'auto' | 'uws' | 'node';
+  shards: number;
+  stream_max_age_hours: number;
+  publish_timeout_ms: number;
+  publish_max_inflight: number;
+  publish_max_message_bytes: number;
+  usage_sync_ms: number;
+}
+
+interface KeySpec {
+  type: 'string' | 'integer' | 'boolean' | 'array';
+  description: string;
+  minimum?: number;
+  maximum?: number;
+  enum?: readonly string[];
+  pattern?: string;
+}
+
+export const configKeys: Record<keyof Config, KeySpec> = {
+  data_dir: { type: 'string', description: 'embedded ClickHouse, local NATS, keys, outbox, exports' },
+  host: { type: 'string', description: 'address both listeners bind' },
+  base_port: { type: 'integer', minimum: 0, maximum: 65535, description: '`{base_url}` listener (api role)' },
+  ingest_port: { type: 'integer', minimum: 0, maximum: 65535, description: '`{ingest_url}` listener (ingest role)' },
+  public_base_url: { type: 'string', pattern: '^https?://', description: 'external address of `{base_url}`, used in links' },
+  nats_url: { type: 'string', pattern: '^(nats|tls)://', description: 'NATS server(s), comma-separated' },
+  nats_prefix: {
+    type: 'string',
+    pattern: '^[a-z][a-z0-9_]{0,31}$',
+    description: 'namespace of every stream, subject and KV bucket (lets several deployments or tests share one NATS)',
+  },
+  nats_autostart: {
+    type: 'boolean',
+    description: '`darshak start`: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats`',
+  },
+  clickhouse_url: { type: 'string', description: 'ClickHouse server; empty means embedded chDB under `DATA_DIR/clickhouse`' },
+  smtp_url: { type: 'string', description: 'SMTP transport; empty writes `.eml` files to `DATA_DIR/outbox/`' },
+  webhook_allow_hosts: { type: 'array', description: 'CIDRs or host names exempt from the SSRF guard (env: comma-separated)' },
+  trust_proxy: { type: 'boolean', description: 'take the client IP from `X-Forwarded-For`' },
+  log_level: {
+    type: 'string',
+    enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    description: 'pino log level',
+  },
+  http_engine: {
+    type: 'string',
+    enum: ['auto', 'uws', 'node'],
+    description: '`auto`: uWebSockets.js where its pinned binary loads, else `node:http`',
+  },
+  shards: { type: 'integer', minimum: 1, maximum: 1024, description: 'event stream partitions; fixed for the life of the stream' },
+  stream_max_age_hours: { type: 'integer', minimum: 1, maximum: 8760, description: 'how long JetStream keeps raw event messages' },
+  publish_timeout_ms: {
+    type: 'integer',
+    minimum: 100,
+    maximum: 60000,
+    description: 'how long an ingest request waits for JetStream acknowledgements before answering 503',
+  },
+  publish_max_inflight: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 4096,
+    description: 'unacknowledged JetStream publishes per ingest process; past it, events wait and coalesce',
+  },
+  publish_max_message_bytes: {
+    type: 'integer',
+    minimum: 4096,
+    maximum: 1048576,
+    description: 'largest JetStream message ingest writes (must fit the server\'s `max_payload`)',
+  },
+  usage_sync_ms: {
+    type: 'integer',
+    minimum: 50,
+    maximum: 10000,
+    description: 'how often ingest processes share their rate and quota counts through NATS KV',
+  },
+};
+
+export const configSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: Object.keys(configKeys),
+  properties: Object.fromEntries(
+    Object.entries(configKeys).map(([key, spec]) => {
+      const { description: _description, ...rest } = spec;
+      const schema: Record<string, unknown> = { ...rest };
+      if (spec.type === 'array') schema.items = { type: 'string', minLength: 1 };
+      return [key, schema];
+    }),
+  ),
+} as const;

@@ -1,0 +1,282 @@
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import type { KV } from 'nats';
+import type { Bus } from '../bus/bus.js';
+import type { ErrorCode } from '../errors.js';
+import { hashPassword } from './passwords.js';
+import { planNames, type PlanName } from './plans.js';
+import {
+  environments,
+  keyPrefixes,
+  roles,
+  type ApiKeyRecord,
+  type Environment,
+  type Role,
+  type TenantRecord,
+  type TenantStatus,
+  type UserRecord,
+} from './records.js';
+
+export class ControlError extends Error {
+  override name = 'ControlError';
+  constructor(
+    readonly code: Extract<ErrorCode, 'invalid_request' | 'already_exists' | 'not_found'>,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export const encodeRecord = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
+export const decodeRecord = <T>(value: Uint8Array): T => JSON.parse(decoder.decode(value)) as T;
+
+export const sha256Hex = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+const slugPattern = /^[a-z0-9][a-z0-9-]{0,61}[a-z0-9]$/;
+// Deliberately loose: one @, no spaces, a dot in the domain. Deliverability is the mail server's business.
+const emailPattern = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]+$/;
+const base62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+function randomString(alphabet: string, length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += alphabet[randomInt(alphabet.length)];
+  return out;
+}
+
+function check(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new ControlError('invalid_request', message);
+}
+
+function checkText(value: string, field: string, max = 200): void {
+  check(typeof value === 'string' && value.trim().length > 0 && value.length <= max, `${field} must be 1 to ${max} characters`);
+}
+
+function checkPositive(value: number | null | undefined, field: string): void {
+  if (value === null || value === undefined) return;
+  check(Number.isSafeInteger(value) && value > 0, `${field} must be a positive integer`);
+}
+
+export interface CreateTenantInput {
+  slug: string;
+  name: string;
+  plan: PlanName;
+  ownerEmail: string;
+  ownerPassword: string;
+}
+
+export interface UpdateTenantInput {
+  plan?: PlanName;
+  status?: TenantStatus;
+  monthly_quota?: number | null;
+  rate_per_minute?: number | null;
+  name?: string;
+}
+
+export interface UserView {
+  id: number;
+  email: string;
+  role: Role;
+}
+
+export interface ApiKeyCreated {
+  id: string;
+  name: string;
+  environment: Environment;
+  scope: 'ingest:write';
+  prefix: string;
+  key: string;
+  created_at: string;
+}
+
+/** Tenants, users and API keys in NATS KV: every process reads the same state and watches its changes. */
+export class ControlPlane {
+  private constructor(
+    readonly tenants: KV,
+    readonly users: KV,
+    readonly apiKeys: KV,
+  ) {}
+
+  static async open(bus: Bus): Promise<ControlPlane> {
+    const [tenants, users, apiKeys] = await Promise.all([
+      bus.kv(bus.names.tenantsBucket),
+      bus.kv(bus.names.usersBucket),
+      bus.kv(bus.names.apiKeysBucket),
+    ]);
+    return new ControlPlane(tenants, users, apiKeys);
+  }
+
+  async getTenant(slug: string): Promise<TenantRecord | null> {
+    if (!slugPattern.test(slug)) return null;
+    const e = await this.tenants.get(slug);
+    return e && e.operation === 'PUT' ? decodeRecord<TenantRecord>(e.value) : null;
+  }
+
+  private async requireTenant(slug: string): Promise<TenantRecord> {
+    const t = await this.getTenant(slug);
+    if (!t) throw new ControlError('not_found', `tenant ${JSON.stringify(slug)} does not exist`);
+    return t;
+  }
+
+  async createTenant(input: CreateTenantInput): Promise<{ tenant_slug: string; plan: PlanName; owner: UserView }> {
+    check(slugPattern.test(input.slug), 'slug must be 2 to 63 characters of a-z, 0-9 and "-", starting and ending with a letter or digit');
+    checkText(input.name, 'name');
+    check(planNames.includes(input.plan), `plan must be one of ${planNames.join(', ')}`);
+    this.checkCredentials(input.ownerEmail, input.ownerPassword);
+    if (await this.findUserId(input.ownerEmail)) throw new ControlError('already_exists', `a user with e-mail ${input.ownerEmail} already exists`);
+    const now = new Date().toISOString();
+    const tenant: TenantRecord = {
+      slug: input.slug,
+      name: input.name.trim(),
+      plan: input.plan,
+      status: 'active',
+      monthly_quota: null,
+      rate_per_minute: null,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.tenants.create(input.slug, encodeRecord(tenant));
+    } catch {
+      throw new ControlError('already_exists', `tenant ${JSON.stringify(input.slug)} already exists`);
+    }
+    try {
+      const owner = await this.addUser({ tenant: input.slug, email: input.ownerEmail, password: input.ownerPassword, role: 'owner' });
+      return { tenant_slug: tenant.slug, plan: tenant.plan, owner };
+    } catch (err) {
+      await this.tenants.delete(input.slug);
+      throw err;
+    }
+  }
+
+  async updateTenant(slug: string, patch: UpdateTenantInput): Promise<TenantRecord> {
+    if (patch.plan !== undefined) check(planNames.includes(patch.plan), `plan must be one of ${planNames.join(', ')}`);
+    if (patch.status !== undefined) check(patch.status === 'active' || patch.status === 'inactive', 'status must be active or inactive');
+    if (patch.name !== undefined) checkText(patch.name, 'name');
+    checkPositive(patch.monthly_quota, 'monthly-quota');
+    checkPositive(patch.rate_per_minute, 'rate-per-minute');
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const e = await this.tenants.get(slug);
+      if (!e || e.operation !== 'PUT') throw new ControlError('not_found', `tenant ${JSON.stringify(slug)} does not exist`);
+      const next: TenantRecord = { ...decodeRecord<TenantRecord>(e.value), ...patch, updated_at: new Date().toISOString() };
+      try {
+        await this.tenants.update(slug, encodeRecord(next), e.revision);
+        return next;
+      } catch {
+        // Someone else changed it meanwhile: read again.
+      }
+    }
+    throw new Error(`tenant ${slug} kept changing during the update`);
+  }
+
+  private checkCredentials(email: string, password: string): void {
+    check(typeof email === 'string' && emailPattern.test(email) && email.length <= 254, 'email must be an e-mail address');
+    check(typeof password === 'string' && password.length >= 8 && password.length <= 1024, 'password must be 8 to 1024 characters');
+  }
+
+  private emailKey(email: string): string {
+    return `email.${sha256Hex(email.trim().toLowerCase())}`;
+  }
+
+  async findUserId(email: string): Promise<number | null> {
+    const e = await this.users.get(this.emailKey(email));
+    return e && e.operation === 'PUT' ? decodeRecord<{ id: number }>(e.value).id : null;
+  }
+
+  async getUser(id: number): Promise<UserRecord | null> {
+    const e = await this.users.get(`user.${id}`);
+    return e && e.operation === 'PUT' ? decodeRecord<UserRecord>(e.value) : null;
+  }
+
+  private async nextUserId(): Promise<number> {
+    for (;;) {
+      const e = await this.users.get('seq');
+      const next = e && e.operation === 'PUT' ? Number(decoder.decode(e.value)) + 1 : 1;
+      try {
+        if (e) await this.users.update('seq', encoder.encode(String(next)), e.revision);
+        else await this.users.create('seq', encoder.encode(String(next)));
+        return next;
+      } catch {
+        // Lost a race for this id: take the next one.
+      }
+    }
+  }
+
+  async addUser(input: { tenant: string; email: string; password: string; role: Role }): Promise<UserView> {
+    check(roles.includes(input.role), `role must be one of ${roles.join(', ')}`);
+    this.checkCredentials(input.email, input.password);
+    await this.requireTenant(input.tenant);
+    const email = input.email.trim();
+    const id = await this.nextUserId();
+    try {
+      await this.users.create(this.emailKey(email), encodeRecord({ id }));
+    } catch {
+      throw new ControlError('already_exists', `a user with e-mail ${email} already exists`);
+    }
+    const user: UserRecord = {
+      id,
+      tenant: input.tenant,
+      email,
+      role: input.role,
+      password_hash: await hashPassword(input.password),
+      created_at: new Date().toISOString(),
+    };
+    await this.users.put(`user.${id}`, encodeRecord(user));
+    return { id, email, role: user.role };
+  }
+
+  async createApiKey(input: { tenant: string; name: string; environment: Environment }): Promise<ApiKeyCreated> {
+    checkText(input.name, 'name');
+    check(environments.includes(input.environment), `environment must be one of ${environments.join(', ')}`);
+    await this.requireTenant(input.tenant);
+    const key = keyPrefixes[input.environment] + randomString(base62, 32);
+    const record: ApiKeyRecord = {
+      id: `key_${randomBytes(10).toString('hex')}`,
+      tenant: input.tenant,
+      name: input.name.trim(),
+      environment: input.environment,
+      scope: 'ingest:write',
+      prefix: key.slice(0, keyPrefixes[input.environment].length + 4),
+      key_hash: sha256Hex(key),
+      created_at: new Date().toISOString(),
+      revoked_at: null,
+    };
+    await this.apiKeys.create(record.id, encodeRecord(record));
+    const { id, name, environment, scope, prefix, created_at } = record;
+    return { id, name, environment, scope, prefix, key, created_at };
+  }
+
+  async listApiKeys(tenant: string): Promise<Array<Omit<ApiKeyRecord, 'key_hash' | 'tenant'>>> {
+    await this.requireTenant(tenant);
+    const out: Array<Omit<ApiKeyRecord, 'key_hash' | 'tenant'>> = [];
+    for await (const k of await this.apiKeys.keys()) {
+      const e = await this.apiKeys.get(k);
+      if (!e || e.operation !== 'PUT') continue;
+      const { key_hash: _h, tenant: owner, ...view } = decodeRecord<ApiKeyRecord>(e.value);
+      if (owner === tenant) out.push(view);
+    }
+    return out.sort((a, b) => b.created_at.localeCompare(a.created_at));
+  }
+
+  /** Revoking twice answers the first revocation time; another tenant's key is "not found". */
+  async revokeApiKey(tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
+    const missing = new ControlError('not_found', `API key ${JSON.stringify(id)} does not exist`);
+    if (!/^key_[0-9a-f]{20}$/.test(id)) throw missing;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const e = await this.apiKeys.get(id);
+      if (!e || e.operation !== 'PUT') throw missing;
+      const record = decodeRecord<ApiKeyRecord>(e.value);
+      if (record.tenant !== tenant) throw missing;
+      if (record.revoked_at) return { id, revoked_at: record.revoked_at };
+      record.revoked_at = new Date().toISOString();
+      try {
+        await this.apiKeys.update(id, encodeRecord(record), e.revision);
+        return { id, revoked_at: record.revoked_at };
+      } catch {
+        // Changed meanwhile: read again.
+      }
+    }
+    throw new Error(`API key ${id} kept changing during revocation`);
+  }
+}

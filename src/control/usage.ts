@@ -1,0 +1,159 @@
+import type { KV, KvEntry } from 'nats';
+import type { Bus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+interface Counter {
+  /** Last value seen in the bucket (through the watch or our own write) and its revision. */
+  shared: number;
+  revision: number;
+  /** Counted here, not yet written to the bucket. */
+  pending: number;
+}
+
+export const monthOf = (ms: number): string => new Date(ms).toISOString().slice(0, 7);
+export const minuteOf = (ms: number): number => Math.floor(ms / 60_000);
+
+/**
+ * Per-tenant counts shared by every ingest process through two KV buckets: accepted events this UTC month
+ * (kept) and this UTC minute (expiring). Each process adds its own counts every `syncMs` with compare-and-set and
+ * watches the others'. A process therefore sees the others' counts at most about `syncMs` + one round trip late:
+ * the bound on overshoot is documented in docs/limits.md.
+ */
+export class UsageCounters {
+  private readonly counters = new Map<string, Counter>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly watches: Array<{ stop(): void }> = [];
+  private syncing: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly month: KV,
+    private readonly minute: KV,
+    private readonly log: Logger,
+  ) {}
+
+  static async open(bus: Bus, syncMs: number, log: Logger): Promise<UsageCounters> {
+    const [month, minute] = await Promise.all([bus.kv(bus.names.usageBucket), bus.kv(bus.names.rateBucket, 180_000)]);
+    const u = new UsageCounters(month, minute, log.child({ module: 'usage' }));
+    await Promise.all([u.watch(month, 'm'), u.watch(minute, 'r')]);
+    u.timer = setInterval(() => {
+      u.syncing = u.syncing.then(() => u.sync());
+    }, syncMs);
+    u.timer.unref();
+    return u;
+  }
+
+  private async watch(kv: KV, kind: 'm' | 'r'): Promise<void> {
+    let ready!: () => void;
+    const initialised = new Promise<void>((r) => (ready = r));
+    const open = async (): Promise<void> => {
+      const iter = await kv.watch({ key: '>', initializedFn: ready });
+      this.watches.push(iter);
+      void (async () => {
+        try {
+          for await (const e of iter) this.seen(`${kind}:${e.key}`, e);
+        } catch {
+          // Ended by a NATS restart: reopened below.
+        }
+        ready();
+        setTimeout(() => void open().catch(() => undefined), 500).unref();
+      })();
+    };
+    await open();
+    await initialised;
+  }
+
+  private seen(id: string, e: KvEntry): void {
+    const c = this.counter(id);
+    if (e.revision <= c.revision) return;
+    c.revision = e.revision;
+    c.shared = e.operation === 'PUT' ? Number(decoder.decode(e.value)) || 0 : 0;
+  }
+
+  private counter(id: string): Counter {
+    let c = this.counters.get(id);
+    if (!c) {
+      c = { shared: 0, revision: 0, pending: 0 };
+      this.counters.set(id, c);
+    }
+    return c;
+  }
+
+  private value(id: string): number {
+    const c = this.counters.get(id);
+    return c ? c.shared + c.pending : 0;
+  }
+
+  monthUsed(tenant: string, now = Date.now()): number {
+    return this.value(`m:${tenant}.${monthOf(now)}`);
+  }
+
+  minuteUsed(tenant: string, now = Date.now()): number {
+    return this.value(`r:${tenant}.${minuteOf(now)}`);
+  }
+
+  add(tenant: string, events: number, now = Date.now()): void {
+    if (events <= 0) return;
+    this.counter(`m:${tenant}.${monthOf(now)}`).pending += events;
+    this.counter(`r:${tenant}.${minuteOf(now)}`).pending += events;
+  }
+
+  /** Take back a count added for events that were then not accepted. */
+  remove(tenant: string, events: number, now = Date.now()): void {
+    if (events <= 0) return;
+    this.counter(`m:${tenant}.${monthOf(now)}`).pending -= events;
+    this.counter(`r:${tenant}.${minuteOf(now)}`).pending -= events;
+  }
+
+  private async sync(): Promise<void> {
+    const currentMinute = minuteOf(Date.now());
+    for (const [id, c] of this.counters) {
+      const [kind, key] = [id.slice(0, 1), id.slice(2)];
+      if (kind === 'r' && Number(key.slice(key.lastIndexOf('.') + 1)) < currentMinute - 2) {
+        if (c.pending === 0) this.counters.delete(id);
+        else c.pending = 0; // a past minute's rate count no longer limits anything
+        continue;
+      }
+      if (c.pending === 0) continue;
+      const delta = c.pending;
+      c.pending = 0;
+      const ok = await this.write(kind === 'm' ? this.month : this.minute, key, c, delta);
+      if (!ok) c.pending += delta;
+    }
+  }
+
+  private async write(kv: KV, key: string, c: Counter, delta: number): Promise<boolean> {
+    for (let attempt = 0; attempt < 8; attempt++) {
+      try {
+        const next = c.shared + delta;
+        const revision = c.revision === 0 ? await kv.create(key, encoder.encode(String(next))) : await kv.update(key, encoder.encode(String(next)), c.revision);
+        if (revision > c.revision) {
+          c.revision = revision;
+          c.shared = next;
+        }
+        return true;
+      } catch {
+        // Another process wrote first (or the bus is down): read the bucket's value and try again.
+        try {
+          const e = await kv.get(key);
+          c.revision = e ? e.revision : 0;
+          c.shared = e && e.operation === 'PUT' ? Number(decoder.decode(e.value)) || 0 : 0;
+        } catch (err) {
+          this.log.debug({ err: (err as Error).message, key }, 'usage sync deferred');
+          return false;
+        }
+      }
+    }
+    return false;
+  }
+
+  /** Write what is pending and stop. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.syncing;
+    await this.sync().catch(() => undefined);
+    for (const w of this.watches) w.stop();
+  }
+}

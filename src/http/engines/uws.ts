@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { STATUS_CODES } from 'node:http';
+import type * as Uws from 'uWebSockets.js';
+import { uwsBinarySha256 } from '../uws-pins.js';
+import type { BodyResult, Engine, EngineServer, RawRequest, WireReply } from '../types.js';
+
+type UwsModule = typeof Uws;
+
+const require = createRequire(import.meta.url);
+
+export type UwsLoad = { ok: true; engine: Engine; binary: string; sha256: string } | { ok: false; reason: string };
+
+let cached: UwsLoad | undefined;
+
+/** Load the platform's uWS binary only if its sha256 is the pinned one; say why not otherwise. */
+export function loadUws(): UwsLoad {
+  if (cached) return cached;
+  cached = tryLoad();
+  return cached;
+}
+
+function tryLoad(): UwsLoad {
+  const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
+  const expected = uwsBinarySha256[binary];
+  if (!expected) return { ok: false, reason: `no pinned uWebSockets.js binary for ${binary}` };
+  let dir: string;
+  try {
+    dir = dirname(require.resolve('uWebSockets.js/package.json'));
+  } catch {
+    return { ok: false, reason: 'uWebSockets.js is not installed' };
+  }
+  const path = join(dir, binary);
+  let sha256: string;
+  try {
+    sha256 = createHash('sha256').update(readFileSync(path)).digest('hex');
+  } catch (err) {
+    return { ok: false, reason: `cannot read ${binary}: ${(err as Error).message}` };
+  }
+  if (sha256 !== expected) return { ok: false, reason: `${binary} has sha256 ${sha256}, pinned ${expected}` };
+  try {
+    const mod = require(path) as UwsModule;
+    return { ok: true, engine: uwsEngine(mod), binary, sha256 };
+  } catch (err) {
+    return { ok: false, reason: `${binary} does not load: ${(err as Error).message.split('\n')[0]}` };
+  }
+}
+
+const decoder = new TextDecoder();
+
+function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+function uwsEngine(uws: UwsModule): Engine {
+  return {
+    name: 'uws',
+    listen(host, port, dispatch) {
+      const app = uws.App();
+      app.any('/*', (res, req) => {
+        // uWS invalidates `req` at the first await: copy what we need now.
+        let aborted = false;
+        res.onAborted(() => {
+          aborted = true;
+        });
+        const headers = new Map<string, string>();
+        req.forEach((k, v) => {
+          const prev = headers.get(k);
+          headers.set(k, prev === undefined ? v : `${prev}, ${v}`);
+        });
+        const method = req.getMethod().toUpperCase();
+        const body = startBody(res, headers, method);
+        const raw: RawRequest = {
+          method,
+          path: req.getUrl(),
+          search: req.getQuery() ?? '',
+          headers,
+          remoteAddress: normaliseAddress(decoder.decode(res.getRemoteAddressAsText())),
+          readBody: body,
+          isAborted: () => aborted,
+        };
+        void dispatch(raw).then((reply) => {
+          if (aborted) return;
+          write(res, reply);
+        });
+      });
+      return new Promise<EngineServer>((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) {
+            reject(new Error(`uWebSockets.js cannot listen on ${host}:${port}`));
+            return;
+          }
+          resolve({
+            port: uws.us_socket_local_port(socket as unknown as Uws.us_socket),
+            async close() {
+              uws.us_listen_socket_close(socket);
+              app.close();
+            },
+          });
+        });
+      });
+    },
+  };
+}
+
+function write(res: Uws.HttpResponse, reply: WireReply): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(reply.status));
+    for (const [k, v] of reply.headers) res.writeHeader(k, v);
+    res.end(reply.body, reply.close);
+  });
+}
+
+/**
+ * uWS delivers the body only to a handler attached synchronously, so start buffering at once (up to the cap the
+ * dispatcher asks for later). Past the cap, chunks are dropped and the reply closes the connection.
+ */
+function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string): (max: number) => Promise<BodyResult> {
+  const hasBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
+  if (!hasBody) return async () => ({ ok: true, bytes: Buffer.alloc(0) });
+  const declared = Number(headers.get('content-length') ?? NaN);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let cap = Infinity;
+  let done = false;
+  let overflow = false;
+  let settle: ((r: BodyResult) => void) | undefined;
+  const finish = (r: BodyResult): void => {
+    if (settle) settle(r);
+  };
+  res.onData((chunk, isLast) => {
+    if (!overflow) {
+      size += chunk.byteLength;
+      if (size > cap) {
+        overflow = true;
+        chunks.length = 0;
+        finish({ ok: false, reason: 'too_large' });
+      } else {
+        // The ArrayBuffer is only valid during this call.
+        chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      }
+    }
+    if (isLast) {
+      done = true;
+      if (!overflow) finish({ ok: true, bytes: Buffer.concat(chunks, size) });
+    }
+  });
+  res.onAborted(() => finish({ ok: false, reason: 'aborted' }));
+  return (max) =>
+    new Promise<BodyResult>((resolve) => {
+      cap = max;
+      if (Number.isFinite(declared) && declared > max) {
+        overflow = true;
+        resolve({ ok: false, reason: 'too_large' });
+        return;
+      }
+      if (size > max) {
+        overflow = true;
+        resolve({ ok: false, reason: 'too_large' });
+        return;
+      }
+      if (done) {
+        resolve({ ok: true, bytes: Buffer.concat(chunks, size) });
+        return;
+      }
+      settle = resolve;
+    });
+}
+
+/** uWS gives IPv6 text for IPv4 peers ("0000:...:ffff:7f00:0001" or "::ffff:127.0.0.1"); report plain IPv4. */
+export function normaliseAddress(addr: string): string {
+  const lower = addr.toLowerCase();
+  const dotted = /^(?:0{1,4}:){5}ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  if (dotted) return dotted[1] as string;
+  const hex = /^(?:0{1,4}:){5}ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower) ?? /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
+  if (hex) {
+    const hi = parseInt(hex[1] as string, 16);
+    const lo = parseInt(hex[2] as string, 16);
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  return addr;
+}

@@ -1,0 +1,171 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../log.js';
+import { errorBody, errorStatus, type RequestErrorCode } from '../errors.js';
+import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
+import { nodeEngine } from './engines/node.js';
+import { loadUws } from './engines/uws.js';
+import { Router } from './router.js';
+import type { Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, WireReply } from './types.js';
+
+export interface CorsOptions {
+  /** `*` answers any origin (ingest); a list answers only those. */
+  origins: '*' | readonly string[];
+  allowHeaders: readonly string[];
+  exposeHeaders: readonly string[];
+}
+
+export interface HttpServerOptions {
+  /** Label in logs and metrics: `ingest` or `base`. */
+  listener: string;
+  host: string;
+  port: number;
+  engine: 'auto' | EngineName;
+  routes: readonly Route[];
+  maxBodyBytes: number;
+  cors?: CorsOptions;
+  log: Logger;
+  /** Headers added to every answer of this listener, computed per request (ingest: RateLimit-*). */
+  commonHeaders?: (req: HttpRequest) => Record<string, string>;
+}
+
+export interface HttpServer {
+  readonly engine: EngineName;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export function selectEngine(preference: 'auto' | EngineName, log: Logger): Engine {
+  if (preference === 'node') return nodeEngine;
+  const uws = loadUws();
+  if (uws.ok) return uws.engine;
+  if (preference === 'uws') throw new Error(`HTTP_ENGINE=uws but uWebSockets.js cannot be used: ${uws.reason}`);
+  log.warn({ reason: uws.reason }, 'uWebSockets.js unavailable; using node:http');
+  return nodeEngine;
+}
+
+export function replyError(req: { requestId: string }, code: RequestErrorCode, message?: string, details?: unknown[]): HttpReply {
+  return { status: errorStatus(code), body: errorBody(code, req.requestId, message, details) };
+}
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+class Request implements HttpRequest {
+  readonly query: URLSearchParams;
+  constructor(
+    private readonly raw: RawRequest,
+    readonly requestId: string,
+    readonly params: Record<string, string>,
+    private readonly maxBodyBytes: number,
+  ) {
+    this.query = new URLSearchParams(raw.search);
+  }
+  get method(): string {
+    return this.raw.method;
+  }
+  get path(): string {
+    return this.raw.path;
+  }
+  get remoteAddress(): string {
+    return this.raw.remoteAddress;
+  }
+  header(name: string): string | undefined {
+    return this.raw.headers.get(name);
+  }
+  body() {
+    return this.raw.readBody(this.maxBodyBytes);
+  }
+  isAborted(): boolean {
+    return this.raw.isAborted();
+  }
+}
+
+function serialize(reply: HttpReply, extra: Array<[string, string]>): WireReply {
+  const headers: Array<[string, string]> = [...extra];
+  let body: Buffer | string;
+  let type: string | undefined;
+  if (reply.body === undefined) body = '';
+  else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) body = reply.body;
+  else {
+    body = JSON.stringify(reply.body);
+    type = 'application/json; charset=utf-8';
+  }
+  let hasType = false;
+  for (const [k, v] of Object.entries(reply.headers ?? {})) {
+    if (k.toLowerCase() === 'content-type') hasType = true;
+    headers.push([k, v]);
+  }
+  if (!hasType && type) headers.push(['content-type', type]);
+  return { status: reply.status, headers, body, close: reply.close ?? false };
+}
+
+export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port' | 'engine'>): (raw: RawRequest) => Promise<WireReply> {
+  const router = new Router(options.routes);
+  const log = options.log;
+  const cors = options.cors;
+  const corsBase: Array<[string, string]> = [];
+  if (cors) {
+    corsBase.push(['access-control-expose-headers', cors.exposeHeaders.join(', ')]);
+  }
+  return async (raw) => {
+    const started = process.hrtime.bigint();
+    const incoming = raw.headers.get('x-request-id');
+    const requestId = incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const extra: Array<[string, string]> = [['x-request-id', requestId]];
+    const origin = raw.headers.get('origin');
+    if (cors && origin !== undefined) {
+      if (cors.origins === '*') extra.push(['access-control-allow-origin', '*'], ...corsBase);
+      else if (cors.origins.includes(origin)) extra.push(['access-control-allow-origin', origin], ['vary', 'Origin'], ...corsBase);
+    }
+    const match = router.match(raw.method, raw.path);
+    let route = 'unmatched';
+    let reply: HttpReply;
+    const req = new Request(raw, requestId, match.kind === 'found' ? match.params : {}, options.maxBodyBytes);
+    try {
+      if (raw.method === 'OPTIONS' && cors) {
+        route = 'preflight';
+        reply = {
+          status: 204,
+          headers: {
+            'access-control-allow-methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+            'access-control-allow-headers': cors.allowHeaders.join(', '),
+            'access-control-max-age': '86400',
+          },
+        };
+      } else if (match.kind === 'found') {
+        route = match.pattern;
+        reply = await match.handler(req);
+      } else if (match.kind === 'method_not_allowed') {
+        reply = replyError(req, 'method_not_allowed');
+        reply.headers = { allow: match.allow.join(', ') };
+      } else {
+        reply = replyError(req, 'not_found');
+      }
+    } catch (err) {
+      log.error({ err, request_id: requestId, path: raw.path }, 'handler failed');
+      reply = replyError(req, 'internal_error');
+    }
+    if (options.commonHeaders) {
+      try {
+        reply.headers = { ...options.commonHeaders(req), ...reply.headers };
+      } catch (err) {
+        log.error({ err }, 'common headers failed');
+      }
+    }
+    const status = String(reply.status);
+    httpRequests.inc({ listener: options.listener, route, method: raw.method, status });
+    httpDuration.observe({ listener: options.listener, route }, Number(process.hrtime.bigint() - started) / 1e9);
+    return serialize(reply, extra);
+  };
+}
+
+export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
+  const engine = selectEngine(options.engine, options.log);
+  const server = await engine.listen(options.host, options.port, createDispatcher(options));
+  httpEngineInfo.set({ listener: options.listener, engine: engine.name }, 1);
+  options.log.info({ listener: options.listener, engine: engine.name, host: options.host, port: server.port }, 'listening');
+  return {
+    engine: engine.name,
+    port: server.port,
+    close: () => server.close(),
+  };
+}

@@ -1,0 +1,284 @@
+import { Counter } from 'prom-client';
+import type { EventPublisher, ShardPart } from '../bus/publisher.js';
+import { encodeEvent, partitionKey, shardOf, type WireEvent } from '../bus/wire.js';
+import type { RequestErrorCode } from '../errors.js';
+import type { HttpRequest } from '../http/types.js';
+import { registry } from '../metrics.js';
+import { sha256Hex } from '../control/control-plane.js';
+import { defaultRatePerMinute, plans } from '../control/plans.js';
+import type { ApiKeyRecord, TenantRecord } from '../control/records.js';
+import type { UsageCounters } from '../control/usage.js';
+import type { WatchedMap } from '../control/watched-map.js';
+import type { Enricher } from './enrich.js';
+import { eventLimits } from './taxonomy.js';
+import { stampTimes } from './timestamps.js';
+import { isoTimestamp, surrogateEscape, validateEvent, type ClientEvent, type EventError } from './validate.js';
+
+const ingested = new Counter({
+  name: 'darshak_ingest_events_total',
+  help: 'Events received at ingest by outcome',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+/** Each step answers ok or reject; `runIngest` is the one place that turns a reject into an answer. */
+export type Step<T> = { kind: 'ok'; value: T } | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[] };
+
+const ok = <T>(value: T): Step<T> => ({ kind: 'ok', value });
+const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> => ({ kind: 'reject', code, message, details });
+
+export interface IngestAnswer {
+  accepted: number;
+  rejected: number;
+  queued: boolean;
+  errors: Array<EventError | { index: number; code: 'ingest_degraded'; message: string }>;
+}
+
+export interface RateState {
+  limit: number;
+  remaining: number;
+  resetSeconds: number;
+}
+
+export type IngestOutcome =
+  | { kind: 'answer'; answer: IngestAnswer; rate: RateState }
+  | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[]; rate: RateState; events: number };
+
+export interface IngestDeps {
+  keys: WatchedMap<ApiKeyRecord>;
+  tenants: WatchedMap<TenantRecord>;
+  usage: UsageCounters;
+  publisher: EventPublisher;
+  enricher: Enricher;
+  shards: number;
+  trustProxy: boolean;
+}
+
+interface Caller {
+  key: ApiKeyRecord;
+  tenant: TenantRecord;
+}
+
+interface Batch {
+  events: unknown[];
+  sentAt: number | null;
+  mayHaveSurrogates: boolean;
+}
+
+export function rateOf(tenant: TenantRecord | null, used: number, now: number): RateState {
+  const limit = tenant ? (tenant.rate_per_minute ?? plans[tenant.plan].rate_per_minute) : defaultRatePerMinute;
+  return { limit, remaining: Math.max(0, limit - used), resetSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
+}
+
+export function rateHeaders(rate: RateState): Record<string, string> {
+  return { 'RateLimit-Limit': String(rate.limit), 'RateLimit-Remaining': String(rate.remaining), 'RateLimit-Reset': String(rate.resetSeconds) };
+}
+
+function keyFrom(req: HttpRequest, allowQuery: boolean): string | undefined {
+  const header = req.header('x-api-key');
+  if (header) return header.trim();
+  const auth = req.header('authorization');
+  if (auth) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m) return m[1];
+  }
+  return allowQuery ? (req.query.get('api_key') ?? undefined) : undefined;
+}
+
+export class Ingest {
+  constructor(private readonly deps: IngestDeps) {}
+
+  authenticate(req: HttpRequest, allowQuery: boolean): Step<Caller> {
+    const plaintext = keyFrom(req, allowQuery);
+    if (!plaintext || plaintext.length > 200) return reject('invalid_api_key', plaintext ? undefined : 'API key missing: send it as X-API-Key');
+    const key = this.deps.keys.get(sha256Hex(plaintext));
+    if (!key || key.revoked_at !== null) return reject('invalid_api_key');
+    const tenant = this.deps.tenants.get(key.tenant);
+    if (!tenant) return reject('invalid_api_key');
+    if (tenant.status !== 'active') return reject('tenant_inactive');
+    return ok({ key, tenant });
+  }
+
+  /** Quota and rate are checked against what is already counted: a batch admitted below a limit is admitted whole. */
+  admit(caller: Caller, now: number): Step<RateState> {
+    const { tenant } = caller;
+    const rate = rateOf(tenant, this.deps.usage.minuteUsed(tenant.slug, now), now);
+    const quota = tenant.monthly_quota ?? plans[tenant.plan].monthly_events;
+    if (this.deps.usage.monthUsed(tenant.slug, now) >= quota) return reject('quota_exceeded', `The monthly quota of ${quota} events is used up`);
+    if (rate.remaining <= 0) return reject('rate_limited', `Rate limit of ${rate.limit} events per minute reached; retry in ${rate.resetSeconds} s`);
+    return ok(rate);
+  }
+
+  parse(bytes: Buffer): Step<Batch> {
+    let text: string;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+    } catch {
+      return reject('invalid_json', 'Request body is not valid UTF-8');
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return reject('invalid_json', `Request body is not valid JSON: ${(err as Error).message.slice(0, 200)}`);
+    }
+    return this.shape(value, surrogateEscape.test(text));
+  }
+
+  shape(value: unknown, mayHaveSurrogates: boolean): Step<Batch> {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return reject('invalid_body');
+    const body = value as Record<string, unknown>;
+    for (const k of Object.keys(body)) {
+      if (k !== 'events' && k !== 'sent_at') return reject('invalid_body', `Unknown top-level field ${JSON.stringify(k.slice(0, 64))}; a batch has "events" and optional "sent_at"`);
+    }
+    if (!Array.isArray(body.events)) return reject('invalid_body');
+    if (body.events.length === 0) return reject('invalid_body', '"events" is empty');
+    if (body.events.length > eventLimits.batchMax) return reject('too_many_events', `A batch holds at most ${eventLimits.batchMax} events; this one has ${body.events.length}`);
+    let sentAt: number | null = null;
+    if (body.sent_at !== undefined) {
+      const parsed = typeof body.sent_at === 'string' && isoTimestamp.test(body.sent_at) ? Date.parse(body.sent_at) : NaN;
+      if (Number.isNaN(parsed)) return reject('invalid_body', '"sent_at" must be an ISO 8601 timestamp with a time zone');
+      sentAt = parsed;
+    }
+    return ok({ events: body.events, sentAt, mayHaveSurrogates });
+  }
+
+  clientIp(req: HttpRequest): string {
+    if (this.deps.trustProxy) {
+      const fwd = req.header('x-forwarded-for');
+      if (fwd) return (fwd.split(',')[0] as string).trim();
+    }
+    return req.remoteAddress;
+  }
+
+  build(caller: Caller, events: ClientEvent[], req: HttpRequest, receivedAt: number, serverTs: boolean, sentAt: number | null): WireEvent[] {
+    const stamps = stampTimes(events.map((e) => e.ts), receivedAt, serverTs, sentAt);
+    const requestIp = this.clientIp(req);
+    const requestUa = req.header('user-agent') ?? '';
+    const { enricher } = this.deps;
+    return events.map((e, i) => {
+      const ctx = e.context;
+      const geo =
+        ctx?.country !== undefined || ctx?.region !== undefined
+          ? { country: (ctx.country ?? '').toUpperCase(), region: ctx.region ?? '' }
+          : enricher.geoOfIp(ctx?.ip ?? requestIp);
+      const device = ctx?.device_type ?? enricher.deviceOfUserAgent(ctx?.user_agent ?? requestUa);
+      const stamp = stamps[i] as (typeof stamps)[number];
+      const w: WireEvent = {
+        tenant: caller.tenant.slug,
+        env: caller.key.environment,
+        event_type: e.event_type,
+        ts: stamp.ts,
+        client_ts: stamp.client_ts,
+        received_at: receivedAt,
+        country: geo.country,
+        region: geo.region,
+        device,
+      };
+      if (e.event_id !== undefined) w.event_id = e.event_id.toLowerCase();
+      if (e.anonymous_id !== undefined) w.anonymous_id = e.anonymous_id;
+      if (e.user_id !== undefined) w.user_id = e.user_id;
+      if (e.session_id !== undefined) w.session_id = e.session_id;
+      if (e.content_id !== undefined) w.content_id = e.content_id;
+      if (e.content_type !== undefined) w.content_type = e.content_type;
+      if (e.content_title !== undefined) w.content_title = e.content_title;
+      if (e.position_sec !== undefined) w.position_sec = e.position_sec;
+      if (e.bitrate_kbps !== undefined) w.bitrate_kbps = e.bitrate_kbps;
+      if (ctx !== undefined) w.context = ctx;
+      if (e.properties !== undefined) w.properties = e.properties;
+      return w;
+    });
+  }
+
+  /** Publish every event; resolve which of them JetStream acknowledged. */
+  async publish(events: WireEvent[]): Promise<boolean[]> {
+    const parts = new Map<number, { part: ShardPart; positions: number[] }>();
+    events.forEach((e, i) => {
+      const shard = shardOf(e.tenant, partitionKey(e), this.deps.shards);
+      let p = parts.get(shard);
+      if (!p) {
+        p = { part: { shard, encoded: [], bytes: 0 }, positions: [] };
+        parts.set(shard, p);
+      }
+      const bytes = encodeEvent(e);
+      p.part.encoded.push(bytes);
+      p.part.bytes += bytes.length;
+      p.positions.push(i);
+    });
+    const acked = new Array<boolean>(events.length).fill(false);
+    await Promise.all(
+      [...parts.values()].map(async ({ part, positions }) => {
+        const result = await this.deps.publisher.submit(part);
+        result.forEach((a, j) => (acked[positions[j] as number] = a));
+      }),
+    );
+    return acked;
+  }
+
+  /** The whole ingest pipeline for one request. */
+  async run(req: HttpRequest, opts: { beacon: boolean }): Promise<IngestOutcome> {
+    const receivedAt = Date.now();
+    const auth = this.authenticate(req, opts.beacon);
+    if (auth.kind === 'reject') return { ...auth, rate: rateOf(null, 0, receivedAt), events: 0 };
+    const caller = auth.value;
+    const admitted = this.admit(caller, receivedAt);
+    if (admitted.kind === 'reject') return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+
+    const batch = await this.readBatch(req, opts.beacon);
+    const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
+    if (batch.kind === 'reject') return { ...batch, rate: currentRate(), events: 0 };
+
+    const { events, sentAt, mayHaveSurrogates } = batch.value;
+    const valid: ClientEvent[] = [];
+    const validIndex: number[] = [];
+    const errors: IngestAnswer['errors'] = [];
+    events.forEach((raw, index) => {
+      const r = validateEvent(raw, index, mayHaveSurrogates);
+      if (r.ok) {
+        valid.push(r.event);
+        validIndex.push(index);
+      } else errors.push(r.error);
+    });
+    if (valid.length === 0) {
+      ingested.inc({ outcome: 'rejected' }, events.length);
+      return { kind: 'reject', code: 'validation_failed', details: errors, rate: currentRate(), events: events.length };
+    }
+
+    const serverTs = req.query.get('server_ts') === '1';
+    const wire = this.build(caller, valid, req, receivedAt, serverTs, sentAt);
+    // Count before publishing so concurrent requests see each other; take back what is not acknowledged.
+    this.deps.usage.add(caller.tenant.slug, wire.length, receivedAt);
+    const acked = await this.publish(wire);
+    const accepted = acked.filter(Boolean).length;
+    this.deps.usage.remove(caller.tenant.slug, wire.length - accepted, receivedAt);
+    if (accepted === 0) {
+      ingested.inc({ outcome: 'rejected' }, events.length);
+      return { kind: 'reject', code: 'ingest_degraded', rate: currentRate(), events: events.length };
+    }
+    acked.forEach((a, j) => {
+      if (!a) errors.push({ index: validIndex[j] as number, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' });
+    });
+    errors.sort((a, b) => a.index - b.index);
+    ingested.inc({ outcome: 'accepted' }, accepted);
+    if (errors.length > 0) ingested.inc({ outcome: 'rejected' }, errors.length);
+    return { kind: 'answer', answer: { accepted, rejected: events.length - accepted, queued: true, errors }, rate: currentRate() };
+  }
+
+  private async readBatch(req: HttpRequest, beacon: boolean): Promise<Step<Batch>> {
+    if (beacon) {
+      const adata = req.query.get('adata');
+      if (adata !== null) {
+        let value: unknown;
+        try {
+          value = JSON.parse(adata);
+        } catch (err) {
+          return reject('invalid_json', `"adata" is not valid JSON: ${(err as Error).message.slice(0, 200)}`);
+        }
+        return this.shape(value, surrogateEscape.test(adata));
+      }
+    }
+    const body = await req.body();
+    if (!body.ok) return body.reason === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    return this.parse(body.bytes);
+  }
+}

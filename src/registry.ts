@@ -1,0 +1,60 @@
+import { Bus } from './bus/bus.js';
+import { ControlPlane } from './control/control-plane.js';
+import type { ApiKeyRecord, TenantRecord } from './control/records.js';
+import { UsageCounters } from './control/usage.js';
+import { WatchedMap } from './control/watched-map.js';
+import { ingestRole } from './ingest/role.js';
+import type { ModuleRegistry } from './modules.js';
+
+/** Every module of Darshak. A new role is one entry here and its folder under src/. */
+export const registry: ModuleRegistry = {
+  bus: {
+    deps: [],
+    role: false,
+    async start(services) {
+      const { config } = services;
+      const bus = await Bus.connect(config, services.log, `darshak-${process.pid}`);
+      await bus.ensureEventStream(config.shards, config.stream_max_age_hours);
+      services.set('bus', bus);
+      services.checks.push({ name: 'nats', ready: () => bus.connected });
+      return { stop: () => bus.close() };
+    },
+  },
+  control: {
+    deps: ['bus'],
+    role: false,
+    async start(services) {
+      services.set('control', await ControlPlane.open(services.get('bus')));
+      return { stop: async () => undefined };
+    },
+  },
+  directory: {
+    deps: ['control'],
+    role: false,
+    async start(services) {
+      const control = services.get('control');
+      const log = services.log.child({ module: 'directory' });
+      const [keys, tenants] = await Promise.all([
+        WatchedMap.open<ApiKeyRecord>(control.apiKeys, log, (_k, v) => v.key_hash),
+        WatchedMap.open<TenantRecord>(control.tenants, log),
+      ]);
+      services.set('directory', { keys, tenants });
+      return {
+        async stop() {
+          keys.stop();
+          tenants.stop();
+        },
+      };
+    },
+  },
+  usage: {
+    deps: ['bus'],
+    role: false,
+    async start(services) {
+      const usage = await UsageCounters.open(services.get('bus'), services.config.usage_sync_ms, services.log);
+      services.set('usage', usage);
+      return { stop: () => usage.close() };
+    },
+  },
+  ingest: ingestRole,
+};
