@@ -160,7 +160,7 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
 
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
   const engine = selectEngine(options.engine, options.log);
-  const server = await engine.listen(options.host, options.port, createDispatcher(options));
+  const server = await engine.listen(options.host, options.port, options.maxBodyBytes, createDispatcher(options));
   httpEngineInfo.set({ listener: options.listener, engine: engine.name }, 1);
   options.log.info({ listener: options.listener, engine: engine.name, host: options.host, port: server.port }, 'listening');
   return {

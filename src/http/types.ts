@@ -57,7 +57,8 @@ export type EngineName = 'uws' | 'node';
 
 export interface Engine {
   readonly name: EngineName;
-  listen(host: string, port: number, dispatch: (raw: RawRequest) => Promise<WireReply>): Promise<EngineServer>;
+  /** `bodyCap`: no request body is buffered past this many bytes, whether or not a handler asks for it. */
+  listen(host: string, port: number, bodyCap: number, dispatch: (raw: RawRequest) => Promise<WireReply>): Promise<EngineServer>;
 }
 
 export interface EngineServer {

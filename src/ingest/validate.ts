@@ -145,6 +145,10 @@ export function validateEvent(value: unknown, index: number, mayHaveSurrogates: 
     const err = (validate.errors as ErrorObject[])[0] as ErrorObject;
     return { ok: false, error: { index, ...describe(err, type || 'an event') } };
   }
+  // The pattern admits impossible times (month 13, hour 99): refuse what does not parse, as `sent_at` is refused.
+  if (value.ts !== undefined && Number.isNaN(Date.parse(value.ts))) {
+    return { ok: false, error: { index, code: 'invalid_field', message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z' } };
+  }
   if (value.properties !== undefined && propertiesTooLarge(value.properties)) {
     return { ok: false, error: { index, code: 'properties_too_large', message: `"properties" exceeds ${eventLimits.propertiesMaxBytes} bytes serialized or ${eventLimits.propertiesMaxDepth} levels of nesting` } };
   }

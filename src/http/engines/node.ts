@@ -44,7 +44,7 @@ function write(res: ServerResponse, reply: WireReply): void {
 
 export const nodeEngine: Engine = {
   name: 'node',
-  listen(host, port, dispatch) {
+  listen(host, port, bodyCap, dispatch) {
     const server = createServer({ keepAlive: true, requestTimeout: 30_000, headersTimeout: 15_000 }, (req, res) => {
       let aborted = false;
       res.on('close', () => {
@@ -62,7 +62,7 @@ export const nodeEngine: Engine = {
         search: q === -1 ? '' : url.slice(q + 1),
         headers,
         remoteAddress: normaliseAddress(req.socket.remoteAddress ?? ''),
-        readBody: (max) => readBody(req, max),
+        readBody: (max) => readBody(req, Math.min(max, bodyCap)),
         isAborted: () => aborted,
       };
       void dispatch(raw).then((reply) => {

@@ -57,13 +57,16 @@ function statusLine(status: number): string {
 function uwsEngine(uws: UwsModule): Engine {
   return {
     name: 'uws',
-    listen(host, port, dispatch) {
+    listen(host, port, bodyCap, dispatch) {
       const app = uws.App();
       app.any('/*', (res, req) => {
         // uWS invalidates `req` at the first await: copy what we need now.
+        // uWS keeps only the last onAborted handler: one handler, fanning out.
         let aborted = false;
+        const onAbort: Array<() => void> = [];
         res.onAborted(() => {
           aborted = true;
+          for (const f of onAbort) f();
         });
         const headers = new Map<string, string>();
         req.forEach((k, v) => {
@@ -71,7 +74,7 @@ function uwsEngine(uws: UwsModule): Engine {
           headers.set(k, prev === undefined ? v : `${prev}, ${v}`);
         });
         const method = req.getMethod().toUpperCase();
-        const body = startBody(res, headers, method);
+        const body = startBody(res, headers, method, onAbort, bodyCap);
         const raw: RawRequest = {
           method,
           path: req.getUrl(),
@@ -117,18 +120,21 @@ function write(res: Uws.HttpResponse, reply: WireReply): void {
  * uWS delivers the body only to a handler attached synchronously, so start buffering at once (up to the cap the
  * dispatcher asks for later). Past the cap, chunks are dropped and the reply closes the connection.
  */
-function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string): (max: number) => Promise<BodyResult> {
+function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string, onAbort: Array<() => void>, bodyCap: number): (max: number) => Promise<BodyResult> {
   const hasBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
   if (!hasBody) return async () => ({ ok: true, bytes: Buffer.alloc(0) });
   const declared = Number(headers.get('content-length') ?? NaN);
   const chunks: Buffer[] = [];
   let size = 0;
-  let cap = Infinity;
+  let cap = bodyCap;
   let done = false;
   let overflow = false;
   let settle: ((r: BodyResult) => void) | undefined;
+  // An outcome reached before anyone asked for the body (abort, overflow) is kept for when they do.
+  let early: BodyResult | undefined;
   const finish = (r: BodyResult): void => {
     if (settle) settle(r);
+    else early ??= r;
   };
   res.onData((chunk, isLast) => {
     if (!overflow) {
@@ -147,10 +153,14 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
       if (!overflow) finish({ ok: true, bytes: Buffer.concat(chunks, size) });
     }
   });
-  res.onAborted(() => finish({ ok: false, reason: 'aborted' }));
+  onAbort.push(() => finish({ ok: false, reason: 'aborted' }));
   return (max) =>
     new Promise<BodyResult>((resolve) => {
-      cap = max;
+      cap = Math.min(max, bodyCap);
+      if (early && !early.ok) {
+        resolve(early);
+        return;
+      }
       if (Number.isFinite(declared) && declared > max) {
         overflow = true;
         resolve({ ok: false, reason: 'too_large' });

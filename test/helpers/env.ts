@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from 'nats';
+import { loadConfig } from '../../src/config/load.js';
+import type { Config } from '../../src/config/schema.js';
+import { createLogger } from '../../src/log.js';
+import { resolveTargets, Services, startModules, type Started } from '../../src/modules.js';
+import { registry } from '../../src/registry.js';
+import { decodeMessage, type WireEvent } from '../../src/bus/wire.js';
+
+export const root = fileURLToPath(new URL('../../', import.meta.url));
+export const mainJs = `${root}dist/src/main.js`;
+export const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/** A namespace of its own for each test: streams, subjects and buckets never collide, and are removed after. */
+export function uniquePrefix(): string {
+  return `t${randomBytes(5).toString('hex')}`;
+}
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return loadConfig({
+    env: { NODE_ENV: 'test' },
+    overrides: { nats_url: natsUrl, nats_prefix: uniquePrefix(), ingest_port: 0, base_port: 0, ...overrides },
+  });
+}
+
+/** Delete every stream and KV bucket (KV buckets are streams named KV_<bucket>) under a prefix. */
+export async function removeNamespace(prefix: string, url = natsUrl): Promise<void> {
+  let nc: NatsConnection | undefined;
+  try {
+    nc = await connect({ servers: url, reconnect: false });
+    const jsm = await nc.jetstreamManager();
+    for await (const s of jsm.streams.list()) {
+      const name = s.config.name;
+      if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)) await jsm.streams.delete(name);
+    }
+  } catch {
+    // The server may be gone (a test that stops it): nothing to clean there.
+  } finally {
+    await nc?.close();
+  }
+}
+
+export interface Service {
+  config: Config;
+  started: Started;
+  ingestUrl: string;
+  stop(): Promise<void>;
+}
+
+/** Start roles in this process, as `darshak start` would, on ephemeral ports. */
+export async function startService(overrides: Partial<Config> = {}, roles = 'all'): Promise<Service> {
+  const config = testConfig(overrides);
+  const services = new Services(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'error'));
+  const started = await startModules(registry, resolveTargets(registry, roles), services);
+  const ingest = services.listeners.get('ingest');
+  let stopped = false;
+  return {
+    config,
+    started,
+    ingestUrl: ingest ? `http://127.0.0.1:${ingest.port}` : '',
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await started.stop();
+      await removeNamespace(config.nats_prefix, config.nats_url);
+    },
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  json: Record<string, unknown> | null;
+}
+
+/** Run the real `darshak` bin (the build in dist/) against a namespace. */
+export function cli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [mainJs, ...args], {
+      env: { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      let json: Record<string, unknown> | null = null;
+      try {
+        json = JSON.parse(stdout) as Record<string, unknown>;
+      } catch {
+        json = null;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+export interface Tenant {
+  slug: string;
+  key: string;
+  keyId: string;
+}
+
+/** A tenant with an owner and a production key, made through the CLI as an operator would. */
+export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro'): Promise<Tenant> {
+  const env = { NATS_PREFIX: prefix };
+  const created = await cli(
+    ['tenant', 'create', '--slug', slug, '--name', `${slug} OTT`, '--plan', plan, '--owner-email', `owner@${slug}.test`, '--owner-password', 'correct horse battery'],
+    env,
+  );
+  if (created.code !== 0) throw new Error(`tenant create failed: ${created.stderr}`);
+  const key = await cli(['apikey', 'create', '--tenant', slug, '--name', 'web', '--environment', 'production'], env);
+  if (key.code !== 0 || !key.json) throw new Error(`apikey create failed: ${key.stderr}`);
+  return { slug, key: String(key.json.key), keyId: String(key.json.id) };
+}
+
+export interface StoredMessage {
+  subject: string;
+  seq: number;
+  events: WireEvent[];
+}
+
+/** Every message of a namespace's event stream, decoded as an aggregator would see it. */
+export async function readEventStream(prefix: string, url = natsUrl): Promise<StoredMessage[]> {
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const stream = `${prefix}_events`;
+    const info = await jsm.streams.info(stream);
+    const out: StoredMessage[] = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const m = await jsm.streams.getMessage(stream, { seq });
+      out.push({ subject: m.subject, seq, events: decodeMessage(m.data).events });
+    }
+    return out;
+  } finally {
+    await nc.close();
+  }
+}
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** Poll until `check` holds or `ms` pass; returns the time it took, or -1. */
+export async function eventually(check: () => Promise<boolean>, ms = 5000, every = 20): Promise<number> {
+  const start = Date.now();
+  while (Date.now() - start < ms) {
+    if (await check()) return Date.now() - start;
+    await new Promise((r) => setTimeout(r, every));
+  }
+  return -1;
+}

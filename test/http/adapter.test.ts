@@ -1,0 +1,153 @@
+import { request as rawRequest } from 'node:http';
+import t from 'tap';
+import { createLogger } from '../../src/log.js';
+import { registry } from '../../src/metrics.js';
+import { createHttpServer, replyError } from '../../src/http/server.js';
+import type { HttpServer } from '../../src/http/server.js';
+import type { Route } from '../../src/http/types.js';
+
+// The same suite on both engines: handlers must not be able to tell them apart.
+
+const log = createLogger('silent');
+let abortedSeen: (v: boolean) => void = () => undefined;
+
+const routes: Route[] = [
+  { method: 'GET', path: '/hello', handler: (req) => ({ status: 200, body: { hello: req.query.get('name') ?? 'world', id: req.requestId } }) },
+  { method: 'GET', path: '/items/{id}', handler: (req) => ({ status: 200, body: { id: req.params.id } }) },
+  {
+    method: 'POST',
+    path: '/echo',
+    async handler(req) {
+      const body = await req.body();
+      if (!body.ok) return { ...replyError(req, 'payload_too_large'), close: true };
+      return { status: 200, headers: { 'content-type': 'application/octet-stream' }, body: body.bytes };
+    },
+  },
+  {
+    method: 'POST',
+    path: '/slow',
+    async handler(req) {
+      await new Promise((r) => setTimeout(r, 300));
+      abortedSeen(req.isAborted());
+      return { status: 200, body: 'late' };
+    },
+  },
+  {
+    method: 'GET',
+    path: '/boom',
+    handler() {
+      throw new Error('handler bug');
+    },
+  },
+];
+
+for (const engine of ['uws', 'node'] as const) {
+  t.test(`engine ${engine}`, async (t) => {
+    let server: HttpServer;
+    try {
+      server = await createHttpServer({
+        listener: `test-${engine}`,
+        host: '127.0.0.1',
+        port: 0,
+        engine,
+        routes,
+        maxBodyBytes: 1024,
+        cors: { origins: '*', allowHeaders: ['Content-Type', 'X-API-Key'], exposeHeaders: ['X-Request-Id'] },
+        log,
+        commonHeaders: () => ({ 'x-common': 'yes' }),
+      });
+    } catch (err) {
+      t.fail(`engine ${engine} does not start: ${(err as Error).message}`);
+      return;
+    }
+    t.teardown(() => server.close());
+    t.equal(server.engine, engine);
+    const base = `http://127.0.0.1:${server.port}`;
+
+    t.test('JSON answers, query, request ids, common headers', async (t) => {
+      const res = await fetch(`${base}/hello?name=ravi`);
+      t.equal(res.status, 200);
+      t.match(res.headers.get('content-type'), /^application\/json/);
+      t.equal(res.headers.get('x-common'), 'yes');
+      const id = res.headers.get('x-request-id');
+      t.match(id, /^[0-9a-f-]{36}$/);
+      t.same(await res.json(), { hello: 'ravi', id });
+      const mine = await fetch(`${base}/hello`, { headers: { 'x-request-id': 'trace-123' } });
+      t.equal(mine.headers.get('x-request-id'), 'trace-123', 'a sane incoming id is kept');
+      const hostile = await fetch(`${base}/hello`, { headers: { 'x-request-id': '<script>' } });
+      t.not(hostile.headers.get('x-request-id'), '<script>', 'an unsafe incoming id is replaced');
+    });
+
+    t.test('path parameters are decoded', async (t) => {
+      t.same(await (await fetch(`${base}/items/a%20b`)).json(), { id: 'a b' });
+      t.equal((await fetch(`${base}/items/%E0%A4`)).status, 404, 'undecodable parameter matches nothing');
+    });
+
+    t.test('404 and 405 carry the error body', async (t) => {
+      const nf = await fetch(`${base}/nope`);
+      t.equal(nf.status, 404);
+      const body = (await nf.json()) as { error: { code: string; request_id: string } };
+      t.equal(body.error.code, 'not_found');
+      t.equal(body.error.request_id, nf.headers.get('x-request-id'));
+      const na = await fetch(`${base}/hello`, { method: 'POST' });
+      t.equal(na.status, 405);
+      t.equal(na.headers.get('allow'), 'GET');
+      t.equal(((await na.json()) as { error: { code: string } }).error.code, 'method_not_allowed');
+    });
+
+    t.test('bodies are read whole, up to the cap', async (t) => {
+      const payload = Buffer.alloc(1024, 7);
+      const ok = await fetch(`${base}/echo`, { method: 'POST', body: payload });
+      t.equal(ok.status, 200);
+      t.same(Buffer.from(await ok.arrayBuffer()), payload);
+      const big = await fetch(`${base}/echo`, { method: 'POST', body: Buffer.alloc(1025, 7) });
+      t.equal(big.status, 413);
+      t.equal(((await big.json()) as { error: { code: string } }).error.code, 'payload_too_large');
+    });
+
+    t.test('a chunked body over the cap is refused without a declared length', async (t) => {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = rawRequest(`${base}/echo`, { method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        for (let i = 0; i < 8; i++) req.write(Buffer.alloc(512, 1));
+        req.end();
+      });
+      t.equal(status, 413);
+    });
+
+    t.test('CORS: preflight and allow-origin', async (t) => {
+      const pre = await fetch(`${base}/echo`, { method: 'OPTIONS', headers: { origin: 'https://player.example', 'access-control-request-method': 'POST' } });
+      t.equal(pre.status, 204);
+      t.equal(pre.headers.get('access-control-allow-origin'), '*');
+      t.match(pre.headers.get('access-control-allow-headers'), /X-API-Key/);
+      const res = await fetch(`${base}/hello`, { headers: { origin: 'https://player.example' } });
+      t.equal(res.headers.get('access-control-allow-origin'), '*');
+      t.equal(res.headers.get('access-control-expose-headers'), 'X-Request-Id');
+    });
+
+    t.test('a throwing handler answers 500 internal_error and the server lives on', async (t) => {
+      const res = await fetch(`${base}/boom`);
+      t.equal(res.status, 500);
+      t.equal(((await res.json()) as { error: { code: string } }).error.code, 'internal_error');
+      t.equal((await fetch(`${base}/hello`)).status, 200);
+    });
+
+    t.test('a client that goes away is noticed, and nothing is written to it', async (t) => {
+      const seen = new Promise<boolean>((r) => (abortedSeen = r));
+      const ctl = new AbortController();
+      const pending = fetch(`${base}/slow`, { method: 'POST', body: 'x', signal: ctl.signal }).catch((e: Error) => e.name);
+      await new Promise((r) => setTimeout(r, 100));
+      ctl.abort();
+      t.equal(await pending, 'AbortError');
+      t.equal(await seen, true, 'handler sees isAborted()');
+      t.equal((await fetch(`${base}/hello`)).status, 200, 'server still answers');
+    });
+
+    t.test('the engine in use is exported in metrics', async (t) => {
+      t.match(await registry.metrics(), new RegExp(`darshak_http_engine_info\\{listener="test-${engine}",engine="${engine}"\\} 1`));
+    });
+  });
+}
