@@ -298,7 +298,7 @@ async function runLoadgen(spec: LoadSpec): Promise<LoadResult> {
   latencies.sort((a, b) => a - b);
   const q = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
   const mean = latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length);
-  return { requests, seconds: spec.seconds <= seconds ? spec.seconds : seconds, errors, statuses, latencyUs: { p50: q(50), p90: q(90), p99: q(99), max: q(100), mean } };
+  return { requests, seconds: Math.min(spec.seconds, seconds), errors, statuses, latencyUs: { p50: q(50), p90: q(90), p99: q(99), max: q(100), mean } };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -648,7 +648,7 @@ async function main(): Promise<void> {
   }
 
   const o = options(argv);
-  const tool: 'wrk' | 'node' = o.loadgen === 'auto' ? (hasCommand('wrk', ['-v']) || spawnSync('wrk', ['-v']).error === undefined ? 'wrk' : 'node') : o.loadgen;
+  const tool: 'wrk' | 'node' = o.loadgen === 'auto' ? (spawnSync('wrk', ['-v']).error === undefined ? 'wrk' : 'node') : o.loadgen;
   const command = process.env.npm_lifecycle_event === 'bench:ingest' ? `npm run bench:ingest${argv.length ? ` -- ${argv.join(' ')}` : ''}` : `node ${process.argv.slice(1).join(' ')}`;
   const machine = {
     cpu: cpuModel(),
