@@ -32,7 +32,7 @@ for (const engine of ['uws', 'node'] as const) {
       t.equal((await post(events, { events: [playStart()] }, { authorization: `Bearer ${tenant.key}` })).status, 200);
       const b = await post(`${beacon}?api_key=${tenant.key}`, { events: [playStart()] });
       t.equal(b.body.accepted, 1);
-      for (const headers of [{}, { 'x-api-key': 'dk_live_nope' }, { authorization: `Basic ${tenant.key}` }, { 'x-api-key': 'x'.repeat(5000) }]) {
+      for (const headers of [{}, { 'x-api-key': 'dk_live_nope' }, { authorization: `Basic ${tenant.key}` }, { 'x-api-key': 'x'.repeat(5000) }] as Array<Record<string, string>>) {
         const r = await post(events, { events: [playStart()] }, headers);
         t.equal(r.status, 401);
         t.equal((r.body.error as { code: string }).code, 'invalid_api_key');
