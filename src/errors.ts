@@ -14,6 +14,7 @@ export const errorRegistry = {
   payload_too_large: { status: 413, message: 'Request body exceeds 1 MiB' },
   internal_error: { status: 500, message: 'Internal error; the request id identifies it in the logs' },
   not_ready: { status: 503, message: 'A connection this process needs is down' },
+  shutting_down: { status: 503, message: 'This process is stopping and took no action; send the request again' },
   // Control plane (CLI now; the admin API later)
   invalid_request: { status: 400, message: 'A parameter is missing or invalid' },
   already_exists: { status: 409, message: 'A resource with this identifier already exists' },

@@ -5,7 +5,7 @@ import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
-import type { Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, WireReply } from './types.js';
+import type { BodyResult, Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, WireReply } from './types.js';
 
 export interface CorsOptions {
   /** `*` answers any origin (ingest); a list answers only those. */
@@ -31,7 +31,8 @@ export interface HttpServerOptions {
 export interface HttpServer {
   readonly engine: EngineName;
   readonly port: number;
-  close(): Promise<void>;
+  /** Stop accepting, let requests under way finish (up to `graceMs`), then close every connection. */
+  close(graceMs?: number): Promise<void>;
 }
 
 export function selectEngine(preference: 'auto' | EngineName, log: Logger): Engine {
@@ -71,8 +72,10 @@ class Request implements HttpRequest {
   header(name: string): string | undefined {
     return this.raw.headers.get(name);
   }
-  body() {
-    return this.raw.readBody(this.maxBodyBytes);
+  private bodyRead: Promise<BodyResult> | undefined;
+  body(): Promise<BodyResult> {
+    this.bodyRead ??= this.raw.readBody(this.maxBodyBytes);
+    return this.bodyRead;
   }
   isAborted(): boolean {
     return this.raw.isAborted();
@@ -160,12 +163,40 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
 
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
   const engine = selectEngine(options.engine, options.log);
-  const server = await engine.listen(options.host, options.port, options.maxBodyBytes, createDispatcher(options));
+  const dispatch = createDispatcher(options);
+  let underway = 0;
+  let closing = false;
+  let drained: (() => void) | undefined;
+  const server = await engine.listen(options.host, options.port, options.maxBodyBytes, async (raw) => {
+    // Requests arriving on kept-alive connections while stopping do nothing, so none is half done when they close.
+    if (closing) return serialize({ ...replyError({ requestId: randomUUID() }, 'shutting_down'), close: true }, []);
+    underway++;
+    try {
+      return await dispatch(raw);
+    } finally {
+      underway--;
+      if (underway === 0) drained?.();
+    }
+  });
   httpEngineInfo.set({ listener: options.listener, engine: engine.name }, 1);
   options.log.info({ listener: options.listener, engine: engine.name, host: options.host, port: server.port }, 'listening');
   return {
     engine: engine.name,
     port: server.port,
-    close: () => server.close(),
+    async close(graceMs = 10_000) {
+      closing = true;
+      server.stopAccepting();
+      if (underway > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, graceMs);
+          drained = () => {
+            clearTimeout(timer);
+            // The engine writes a reply in a promise callback queued after this one: let it run first.
+            setImmediate(resolve);
+          };
+        });
+      }
+      await server.close();
+    },
   };
 }

@@ -63,5 +63,8 @@ export interface Engine {
 
 export interface EngineServer {
   readonly port: number;
+  /** Accept no new connections; requests under way go on. */
+  stopAccepting(): void;
+  /** Close every connection. */
   close(): Promise<void>;
 }

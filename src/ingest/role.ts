@@ -52,7 +52,8 @@ export const ingestRole: ModuleDef = {
     services.listeners.set('ingest', { port: server.port, engine: server.engine });
     return {
       async stop() {
-        await server.close();
+        // Requests under way wait for their acknowledgements and are answered before connections close.
+        await server.close(config.publish_timeout_ms + 1000);
         await publisher.drain();
       },
     };

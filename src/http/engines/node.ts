@@ -76,8 +76,18 @@ export const nodeEngine: Engine = {
         server.off('error', reject);
         resolve({
           port: (server.address() as AddressInfo).port,
+          stopAccepting() {
+            // Refuses new connections; keep-alive connections are closed as they go idle.
+            server.close();
+            server.closeIdleConnections();
+          },
           close: () =>
             new Promise<void>((done) => {
+              if (!server.listening) {
+                server.closeAllConnections();
+                done();
+                return;
+              }
               server.close(() => done());
               server.closeAllConnections();
             }),

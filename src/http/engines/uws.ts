@@ -97,6 +97,9 @@ function uwsEngine(uws: UwsModule): Engine {
           }
           resolve({
             port: uws.us_socket_local_port(socket as unknown as Uws.us_socket),
+            stopAccepting() {
+              uws.us_listen_socket_close(socket);
+            },
             async close() {
               uws.us_listen_socket_close(socket);
               app.close();
