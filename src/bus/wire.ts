@@ -5,16 +5,8 @@ import { Packr } from 'msgpackr';
 
 export const wireVersion = 1;
 
-/** An accepted, enriched event as aggregators receive it. Times are Unix milliseconds. */
-export interface WireEvent {
-  tenant: string;
-  env: 'production' | 'staging' | 'development';
-  event_type: string;
-  ts: number;
-  /** The timestamp the client sent, before skew correction; null when it sent none or `server_ts=1`. */
-  client_ts: number | null;
-  received_at: number;
-  event_id?: string;
+/** Fields a client may send that travel unchanged to the stream. */
+export interface PassedFields {
   anonymous_id?: string;
   user_id?: string;
   session_id?: string;
@@ -25,6 +17,32 @@ export interface WireEvent {
   bitrate_kbps?: number;
   context?: Record<string, string>;
   properties?: Record<string, unknown>;
+}
+
+export const passedFields = [
+  'anonymous_id',
+  'user_id',
+  'session_id',
+  'content_id',
+  'content_type',
+  'content_title',
+  'position_sec',
+  'bitrate_kbps',
+  'context',
+  'properties',
+] as const satisfies ReadonlyArray<keyof PassedFields>;
+
+/** An accepted, enriched event as aggregators receive it. Times are Unix milliseconds. */
+export interface WireEvent extends PassedFields {
+  tenant: string;
+  env: 'production' | 'staging' | 'development';
+  event_type: string;
+  ts: number;
+  /** The timestamp the client sent, before skew correction; null when it sent none or `server_ts=1`. */
+  client_ts: number | null;
+  received_at: number;
+  /** Lower-cased UUID: the de-duplication key. */
+  event_id?: string;
   /** ISO 3166-1 alpha-2, or '' when unknown. */
   country: string;
   /** State or province name (for India the state, e.g. "Maharashtra"), or '' when unknown. */

@@ -1,6 +1,6 @@
 import { Counter } from 'prom-client';
 import type { EventPublisher, ShardPart } from '../bus/publisher.js';
-import { encodeEvent, partitionKey, shardOf, type WireEvent } from '../bus/wire.js';
+import { encodeEvent, partitionKey, passedFields, shardOf, type PassedFields, type WireEvent } from '../bus/wire.js';
 import type { RequestErrorCode } from '../errors.js';
 import type { HttpRequest } from '../http/types.js';
 import { registry } from '../metrics.js';
@@ -65,6 +65,11 @@ interface Batch {
   mayHaveSurrogates: boolean;
 }
 
+// Only fields the client sent are copied: absent stays absent on the wire, rather than becoming undefined.
+function copyField<K extends keyof PassedFields>(from: PassedFields, to: PassedFields, field: K): void {
+  if (from[field] !== undefined) to[field] = from[field];
+}
+
 export function rateOf(tenant: TenantRecord | null, used: number, now: number): RateState {
   const limit = tenant ? (tenant.rate_per_minute ?? plans[tenant.plan].rate_per_minute) : defaultRatePerMinute;
   return { limit, remaining: Math.max(0, limit - used), resetSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
@@ -73,6 +78,17 @@ export function rateOf(tenant: TenantRecord | null, used: number, now: number): 
 export function rateHeaders(rate: RateState): Record<string, string> {
   return { 'RateLimit-Limit': String(rate.limit), 'RateLimit-Remaining': String(rate.remaining), 'RateLimit-Reset': String(rate.resetSeconds) };
 }
+
+// Decoding is stateless between whole-buffer calls: one decoder serves every request.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/**
+ * SHA-256 of keys that matched a record, so a client sending the same key on every request costs one Map lookup
+ * instead of a hash. Only hashes that were found are kept (a flood of made-up keys cannot fill it); the record is
+ * still looked up on every request, so revocation takes effect as before.
+ */
+const knownKeyHashes = new Map<string, string>();
+const knownKeyHashesMax = 10_000;
 
 function keyFrom(req: HttpRequest, allowQuery: boolean): string | undefined {
   const header = req.header('x-api-key');
@@ -91,7 +107,15 @@ export class Ingest {
   authenticate(req: HttpRequest, allowQuery: boolean): Step<Caller> {
     const plaintext = keyFrom(req, allowQuery);
     if (!plaintext || plaintext.length > 200) return reject('invalid_api_key', plaintext ? undefined : 'API key missing: send it as X-API-Key');
-    const key = this.deps.keys.get(sha256Hex(plaintext));
+    let hash = knownKeyHashes.get(plaintext);
+    if (hash === undefined) {
+      hash = sha256Hex(plaintext);
+      if (this.deps.keys.get(hash)) {
+        if (knownKeyHashes.size >= knownKeyHashesMax) knownKeyHashes.clear();
+        knownKeyHashes.set(plaintext, hash);
+      }
+    }
+    const key = this.deps.keys.get(hash);
     if (!key || key.revoked_at !== null) return reject('invalid_api_key');
     const tenant = this.deps.tenants.get(key.tenant);
     if (!tenant) return reject('invalid_api_key');
@@ -112,7 +136,7 @@ export class Ingest {
   parse(bytes: Buffer): Step<Batch> {
     let text: string;
     try {
-      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+      text = utf8.decode(bytes);
     } catch {
       return reject('invalid_json', 'Request body is not valid UTF-8');
     }
@@ -176,16 +200,7 @@ export class Ingest {
         device,
       };
       if (e.event_id !== undefined) w.event_id = e.event_id.toLowerCase();
-      if (e.anonymous_id !== undefined) w.anonymous_id = e.anonymous_id;
-      if (e.user_id !== undefined) w.user_id = e.user_id;
-      if (e.session_id !== undefined) w.session_id = e.session_id;
-      if (e.content_id !== undefined) w.content_id = e.content_id;
-      if (e.content_type !== undefined) w.content_type = e.content_type;
-      if (e.content_title !== undefined) w.content_title = e.content_title;
-      if (e.position_sec !== undefined) w.position_sec = e.position_sec;
-      if (e.bitrate_kbps !== undefined) w.bitrate_kbps = e.bitrate_kbps;
-      if (ctx !== undefined) w.context = ctx;
-      if (e.properties !== undefined) w.properties = e.properties;
+      for (const field of passedFields) copyField(e, w, field);
       return w;
     });
   }

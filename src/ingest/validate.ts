@@ -1,22 +1,13 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { PassedFields } from '../bus/wire.js';
 import type { EventErrorCode } from '../errors.js';
 import { contentTypes, contextKeys, deviceTypes, eventLimits, knownTypes } from './taxonomy.js';
 
 /** A valid event as the client sent it (before timestamps and enrichment). */
-export interface ClientEvent {
+export interface ClientEvent extends PassedFields {
   event_type: string;
   event_id?: string;
   ts?: string;
-  anonymous_id?: string;
-  user_id?: string;
-  session_id?: string;
-  content_id?: string;
-  content_type?: string;
-  content_title?: string;
-  position_sec?: number;
-  bitrate_kbps?: number;
-  context?: Record<string, string>;
-  properties?: Record<string, unknown>;
 }
 
 export interface EventError {
@@ -101,15 +92,54 @@ function describe(err: ErrorObject, type: string): { code: EventErrorCode; messa
   }
 }
 
-/** Depth and serialized size of `properties`, without recursion (hostile nesting cannot overflow the stack). */
+/**
+ * Depth and serialized size of `properties`, without recursion (hostile nesting cannot overflow the stack).
+ * The same walk adds up a bound on the UTF-8 size of `JSON.stringify(value)` (a string char takes at most 6 bytes,
+ * as a `\uXXXX` escape; a number at most 32); only when the bound exceeds the limit is the value serialized to
+ * measure it exactly, so the answer is always that of the exact measure.
+ */
 function propertiesTooLarge(value: unknown): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop() as [unknown, number];
+  const values: unknown[] = [value];
+  const depths: number[] = [1];
+  let bound = 0;
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = depths.pop() as number;
     if (depth > eventLimits.propertiesMaxDepth) return true;
-    if (v !== null && typeof v === 'object') for (const child of Object.values(v)) stack.push([child, depth + 1]);
+    switch (typeof v) {
+      case 'string':
+        bound += 2 + 6 * v.length;
+        break;
+      case 'number':
+        bound += 32;
+        break;
+      case 'boolean':
+        bound += 5;
+        break;
+      case 'object':
+        if (v === null) {
+          bound += 4;
+        } else if (Array.isArray(v)) {
+          bound += 2 + v.length;
+          for (const child of v as unknown[]) {
+            values.push(child);
+            depths.push(depth + 1);
+          }
+        } else {
+          const keys = Object.keys(v);
+          bound += 2 + keys.length;
+          for (const k of keys) {
+            bound += 3 + 6 * k.length;
+            values.push((v as Record<string, unknown>)[k]);
+            depths.push(depth + 1);
+          }
+        }
+        break;
+      default:
+        bound = Infinity; // not a JSON value: measure exactly
+    }
   }
-  return Buffer.byteLength(JSON.stringify(value)) > eventLimits.propertiesMaxBytes;
+  return bound > eventLimits.propertiesMaxBytes && Buffer.byteLength(JSON.stringify(value)) > eventLimits.propertiesMaxBytes;
 }
 
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
