@@ -39,8 +39,13 @@ export const registry: ModuleRegistry = {
         WatchedMap.open<TenantRecord>(control.tenants, log),
       ]);
       services.set('directory', { keys, tenants });
+      const offReconnect = services.get('bus').onReconnect(() => {
+        keys.restart();
+        tenants.restart();
+      });
       return {
         async stop() {
+          offReconnect();
           keys.stop();
           tenants.stop();
         },

@@ -13,6 +13,7 @@ export class BusUnavailableError extends Error {
 export class Bus {
   private up = true;
   private readonly kvs = new Map<string, Promise<KV>>();
+  private readonly reconnectListeners = new Set<() => void>();
 
   private constructor(
     readonly nc: NatsConnection,
@@ -57,8 +58,24 @@ export class Bus {
       } else if (s.type === 'reconnect') {
         this.up = true;
         this.log.info({ server: s.data }, 'NATS reconnected');
+        for (const fn of this.reconnectListeners) {
+          try {
+            fn();
+          } catch (err) {
+            this.log.error({ err }, 'reconnect listener failed');
+          }
+        }
       }
     }
+  }
+
+  /**
+   * Call `fn` after every reconnect; returns the unsubscribe. A restarted server has lost the consumers behind KV
+   * watches, and the client notices only after two missed idle heartbeats (about 10 s): watchers reopen at once.
+   */
+  onReconnect(fn: () => void): () => void {
+    this.reconnectListeners.add(fn);
+    return () => void this.reconnectListeners.delete(fn);
   }
 
   /** The partitioned event stream; its shard count is fixed when first created. */

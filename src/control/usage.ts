@@ -13,8 +13,19 @@ interface Counter {
   pending: number;
 }
 
-export const monthOf = (ms: number): string => new Date(ms).toISOString().slice(0, 7);
 export const minuteOf = (ms: number): number => Math.floor(ms / 60_000);
+
+// Every request asks for its month; months start on a minute boundary, so one answer holds for a whole minute.
+let monthMinute = NaN;
+let monthText = '';
+export const monthOf = (ms: number): string => {
+  const minute = minuteOf(ms);
+  if (minute !== monthMinute) {
+    monthText = new Date(ms).toISOString().slice(0, 7);
+    monthMinute = minute;
+  }
+  return monthText;
+};
 
 /**
  * Per-tenant counts shared by every ingest process through two KV buckets: accepted events this UTC month
@@ -27,6 +38,8 @@ export class UsageCounters {
   private timer: NodeJS.Timeout | undefined;
   private readonly watches: Array<{ stop(): void }> = [];
   private syncing: Promise<void> = Promise.resolve();
+  private offReconnect: (() => void) | undefined;
+  private closed = false;
 
   private constructor(
     private readonly month: KV,
@@ -38,6 +51,10 @@ export class UsageCounters {
     const [month, minute] = await Promise.all([bus.kv(bus.names.usageBucket), bus.kv(bus.names.rateBucket, 180_000)]);
     const u = new UsageCounters(month, minute, log.child({ module: 'usage' }));
     await Promise.all([u.watch(month, 'm'), u.watch(minute, 'r')]);
+    // A restarted server has lost the watches' consumers: end them, and they reopen (below) on the new server.
+    u.offReconnect = bus.onReconnect(() => {
+      for (const w of u.watches.splice(0)) w.stop();
+    });
     u.timer = setInterval(() => {
       u.syncing = u.syncing.then(() => u.sync());
     }, syncMs);
@@ -58,8 +75,14 @@ export class UsageCounters {
           // Ended by a NATS restart: reopened below.
         }
         ready();
-        setTimeout(() => void open().catch(() => undefined), 500).unref();
+        reopen();
       })();
+    };
+    // Every 500 ms until the bucket answers again (a server just restarted may not serve JetStream yet).
+    const reopen = (): void => {
+      setTimeout(() => {
+        if (!this.closed) open().catch(reopen);
+      }, 500).unref();
     };
     await open();
     await initialised;
@@ -151,6 +174,8 @@ export class UsageCounters {
 
   /** Write what is pending and stop. */
   async close(): Promise<void> {
+    this.closed = true;
+    this.offReconnect?.();
     if (this.timer) clearInterval(this.timer);
     await this.syncing;
     await this.sync().catch(() => undefined);

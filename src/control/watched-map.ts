@@ -86,6 +86,11 @@ export class WatchedMap<T> {
     }, 500);
   }
 
+  /** Reopen the watch (after a reconnect) and rebuild the map; the current map serves until the new one is whole. */
+  restart(): void {
+    this.current?.stop();
+  }
+
   stop(): void {
     this.stopped = true;
     this.current?.stop();

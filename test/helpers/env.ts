@@ -106,9 +106,9 @@ export interface Tenant {
   keyId: string;
 }
 
-/** A tenant with an owner and a production key, made through the CLI as an operator would. */
-export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro'): Promise<Tenant> {
-  const env = { NATS_PREFIX: prefix };
+/** A tenant with an owner and a production key, made through the CLI as an operator would (`url`: another NATS). */
+export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro', url = natsUrl): Promise<Tenant> {
+  const env = { NATS_PREFIX: prefix, NATS_URL: url };
   const created = await cli(
     ['tenant', 'create', '--slug', slug, '--name', `${slug} OTT`, '--plan', plan, '--owner-email', `owner@${slug}.test`, '--owner-password', 'correct horse battery'],
     env,
