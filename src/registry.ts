@@ -39,7 +39,7 @@ export const registry: ModuleRegistry = {
         WatchedMap.open<TenantRecord>(control.tenants, log),
       ]);
       services.set('directory', { keys, tenants });
-      const offReconnect = services.get('bus').onReconnect(() => {
+      const offReconnect = services.get('bus').on('reconnect', () => {
         keys.restart();
         tenants.restart();
       });

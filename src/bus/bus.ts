@@ -13,7 +13,7 @@ export class BusUnavailableError extends Error {
 export class Bus {
   private up = true;
   private readonly kvs = new Map<string, Promise<KV>>();
-  private readonly reconnectListeners = new Set<() => void>();
+  private readonly listeners = { disconnect: new Set<() => void>(), reconnect: new Set<() => void>() };
 
   private constructor(
     readonly nc: NatsConnection,
@@ -52,30 +52,28 @@ export class Bus {
 
   private async watchStatus(): Promise<void> {
     for await (const s of this.nc.status()) {
-      if (s.type === 'disconnect') {
-        this.up = false;
-        this.log.warn({ server: s.data }, 'NATS disconnected');
-      } else if (s.type === 'reconnect') {
-        this.up = true;
-        this.log.info({ server: s.data }, 'NATS reconnected');
-        for (const fn of this.reconnectListeners) {
-          try {
-            fn();
-          } catch (err) {
-            this.log.error({ err }, 'reconnect listener failed');
-          }
+      if (s.type !== 'disconnect' && s.type !== 'reconnect') continue;
+      this.up = s.type === 'reconnect';
+      if (this.up) this.log.info({ server: s.data }, 'NATS reconnected');
+      else this.log.warn({ server: s.data }, 'NATS disconnected');
+      for (const fn of this.listeners[s.type]) {
+        try {
+          fn();
+        } catch (err) {
+          this.log.error({ err, event: s.type }, 'bus status listener failed');
         }
       }
     }
   }
 
   /**
-   * Call `fn` after every reconnect; returns the unsubscribe. A restarted server has lost the consumers behind KV
-   * watches, and the client notices only after two missed idle heartbeats (about 10 s): watchers reopen at once.
+   * Call `fn` on every disconnect or reconnect; returns the unsubscribe. On reconnect: a restarted server has lost the
+   * consumers behind KV watches, and the client notices only after two missed idle heartbeats (about 10 s), so
+   * watchers reopen at once. On disconnect: publishes awaiting an acknowledgement stop waiting.
    */
-  onReconnect(fn: () => void): () => void {
-    this.reconnectListeners.add(fn);
-    return () => void this.reconnectListeners.delete(fn);
+  on(event: 'disconnect' | 'reconnect', fn: () => void): () => void {
+    this.listeners[event].add(fn);
+    return () => void this.listeners[event].delete(fn);
   }
 
   /** The partitioned event stream; its shard count is fixed when first created. */

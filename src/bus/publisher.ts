@@ -29,6 +29,8 @@ interface Slice {
 
 const none = (n: number): boolean[] => new Array<boolean>(n).fill(false);
 
+const lost = Symbol('connection lost');
+
 const publishes = new Counter({
   name: 'darshak_bus_publishes_total',
   help: 'JetStream publishes of event messages by outcome',
@@ -62,6 +64,9 @@ export class EventPublisher {
   private readonly log: Logger;
   private closed = false;
   private idle: (() => void) | undefined;
+  /** Settles at the next disconnect; replaced after each. */
+  private disconnected!: Promise<typeof lost>;
+  private readonly offDisconnect: () => void;
 
   constructor(
     private readonly bus: Bus,
@@ -70,6 +75,15 @@ export class EventPublisher {
   ) {
     this.queues = Array.from({ length: options.shards }, () => []);
     this.log = log.child({ module: 'publisher' });
+    let signal!: () => void;
+    const arm = (): void => {
+      this.disconnected = new Promise((r) => (signal = () => r(lost)));
+    };
+    arm();
+    this.offDisconnect = bus.on('disconnect', () => {
+      signal();
+      arm();
+    });
   }
 
   /**
@@ -174,19 +188,32 @@ export class EventPublisher {
     return out;
   }
 
-  /** Publish with a message id, retrying the same id (JetStream de-duplicates it) until acknowledged or late. */
+  /**
+   * Publish with a message id, retrying the same id until acknowledged or late. JetStream de-duplicates the id, so a
+   * retry of a message that was stored before its acknowledgement was lost is acknowledged without a second copy.
+   * An acknowledgement never outlives its connection: on a disconnect the wait is given up, and the message sent
+   * again once the connection is back (or the deadline passes while it is not).
+   */
   private async publishOne(shard: number, data: Buffer, deadline: number): Promise<boolean> {
     const msgID = `${this.idPrefix}-${(this.seq++).toString(36)}`;
     const subject = this.bus.names.eventsSubject(shard);
     for (;;) {
       const remaining = deadline - Date.now();
-      if (remaining <= 0 || !this.bus.connected) {
+      if (remaining <= 0) {
         publishes.inc({ outcome: 'failed' });
         return false;
       }
+      if (!this.bus.connected) {
+        await new Promise((r) => setTimeout(r, Math.min(25, remaining)));
+        continue;
+      }
       const started = process.hrtime.bigint();
+      const ack = this.bus.js.publish(subject, data, { msgID, timeout: Math.max(remaining, 50) });
       try {
-        await this.bus.js.publish(subject, data, { msgID, timeout: Math.max(remaining, 50) });
+        if ((await Promise.race([ack, this.disconnected])) === lost) {
+          ack.catch(() => undefined);
+          continue;
+        }
         publishLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
         publishes.inc({ outcome: 'acked' });
         return true;
@@ -204,6 +231,7 @@ export class EventPublisher {
   /** Stop taking submissions and wait for what is queued or in flight to settle. */
   async drain(): Promise<void> {
     this.closed = true;
+    this.offDisconnect();
     if (this.inflight === 0 && this.queues.every((q) => q.length === 0)) return;
     await new Promise<void>((resolve) => {
       this.idle = resolve;

@@ -52,7 +52,7 @@ export class UsageCounters {
     const u = new UsageCounters(month, minute, log.child({ module: 'usage' }));
     await Promise.all([u.watch(month, 'm'), u.watch(minute, 'r')]);
     // A restarted server has lost the watches' consumers: end them, and they reopen (below) on the new server.
-    u.offReconnect = bus.onReconnect(() => {
+    u.offReconnect = bus.on('reconnect', () => {
       for (const w of u.watches.splice(0)) w.stop();
     });
     u.timer = setInterval(() => {

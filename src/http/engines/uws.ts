@@ -121,7 +121,7 @@ function write(res: Uws.HttpResponse, reply: WireReply): void {
 
 /**
  * uWS delivers the body only to a handler attached synchronously, so start buffering at once (up to the cap the
- * dispatcher asks for later). Past the cap, chunks are dropped and the reply closes the connection.
+ * dispatcher asks for later).
  */
 function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string, onAbort: Array<() => void>, bodyCap: number): (max: number) => Promise<BodyResult> {
   const hasBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
@@ -139,43 +139,44 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
     if (settle) settle(r);
     else early ??= r;
   };
+  // Past the cap the rest is read and dropped, so the client gets its 413 instead of a reset; past this much, a
+  // client still sending is cut off.
+  const drainLimit = bodyCap * 8;
+  const tooLarge: BodyResult = { ok: false, reason: 'too_large' };
   res.onData((chunk, isLast) => {
-    if (!overflow) {
-      size += chunk.byteLength;
-      if (size > cap) {
-        overflow = true;
-        chunks.length = 0;
-        finish({ ok: false, reason: 'too_large' });
-      } else {
-        // The ArrayBuffer is only valid during this call.
-        chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-      }
+    size += chunk.byteLength;
+    if (!overflow && size > cap) {
+      overflow = true;
+      chunks.length = 0;
     }
+    // The ArrayBuffer is only valid during this call.
+    if (!overflow) chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
     if (isLast) {
       done = true;
-      if (!overflow) finish({ ok: true, bytes: Buffer.concat(chunks, size) });
+      finish(overflow ? tooLarge : { ok: true, bytes: Buffer.concat(chunks, size) });
+    } else if (overflow && size > drainLimit) {
+      finish(tooLarge);
     }
   });
   onAbort.push(() => finish({ ok: false, reason: 'aborted' }));
   return (max) =>
     new Promise<BodyResult>((resolve) => {
       cap = Math.min(max, bodyCap);
-      if (early && !early.ok) {
+      if (early) {
         resolve(early);
         return;
       }
-      if (Number.isFinite(declared) && declared > max) {
+      if (Number.isFinite(declared) && declared > cap) {
         overflow = true;
-        resolve({ ok: false, reason: 'too_large' });
+        resolve(tooLarge);
         return;
       }
-      if (size > max) {
+      if (!overflow && size > cap) {
         overflow = true;
-        resolve({ ok: false, reason: 'too_large' });
-        return;
+        chunks.length = 0;
       }
       if (done) {
-        resolve({ ok: true, bytes: Buffer.concat(chunks, size) });
+        resolve(overflow ? tooLarge : { ok: true, bytes: Buffer.concat(chunks, size) });
         return;
       }
       settle = resolve;
