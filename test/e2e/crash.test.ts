@@ -1,21 +1,12 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import t from 'tap';
-import { eventually, mainJs, makeTenant, natsUrl, readEventStream, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { eventually, mainJs, makeTenant, natsUrl, readEventStream, removeNamespace, uniquePrefix, freePort } from '../helpers/env.js';
 
 // kill -9 (and SIGTERM) of an ingest process under load: every event it answered "accepted" is in the stream; anything else in
 // the stream came from a request whose answer was lost with the process (the client retries those, and the
 // aggregators' event_id de-duplication absorbs the repeat). Nothing is invented, nothing accepted is lost.
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 for (const signal of ['SIGKILL', 'SIGTERM'] as const) t.test(`${signal} to ingest mid-load loses no accepted event`, async (t) => {
   const prefix = uniquePrefix();

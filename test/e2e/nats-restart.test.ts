@@ -5,26 +5,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { connect, type NatsConnection } from 'nats';
 import { monthOf } from '../../src/control/usage.js';
-import { cli, eventually, makeTenant, readEventStream, startService, type Service } from '../helpers/env.js';
+import { cli, eventually, makeTenant, readEventStream, startService, type Service, freePort } from '../helpers/env.js';
 
 const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

@@ -4,18 +4,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { eventually, mainJs, makeTenant, natsUrl, post, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { eventually, mainJs, makeTenant, natsUrl, post, removeNamespace, uniquePrefix, freePort } from '../helpers/env.js';
 
 // `darshak start` as its own process, the way `npm start` runs it.
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface Proc {
   child: ChildProcess;

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from 'nats';
 import { loadConfig } from '../../src/config/load.js';
@@ -173,4 +174,16 @@ export async function eventually(check: () => Promise<boolean>, ms = 5000, every
     await new Promise((r) => setTimeout(r, every));
   }
   return -1;
+}
+
+/** A TCP port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
 }
