@@ -12,10 +12,11 @@
 // Environment: NATS_URL (default nats://127.0.0.1:4222); BENCH_SERVICE_NODE_ARGS adds node flags to the service
 // (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
 //
-// Internal modes (the script runs itself in child processes): `--parse FILE SECONDS` and `--loadgen-child JSON`.
+// Internal modes (the script runs itself in child processes): `--parse FILE SECONDS` and `--loadgen-child JSON`;
+// `--write-bodies DIR` writes the request bodies (batch.txt, single.txt: one JSON body a line) and exits.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
@@ -196,8 +197,9 @@ function runParse(file: string, seconds: number): ParseResult {
   let bytes = 0;
   let n = 0;
   const sizes = bodies.map((b) => Buffer.byteLength(b));
-  // Warm up the parser, then measure.
-  for (let i = 0; i < Math.min(200, bodies.length * 10); i++) JSON.parse(bodies[i % bodies.length] as string);
+  // Warm up for a second (the JIT and the caches settle), then measure.
+  const warm = process.hrtime.bigint() + 1_000_000_000n;
+  for (let i = 0; process.hrtime.bigint() < warm; i++) JSON.parse(bodies[i % bodies.length] as string);
   const started = process.hrtime.bigint();
   const limit = started + BigInt(Math.round(seconds * 1e9));
   let now = started;
@@ -484,6 +486,77 @@ function gitCommit(): string {
   return r.stdout.trim() + (dirty.status === 0 && dirty.stdout.trim() !== '' ? ' (+ uncommitted changes)' : '');
 }
 
+// CPU accounting from /proc (Linux), so a figure taken on a busy machine says so.
+
+const clockTicks = ((): number => {
+  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const n = Number(r.stdout?.trim());
+  return r.status === 0 && n > 0 ? n : 100;
+})();
+
+/** CPU seconds a process has used, or NaN when /proc cannot tell. */
+function processCpu(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Busy CPU seconds of the whole machine (every core), or NaN. */
+function machineCpu(): number {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string;
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - (v[3] ?? 0) - (v[4] ?? 0)) / clockTicks;
+  } catch {
+    return NaN;
+  }
+}
+
+function natsServerPid(): number | undefined {
+  try {
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'nats-server') return Number(d);
+      } catch {
+        // gone
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return undefined;
+}
+
+interface CpuSample {
+  at: number;
+  service: number;
+  nats: number;
+  machine: number;
+}
+
+const cpuSample = (servicePid: number | undefined, natsPid: number | undefined): CpuSample => ({
+  at: performance.now() / 1000,
+  service: processCpu(servicePid),
+  nats: processCpu(natsPid),
+  machine: machineCpu(),
+});
+
+/** Shares of one core during the window: the ingest service, nats-server, and everything else (load generator included). */
+function cpuShares(a: CpuSample, b: CpuSample): { service: number; nats: number; rest: number; seconds: number } {
+  const seconds = b.at - a.at;
+  const service = (b.service - a.service) / seconds;
+  const nats = (b.nats - a.nats) / seconds;
+  const machine = (b.machine - a.machine) / seconds;
+  return { service, nats, rest: machine - service - (Number.isNaN(nats) ? 0 : nats), seconds };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Load generation: wrk (preferred) or the Node generator above.
 
@@ -525,7 +598,7 @@ interface Load {
 async function drive(tool: 'wrk' | 'node', port: number, key: string, bodiesFile: string, luaFile: string, connections: number, seconds: number): Promise<Load> {
   const url = `http://127.0.0.1:${port}${ingestPath}`;
   if (tool === 'wrk') {
-    const [cmd, args] = pinned(1, 'wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', luaFile, url]);
+    const [cmd, args] = pinned(1, 'wrk', ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '10s', '-s', luaFile, url]);
     const r = await run(cmd, args);
     const line = r.stdout.split('\n').find((l) => l.startsWith('WRKJSON '));
     if (r.code !== 0 || !line) throw new Error(`wrk failed (${r.code}): ${r.stderr.trim()}\n${r.stdout}`);
@@ -584,11 +657,15 @@ function options(argv: string[]): Options {
       case '--duration':
         o.duration = num();
         break;
-      case '--warmup':
-        o.warmup = Number(need());
+      case '--warmup': {
+        const n = Number(need());
+        if (!Number.isFinite(n) || n < 0) throw new Error('--warmup must be a number of seconds, 0 or more');
+        o.warmup = n;
         break;
+      }
       case '--engines':
         o.engines = need().split(',').filter(Boolean);
+        for (const e of o.engines) if (e !== 'uws' && e !== 'node') throw new Error(`--engines takes uws and/or node, not ${JSON.stringify(e)}`);
         break;
       case '--scenarios':
         o.scenarios = need()
@@ -596,10 +673,10 @@ function options(argv: string[]): Options {
           .filter((s): s is 'batch' | 'single' => s === 'batch' || s === 'single');
         break;
       case '--batch-connections':
-        o.batchConnections = num();
+        o.batchConnections = Math.round(num());
         break;
       case '--single-connections':
-        o.singleConnections = num();
+        o.singleConnections = Math.round(num());
         break;
       case '--parse-seconds':
         o.parseSeconds = num();
@@ -631,15 +708,26 @@ interface ScenarioResult {
   serverAccepted: number;
   eventsPerMessage: number;
   all200: boolean;
+  /** Cores' worth of CPU during the measured window (1 = one core busy). */
+  cpu: { service: number; nats: number; rest: number };
+  /** Ingest-process CPU time per request, in microseconds. */
+  serviceCpuUsPerRequest: number;
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 const ms = (us: number): string => (us / 1000).toFixed(2);
+const pct = (cores: number): string => (Number.isNaN(cores) ? 'n/a' : `${(cores * 100).toFixed(0)}%`);
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv[0] === '--parse') {
     process.stdout.write(`${JSON.stringify(runParse(argv[1] as string, Number(argv[2])))}\n`);
+    return;
+  }
+  if (argv[0] === '--write-bodies') {
+    const b = makeBodies(16, 2000);
+    writeFileSync(join(argv[1] as string, 'batch.txt'), `${b.batch.join('\n')}\n`);
+    writeFileSync(join(argv[1] as string, 'single.txt'), `${b.single.join('\n')}\n`);
     return;
   }
   if (argv[0] === '--loadgen-child') {
@@ -656,6 +744,7 @@ async function main(): Promise<void> {
     node: process.version,
     nats: await natsServerVersion(),
     taskset: haveTaskset,
+    wrk: tool === 'wrk' ? (spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout.split('\n')[0] ?? '').replace(/\s*Copyright.*$/, '').trim() : '',
   };
   const commit = gitCommit();
   const prefix = `bench${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`.slice(0, 32);
@@ -663,12 +752,16 @@ async function main(): Promise<void> {
   const out = (s: string): boolean => process.stdout.write(`${s}\n`);
 
   out(`Darshak ingest benchmark`);
-  out(`  machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, nats-server ${machine.nats}`);
+  out(`  machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, nats-server ${machine.nats}${machine.wrk ? `, ${machine.wrk}` : ''}`);
   out(`  commit:  ${commit}`);
   out(`  command: ${command}`);
   out(`  pinning: ${haveTaskset ? 'ingest on core 0, load generator on core 1 (taskset); nats-server not pinned' : 'none (taskset not found)'}`);
   out(`  load:    ${tool === 'wrk' ? 'wrk (Lua script, 1 thread)' : 'Node keep-alive load generator (wrk not found)'}; ${o.duration} s per scenario after ${o.warmup} s warm-up`);
   out(`  prefix:  ${prefix}`);
+  const idleA = machineCpu();
+  await sleep(1000);
+  const quiet = machineCpu() - idleA;
+  out(`  before:  machine ${pct(quiet)} busy (of ${machine.cores * 100}%) in the second before the run${quiet > 0.15 ? ' (NOT quiet: figures will be low)' : ''}`);
 
   const bodies = makeBodies(16, 2000);
   const files = { batch: join(dir, 'batch.txt'), single: join(dir, 'single.txt') };
@@ -687,6 +780,7 @@ async function main(): Promise<void> {
   out(`  1 event:   ${fmt(parse.single.eventsPerSecond)} events/s (${parse.single.mbPerSecond.toFixed(0)} MB/s)`);
 
   const results: ScenarioResult[] = [];
+  const natsPid = natsServerPid();
   let service: RunningService | undefined;
   let failure: unknown;
   try {
@@ -705,7 +799,9 @@ async function main(): Promise<void> {
         if (o.warmup > 0) await drive(tool, service.port, key, files[scenario], lua[scenario], connections, o.warmup);
         await sleep(500);
         const before = await scrape(service.port);
+        const cpuBefore = cpuSample(service.child.pid, natsPid);
         const load = await drive(tool, service.port, key, files[scenario], lua[scenario], connections, o.duration);
+        const cpu = cpuShares(cpuBefore, cpuSample(service.child.pid, natsPid));
         await sleep(500); // let requests still in flight when the load stopped be answered
         const after = await scrape(service.port);
         const serverStatuses: Record<string, number> = {};
@@ -732,6 +828,8 @@ async function main(): Promise<void> {
           serverAccepted,
           eventsPerMessage: messages > 0 ? (after.messageEvents - before.messageEvents) / messages : 0,
           all200,
+          cpu: { service: cpu.service, nats: cpu.nats, rest: cpu.rest },
+          serviceCpuUsPerRequest: ((cpu.service * cpu.seconds) / load.requests) * 1e6,
         };
         results.push(r);
         out(
@@ -741,6 +839,10 @@ async function main(): Promise<void> {
         out(
           `  answers: ${fmt(load.requests)} counted by ${tool}, errors ${JSON.stringify(load.errors)}; server: ${JSON.stringify(serverStatuses)}, ` +
             `${fmt(serverAccepted)} events accepted, ${r.eventsPerMessage.toFixed(1)} events per JetStream message → ${all200 ? 'every answer 200' : 'NOT ALL 200'}`,
+        );
+        out(
+          `  CPU (cores): ingest ${pct(cpu.service)}, nats-server ${pct(cpu.nats)}, everything else ${pct(cpu.rest)} (load generator included); ` +
+            `ingest ${r.serviceCpuUsPerRequest.toFixed(1)} µs CPU per request`,
         );
         await purgeEvents(prefix);
       }
@@ -760,12 +862,12 @@ async function main(): Promise<void> {
   // Summary.
   const find = (engine: string, scenario: string): ScenarioResult | undefined => results.find((r) => r.engine === engine && r.scenario === scenario);
   out('\nSummary');
-  out('| engine | scenario | connections | requests/s | events/s (JetStream-acked) | p50 ms | p99 ms | all 200 |');
-  out('|---|---|---:|---:|---:|---:|---:|---|');
+  out('| engine | scenario | connections | requests/s | events/s (JetStream-acked) | p50 ms | p99 ms | all 200 | ingest CPU | ingest CPU µs/request | nats-server CPU | other CPU |');
+  out('|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const r of results) {
     out(
       `| ${r.engine} | ${r.scenario === 'batch' ? 'batch 500' : '1 event'} | ${r.load.connections} | ${fmt(r.requestsPerSecond)} | ${fmt(r.eventsPerSecond)} | ` +
-        `${ms(r.load.latencyUs.p50)} | ${ms(r.load.latencyUs.p99)} | ${r.all200 ? 'yes' : 'NO'} |`,
+        `${ms(r.load.latencyUs.p50)} | ${ms(r.load.latencyUs.p99)} | ${r.all200 ? 'yes' : 'NO'} | ${pct(r.cpu.service)} | ${r.serviceCpuUsPerRequest.toFixed(1)} | ${pct(r.cpu.nats)} | ${pct(r.cpu.rest)} |`,
     );
   }
   out(`\nBare JSON.parse (one core): ${fmt(parse.batch.eventsPerSecond)} events/s over the batch bodies, ${fmt(parse.single.eventsPerSecond)} over the 1-event bodies`);
