@@ -22,16 +22,23 @@ export function loadUws(): UwsLoad {
   return cached;
 }
 
-function tryLoad(): UwsLoad {
-  const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
-  const expected = uwsBinarySha256[binary];
-  if (!expected) return { ok: false, reason: `no pinned uWebSockets.js binary for ${binary}` };
-  let dir: string;
+function packageDir(): string | null {
   try {
-    dir = dirname(require.resolve('uWebSockets.js/package.json'));
+    return dirname(require.resolve('uWebSockets.js/package.json'));
   } catch {
-    return { ok: false, reason: 'uWebSockets.js is not installed' };
+    return null;
   }
+}
+
+/**
+ * Load this platform's binary from `dir` only if its sha256 is the one in `pins`. Parameters are for tests (a
+ * tampered copy must be refused); `loadUws` uses the installed package and the pins in uws-pins.ts.
+ */
+export function tryLoad(dir: string | null = packageDir(), pins: Readonly<Record<string, string>> = uwsBinarySha256): UwsLoad {
+  const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
+  const expected = pins[binary];
+  if (!expected) return { ok: false, reason: `no pinned uWebSockets.js binary for ${binary}` };
+  if (dir === null) return { ok: false, reason: 'uWebSockets.js is not installed' };
   const path = join(dir, binary);
   let sha256: string;
   try {
