@@ -51,14 +51,17 @@ export function replyError(req: { requestId: string }, code: RequestErrorCode, m
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
 class Request implements HttpRequest {
-  readonly query: URLSearchParams;
+  private parsedQuery: URLSearchParams | undefined;
   constructor(
     private readonly raw: RawRequest,
     readonly requestId: string,
     readonly params: Record<string, string>,
     private readonly maxBodyBytes: number,
   ) {
-    this.query = new URLSearchParams(raw.search);
+  }
+  get query(): URLSearchParams {
+    this.parsedQuery ??= new URLSearchParams(this.raw.search);
+    return this.parsedQuery;
   }
   get method(): string {
     return this.raw.method;
@@ -99,6 +102,26 @@ function serialize(reply: HttpReply, extra: Array<[string, string]>): WireReply 
   }
   if (!hasType && type) headers.push(['content-type', type]);
   return { status: reply.status, headers, body, close: reply.close ?? false };
+}
+
+// prom-client hashes a label object on every call; the label sets of a listener are few, so bind them once.
+const bound = new Map<string, { count: () => void; time: (seconds: number) => void }>();
+
+const knownMethods = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+function observe(listener: string, route: string, rawMethod: string, status: string, seconds: number): void {
+  // Any string can arrive as a method: an unbounded label would let a client grow our memory without limit.
+  const method = knownMethods.has(rawMethod) ? rawMethod : 'OTHER';
+  const key = `${listener}\u0000${route}\u0000${method}\u0000${status}`;
+  let b = bound.get(key);
+  if (!b) {
+    const counter = httpRequests.labels(listener, route, method, status);
+    const histogram = httpDuration.labels(listener, route);
+    b = { count: () => counter.inc(), time: (s) => histogram.observe(s) };
+    bound.set(key, b);
+  }
+  b.count();
+  b.time(seconds);
 }
 
 export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port' | 'engine'>): (raw: RawRequest) => Promise<WireReply> {
@@ -155,8 +178,7 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
       }
     }
     const status = String(reply.status);
-    httpRequests.inc({ listener: options.listener, route, method: raw.method, status });
-    httpDuration.observe({ listener: options.listener, route }, Number(process.hrtime.bigint() - started) / 1e9);
+    observe(options.listener, route, raw.method, status, Number(process.hrtime.bigint() - started) / 1e9);
     return serialize(reply, extra);
   };
 }

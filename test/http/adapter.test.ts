@@ -151,3 +151,27 @@ for (const engine of ['uws', 'node'] as const) {
     });
   });
 }
+
+t.test('metrics labels stay bounded whatever methods clients invent', async (t) => {
+  // node:http refuses unknown methods in its parser; uWS hands them to us.
+  const server = await createHttpServer({ listener: 'labels', host: '127.0.0.1', port: 0, engine: 'auto', routes, maxBodyBytes: 1024, log });
+  t.teardown(() => server.close());
+  if (server.engine !== 'uws') {
+    t.skip('uWebSockets.js does not load here');
+    return;
+  }
+  const { request } = await import('node:http');
+  for (let i = 0; i < 20; i++) {
+    await new Promise<void>((resolve) => {
+      const req = request({ host: '127.0.0.1', port: server.port, path: '/nope', method: `X${i}METHOD` }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', () => resolve());
+      req.end();
+    });
+  }
+  const lines = (await registry.metrics()).split('\n').filter((l) => l.startsWith('darshak_http_requests_total{listener="labels"'));
+  t.ok(lines.length > 0);
+  t.ok(lines.every((l) => l.includes('method="OTHER"')), 'invented methods are counted as OTHER');
+});
