@@ -21,6 +21,7 @@ export interface Config {
   publish_max_inflight: number;
   publish_max_message_bytes: number;
   usage_sync_ms: number;
+  events_retention_days: number;
 }
 
 interface KeySpec {
@@ -87,6 +88,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 50,
     maximum: 10000,
     description: 'how often ingest processes share their rate and quota counts through NATS KV',
+  },
+  events_retention_days: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 3650,
+    description: 'how long ClickHouse keeps raw events (TTL of the `events` table, applied at start)',
   },
 };
 

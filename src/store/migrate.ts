@@ -1,0 +1,33 @@
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { Logger } from '../log.js';
+import { migration as events } from './migrations/0001-events.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** Each statement must be safe to run again (IF NOT EXISTS): a crash between two leaves a half-applied step. */
+  statements: string[];
+}
+
+/** In order; a new migration is a new file in migrations/ and one line here. Never edit an applied one. */
+export const migrations: readonly Migration[] = [events];
+
+/** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
+export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {
+  await client.command({
+    query: `CREATE TABLE IF NOT EXISTS schema_migrations (
+      version UInt32, name String, applied_at DateTime64(3, 'UTC')
+    ) ENGINE = MergeTree ORDER BY version`,
+  });
+  const rows = await (await client.query({ query: 'SELECT DISTINCT version FROM schema_migrations', format: 'JSONEachRow' })).json<{ version: number }>();
+  const done = new Set(rows.map((r) => Number(r.version)));
+  const applied: number[] = [];
+  for (const m of [...list].sort((a, b) => a.version - b.version)) {
+    if (done.has(m.version)) continue;
+    for (const statement of m.statements) await client.command({ query: statement });
+    await client.insert({ table: 'schema_migrations', values: [{ version: m.version, name: m.name, applied_at: Date.now() }], format: 'JSONEachRow' });
+    log.info({ version: m.version, name: m.name }, 'migration applied');
+    applied.push(m.version);
+  }
+  return applied;
+}

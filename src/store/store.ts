@@ -1,0 +1,88 @@
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { migrate } from './migrate.js';
+
+type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
+
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
+}
+
+/**
+ * The one owner of ClickHouse: the `@clickhouse/client` API over embedded chDB (`DATA_DIR/clickhouse`, through
+ * chdb's connection hook) or a server at `CLICKHOUSE_URL`. The same SQL runs on both. Opening applies migrations and
+ * the configured retention.
+ */
+export class Store {
+  private constructor(
+    readonly client: ClickHouseClient,
+    readonly embedded: boolean,
+    private readonly log: Logger,
+  ) {}
+
+  static async open(config: Pick<Config, 'clickhouse_url' | 'data_dir' | 'events_retention_days'>, log: Logger): Promise<Store> {
+    const storeLog = log.child({ module: 'store' });
+    const embedded = config.clickhouse_url === '';
+    let client: ClickHouseClient;
+    if (embedded) {
+      const path = resolve(config.data_dir, 'clickhouse');
+      mkdirSync(path, { recursive: true });
+      // Loaded only when used: roles that never touch the store do not pay for a 500 MB engine.
+      const { createChdbConnection } = await import('chdb/connection');
+      try {
+        // chdb types its Connection against @clickhouse/client-common, which @clickhouse/client now bundles under
+        // another path: the same interface, two declarations.
+        const connection = createChdbConnection({ path }) as unknown as ClientConnection;
+        client = createClient({ connection });
+      } catch (err) {
+        throw new StoreUnavailableError(embeddedOpenError(path, err as Error));
+      }
+    } else {
+      client = createClient({ url: config.clickhouse_url, request_timeout: 30_000 });
+    }
+    const store = new Store(client, embedded, storeLog);
+    try {
+      await migrate(client, storeLog);
+      await store.applyRetention(config.events_retention_days);
+    } catch (err) {
+      await client.close().catch(() => undefined);
+      const message = (err as Error).message;
+      throw new StoreUnavailableError(
+        embedded ? embeddedOpenError(resolve(config.data_dir, 'clickhouse'), err as Error) : `cannot use ClickHouse at ${config.clickhouse_url}: ${message}`,
+      );
+    }
+    storeLog.info({ embedded, target: embedded ? join(config.data_dir, 'clickhouse') : config.clickhouse_url }, 'store ready');
+    return store;
+  }
+
+  /** Keep raw events `days` days. Settled at every start so a changed setting takes effect. */
+  private async applyRetention(days: number): Promise<void> {
+    if (!Number.isSafeInteger(days) || days < 1) throw new Error(`retention must be a positive whole number of days, got ${days}`);
+    await this.client.command({ query: `ALTER TABLE events MODIFY TTL toDateTime(ts) + INTERVAL ${days} DAY` });
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return (await this.client.ping()).success;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+    this.log.debug('store closed');
+  }
+}
+
+function embeddedOpenError(path: string, err: Error): string {
+  const detail = err.message.split('\n')[0];
+  // chdb reports a held lock ("Cannot lock file .../status") on stderr and only "Failed to create connection" to us.
+  if (/lock|only one active data directory|failed to create connection/i.test(err.message)) {
+    return `cannot open embedded ClickHouse at ${path}; most likely another process is using it (embedded ClickHouse admits one process per data directory): run the roles that use the store (flush, api) in one process, give each process its own DATA_DIR, or set CLICKHOUSE_URL to a ClickHouse server. (${detail})`;
+  }
+  return `cannot open embedded ClickHouse at ${path}: ${detail}`;
+}

@@ -1,0 +1,120 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import type { WireEvent } from '../../src/bus/wire.js';
+import { createLogger } from '../../src/log.js';
+import { eventRow, insertEvents } from '../../src/store/events.js';
+import { migrations } from '../../src/store/migrate.js';
+import { Store } from '../../src/store/store.js';
+import { root } from '../helpers/env.js';
+
+// The embedded store (chDB behind @clickhouse/client): migrations, retention, idempotent inserts, and the
+// one-process-per-data-directory rule stated clearly. chDB allows one data directory per process, so this file
+// uses one.
+
+const log = createLogger('silent');
+const dataDir = mkdtempSync(join(tmpdir(), 'darshak-store-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const config = { clickhouse_url: '', data_dir: dataDir, events_retention_days: 30 };
+
+const event = (i: number, extra: Partial<WireEvent> = {}): WireEvent => ({
+  tenant: 'acme',
+  env: 'production',
+  event_type: 'heartbeat',
+  ts: Date.UTC(2026, 10, 21, 10, 0, 0, i),
+  client_ts: null,
+  received_at: Date.UTC(2026, 10, 21, 10, 0, 1),
+  session_id: `s${i}`,
+  country: 'IN',
+  region: 'Maharashtra',
+  device: 'tv',
+  ...extra,
+});
+
+t.test('open applies migrations once, and the configured retention every time', async (t) => {
+  let store = await Store.open(config, log);
+  t.equal(store.embedded, true);
+  t.equal(await store.ping(), true);
+  const versions = await (await store.client.query({ query: 'SELECT version, name FROM schema_migrations ORDER BY version', format: 'JSONEachRow' })).json();
+  t.same(versions, migrations.map((m) => ({ version: m.version, name: m.name })));
+  t.match(await showCreate(store), /TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
+  await store.close();
+
+  store = await Store.open({ ...config, events_retention_days: 90 }, log);
+  const again = await (await store.client.query({ query: 'SELECT count() AS n FROM schema_migrations', format: 'JSONEachRow' })).json<{ n: number }>();
+  t.equal(Number(again[0]?.n), migrations.length, 'nothing applied twice');
+  t.match(await showCreate(store), /toIntervalDay\(90\)/, 'a changed retention takes effect at start');
+  await store.close();
+});
+
+t.test('rows keep every field; a batch written twice with its token is stored once', async (t) => {
+  const store = await Store.open(config, log);
+  t.teardown(() => store.close());
+  const first = [
+    event(1, {
+      event_id: '0b7c6a5e-1d2f-4a3b-9c8d-7e6f5a4b3c2d',
+      client_ts: Date.UTC(2026, 10, 21, 9, 0),
+      anonymous_id: 'anon',
+      user_id: 'u1',
+      content_id: 'match-42',
+      content_type: 'live',
+      content_title: 'IND vs AUS',
+      position_sec: 42,
+      bitrate_kbps: 4500,
+      context: { app_version: '3.1', os: 'Android', browser: 'Chrome', player: 'exo', cdn: 'akamai', pop: 'BOM', user_agent: 'UA', ip: '49.36.0.1' },
+      properties: { fatal: false, nested: { a: [1, 'ड'] } },
+    }),
+    event(2),
+  ].map((e, i) => eventRow(e, 77, i));
+  await insertEvents(store.client, first, 'batch-77');
+  await insertEvents(store.client, first, 'batch-77');
+  await insertEvents(store.client, [eventRow(event(3), 78, 0)], 'batch-78');
+  const rows = await (
+    await store.client.query({
+      query: `SELECT *, toUnixTimestamp64Milli(ts) AS ts_ms, toUnixTimestamp64Milli(client_ts) AS client_ms
+              FROM events WHERE tenant = {tenant:String} ORDER BY ts`,
+      query_params: { tenant: 'acme' },
+      format: 'JSONEachRow',
+    })
+  ).json<Record<string, unknown>>();
+  t.equal(rows.length, 3, 'the repeated batch was stored once');
+  t.match(rows[0], {
+    ts_ms: String(Date.UTC(2026, 10, 21, 10, 0, 0, 1)),
+    client_ms: String(Date.UTC(2026, 10, 21, 9, 0)),
+    event_id: '0b7c6a5e-1d2f-4a3b-9c8d-7e6f5a4b3c2d',
+    content_title: 'IND vs AUS',
+    position_sec: 42,
+    os: 'Android',
+    pop: 'BOM',
+    region: 'Maharashtra',
+    ingest_seq: '77',
+    ingest_index: 0,
+  });
+  t.same(JSON.parse(String(rows[0]?.properties)), { fatal: false, nested: { a: [1, 'ड'] } });
+  t.notOk(JSON.stringify(rows[0]).includes('49.36.0.1'), 'the client address is not kept');
+  t.match(rows[1], { client_ts: null, event_id: '', position_sec: null, properties: '{}' });
+});
+
+t.test('a second process on the same data directory is refused with a message that says what to do', async (t) => {
+  const store = await Store.open(config, log);
+  t.teardown(() => store.close());
+  const script = `
+    import { Store } from ${JSON.stringify(`${root}dist/src/store/store.js`)};
+    import { createLogger } from ${JSON.stringify(`${root}dist/src/log.js`)};
+    try { await Store.open(${JSON.stringify(config)}, createLogger('silent')); console.log('opened'); }
+    catch (err) { console.log(err.message); }`;
+  const out = await new Promise<string>((resolve) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+    child.on('close', () => resolve(text));
+  });
+  t.match(out, /another process is using it .*one process per data directory.*CLICKHOUSE_URL/);
+});
+
+async function showCreate(store: Store): Promise<string> {
+  const r = await (await store.client.query({ query: 'SHOW CREATE TABLE events', format: 'JSONEachRow' })).json<{ statement: string }>();
+  return r[0]?.statement ?? '';
+}
