@@ -23,6 +23,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
+import { removeNamespace } from '../src/bus/namespace.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const mainJs = join(root, 'dist/src/main.js');
@@ -440,25 +441,6 @@ async function purgeEvents(prefix: string): Promise<void> {
   }
 }
 
-/** Delete every stream and KV bucket (KV_<bucket>) of the namespace. */
-async function removeNamespace(prefix: string): Promise<string[]> {
-  const removed: string[] = [];
-  const nc = await connect({ servers: natsUrl, reconnect: false });
-  try {
-    const jsm = await nc.jetstreamManager();
-    const names: string[] = [];
-    for await (const s of jsm.streams.list()) names.push(s.config.name);
-    for (const name of names) {
-      if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)) {
-        await jsm.streams.delete(name);
-        removed.push(name);
-      }
-    }
-  } finally {
-    await nc.close();
-  }
-  return removed;
-}
 
 async function natsServerVersion(): Promise<string> {
   const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
@@ -853,7 +835,7 @@ async function main(): Promise<void> {
     failure = err;
   } finally {
     if (service) await stopService(service).catch(() => undefined);
-    const removed = await removeNamespace(prefix).catch((err: Error) => [`(cleanup failed: ${err.message})`]);
+    const removed = await removeNamespace(natsUrl, prefix).catch((err: Error) => [`(cleanup failed: ${err.message})`]);
     out(`\nRemoved NATS streams: ${removed.join(', ') || '(none)'}`);
     rmSync(dir, { recursive: true, force: true });
   }

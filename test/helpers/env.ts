@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { connect, type NatsConnection } from 'nats';
+import { connect } from 'nats';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import { createLogger } from '../../src/log.js';
 import { resolveTargets, Services, startModules, type Started } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
+import { removeNamespace as removeStreams } from '../../src/bus/namespace.js';
 import { decodeMessage, type WireEvent } from '../../src/bus/wire.js';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -26,21 +27,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
   });
 }
 
-/** Delete every stream and KV bucket (KV buckets are streams named KV_<bucket>) under a prefix. */
+/** Remove a test's namespace; the server may already be gone (a test that stops it), which is fine. */
 export async function removeNamespace(prefix: string, url = natsUrl): Promise<void> {
-  let nc: NatsConnection | undefined;
-  try {
-    nc = await connect({ servers: url, reconnect: false });
-    const jsm = await nc.jetstreamManager();
-    for await (const s of jsm.streams.list()) {
-      const name = s.config.name;
-      if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}_`)) await jsm.streams.delete(name);
-    }
-  } catch {
-    // The server may be gone (a test that stops it): nothing to clean there.
-  } finally {
-    await nc?.close();
-  }
+  await removeStreams(url, prefix).catch(() => undefined);
 }
 
 export interface Service {
