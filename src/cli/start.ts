@@ -5,33 +5,42 @@ import { resolveTargets, Services, startModules } from '../modules.js';
 import { registry } from '../registry.js';
 import { flags } from './args.js';
 
-/** `darshak start [--role all|r1,r2]`: run roles until SIGINT or SIGTERM, then drain and stop. */
+/** `darshak start [--role all|r1,r2] [--shards 0,1]`: run roles until SIGINT or SIGTERM, then drain and stop. */
 export async function runStart(argv: string[], config: Config, log: Logger): Promise<void> {
-  const f = flags(argv, { role: { type: 'string' } });
+  const f = flags(argv, { role: { type: 'string' }, shards: { type: 'string' } });
+  if (f.shards !== undefined) config = { ...config, aggregate_shards: f.shards.split(',').map((s) => s.trim()) };
   const targets = resolveTargets(registry, f.role ?? process.env.DARSHAK_ROLE ?? 'all');
-  const localNats = await ensureLocalNats(config, log);
-  const services = new Services(config, log);
-  let started;
+  // Handlers first: a signal that arrives while roles are still starting must stop them, not kill the process and
+  // orphan a nats-server it started.
+  let signalled: string | undefined;
+  let wake: () => void = () => undefined;
+  const stopRequested = new Promise<void>((resolve) => (wake = resolve));
+  const onSignal = (signal: string): void => {
+    signalled = signal;
+    wake();
+  };
+  const onInt = (): void => onSignal('SIGINT');
+  const onTerm = (): void => onSignal('SIGTERM');
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
   try {
-    started = await startModules(registry, targets, services);
-  } catch (err) {
-    await localNats?.stop();
-    throw err;
+    const localNats = await ensureLocalNats(config, log);
+    const services = new Services(config, log);
+    let started = false;
+    services.checks.push({ name: 'roles', ready: () => started });
+    try {
+      const running = await startModules(registry, targets, services);
+      started = true;
+      log.info({ roles: targets, modules: running.modules, listeners: Object.fromEntries(services.listeners) }, 'darshak started');
+      await stopRequested;
+      log.info({ signal: signalled }, 'stopping');
+      await running.stop();
+    } finally {
+      await localNats?.stop();
+    }
+    log.info('stopped');
+  } finally {
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
   }
-  log.info({ roles: targets, modules: started.modules, listeners: Object.fromEntries(services.listeners) }, 'darshak started');
-  await new Promise<void>((resolve) => {
-    const shutdown = (signal: string): void => {
-      log.info({ signal }, 'stopping');
-      process.off('SIGINT', onInt);
-      process.off('SIGTERM', onTerm);
-      resolve();
-    };
-    const onInt = (): void => shutdown('SIGINT');
-    const onTerm = (): void => shutdown('SIGTERM');
-    process.on('SIGINT', onInt);
-    process.on('SIGTERM', onTerm);
-  });
-  await started.stop();
-  await localNats?.stop();
-  log.info('stopped');
 }
