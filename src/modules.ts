@@ -6,6 +6,7 @@ import type { UsageCounters } from './control/usage.js';
 import type { WatchedMap } from './control/watched-map.js';
 import type { ReadinessCheck } from './http/ops.js';
 import type { Logger } from './log.js';
+import type { Store } from './store/store.js';
 
 // Roles as modules, after Grafana Loki's pkg/loki/modules.go: each module names the modules it needs, the manager
 // starts them in dependency order (once each, however many roles need them) and stops them in reverse.
@@ -16,6 +17,7 @@ export interface ServiceTypes {
   control: ControlPlane;
   directory: { keys: WatchedMap<ApiKeyRecord>; tenants: WatchedMap<TenantRecord> };
   usage: UsageCounters;
+  store: Store;
 }
 
 export class Services {

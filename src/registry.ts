@@ -3,7 +3,10 @@ import { ControlPlane } from './control/control-plane.js';
 import type { ApiKeyRecord, TenantRecord } from './control/records.js';
 import { UsageCounters } from './control/usage.js';
 import { WatchedMap } from './control/watched-map.js';
+import { aggregateRole } from './aggregate/role.js';
+import { flushRole } from './flush/role.js';
 import { ingestRole } from './ingest/role.js';
+import { Store } from './store/store.js';
 import type { ModuleRegistry } from './modules.js';
 
 /** Every module of Darshak. A new role is one entry here and its folder under src/. */
@@ -14,7 +17,7 @@ export const registry: ModuleRegistry = {
     async start(services) {
       const { config } = services;
       const bus = await Bus.connect(config, services.log, `darshak-${process.pid}`);
-      await bus.ensureEventStream(config.shards, config.stream_max_age_hours);
+      await bus.ensureStreams(config.shards, config.stream_max_age_hours);
       services.set('bus', bus);
       services.checks.push({ name: 'nats', ready: () => bus.connected });
       return { stop: () => bus.close() };
@@ -61,5 +64,26 @@ export const registry: ModuleRegistry = {
       return { stop: () => usage.close() };
     },
   },
+  store: {
+    deps: [],
+    role: false,
+    async start(services) {
+      const store = await Store.open(services.config, services.log);
+      services.set('store', store);
+      let up = true;
+      // Readiness is asked often; the ping runs in the background every 2 s.
+      const timer = setInterval(() => void store.ping().then((ok) => (up = ok)), 2000);
+      timer.unref();
+      services.checks.push({ name: 'clickhouse', ready: () => up });
+      return {
+        async stop() {
+          clearInterval(timer);
+          await store.close();
+        },
+      };
+    },
+  },
   ingest: ingestRole,
+  aggregate: aggregateRole,
+  flush: flushRole,
 };

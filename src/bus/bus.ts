@@ -76,8 +76,8 @@ export class Bus {
     return () => void this.listeners[event].delete(fn);
   }
 
-  /** The partitioned event stream; its shard count is fixed when first created. */
-  async ensureEventStream(shards: number, maxAgeHours: number): Promise<void> {
+  /** The partitioned event stream and the raw stream after it; the shard count is fixed when first created. */
+  async ensureStreams(shards: number, maxAgeHours: number): Promise<void> {
     const cluster = await this.kv(this.names.clusterBucket);
     const existing = await cluster.get('shards');
     if (existing && existing.operation === 'PUT') {
@@ -89,12 +89,21 @@ export class Bus {
       try {
         await cluster.create('shards', String(shards));
       } catch {
-        return this.ensureEventStream(shards, maxAgeHours);
+        return this.ensureStreams(shards, maxAgeHours);
       }
     }
+    for (const [name, subject] of [
+      [this.names.eventsStream, this.names.eventsWildcard],
+      [this.names.rawStream, this.names.rawWildcard],
+    ] as const) {
+      await this.ensureStream(name, subject, maxAgeHours);
+    }
+  }
+
+  private async ensureStream(name: string, subject: string, maxAgeHours: number): Promise<void> {
     const config = {
-      name: this.names.eventsStream,
-      subjects: [this.names.eventsWildcard],
+      name,
+      subjects: [subject],
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.Old,

@@ -4,6 +4,10 @@ export interface BusNames {
   eventsStream: string;
   eventsSubject(shard: number): string;
   eventsWildcard: string;
+  /** De-duplicated raw events, per shard, written by aggregators and read by flush. */
+  rawStream: string;
+  rawSubject(shard: number): string;
+  rawWildcard: string;
   clusterBucket: string;
   tenantsBucket: string;
   usersBucket: string;
@@ -17,6 +21,9 @@ export function busNames(prefix: string): BusNames {
     eventsStream: `${prefix}_events`,
     eventsSubject: (shard) => `${prefix}.events.${shard}`,
     eventsWildcard: `${prefix}.events.*`,
+    rawStream: `${prefix}_raw`,
+    rawSubject: (shard) => `${prefix}.raw.${shard}`,
+    rawWildcard: `${prefix}.raw.*`,
     clusterBucket: `${prefix}_cluster`,
     tenantsBucket: `${prefix}_tenants`,
     usersBucket: `${prefix}_users`,

@@ -101,3 +101,12 @@ export function shardOf(tenant: string, key: string, shards: number): number {
 export function partitionKey(e: Pick<WireEvent, 'session_id' | 'user_id' | 'anonymous_id' | 'content_id'>): string {
   return e.session_id ?? (e.user_id !== undefined ? `u:${e.user_id}` : e.anonymous_id !== undefined ? `a:${e.anonymous_id}` : `c:${e.content_id ?? ''}`);
 }
+
+/** An event of the raw stream: accepted, de-duplicated, and placed (its ingest message's sequence and index). */
+export interface RawEvent extends WireEvent {
+  ingest_seq: number;
+  ingest_index: number;
+}
+
+/** Header on every raw-stream message: the last ingest sequence whose events it completes. */
+export const inputSeqHeader = 'Darshak-Input-Seq';

@@ -22,6 +22,7 @@ export interface Config {
   publish_max_message_bytes: number;
   usage_sync_ms: number;
   events_retention_days: number;
+  aggregate_shards: string[];
 }
 
 interface KeySpec {
@@ -80,8 +81,8 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   publish_max_message_bytes: {
     type: 'integer',
     minimum: 4096,
-    maximum: 1048576,
-    description: 'largest JetStream message ingest writes (must fit the server\'s `max_payload`)',
+    maximum: 524288,
+    description: 'largest JetStream message ingest writes (an aggregator\'s output of it must still fit the server\'s 1 MiB `max_payload`)',
   },
   usage_sync_ms: {
     type: 'integer',
@@ -94,6 +95,10 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 1,
     maximum: 3650,
     description: 'how long ClickHouse keeps raw events (TTL of the `events` table, applied at start)',
+  },
+  aggregate_shards: {
+    type: 'array',
+    description: 'shards this process aggregates (env: comma-separated; `darshak start --shards 0,1`); empty means all',
   },
 };
 

@@ -36,7 +36,9 @@ t.test('start: serves ingest, logs its engine, stops cleanly on SIGTERM', async 
   const prefix = uniquePrefix();
   t.teardown(() => removeNamespace(prefix));
   const port = await freePort();
-  const p = darshak(['start'], { NATS_URL: natsUrl, NATS_PREFIX: prefix, INGEST_PORT: String(port), BASE_PORT: String(await freePort()) });
+  const dataDir = mkdtempSync(join(tmpdir(), 'darshak-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const p = darshak(['start'], { NATS_URL: natsUrl, NATS_PREFIX: prefix, DATA_DIR: dataDir, INGEST_PORT: String(port), BASE_PORT: String(await freePort()) });
   t.teardown(() => p.child.kill('SIGKILL'));
   t.not(await eventually(ready(port), 15_000, 100), -1, 'ready');
   t.match(p.output(), /"engine":"uws".*"msg":"listening"/, 'the engine in use is logged');
@@ -64,7 +66,7 @@ t.test('start --role ingest with HTTP_ENGINE=node', async (t) => {
 t.test('unknown role and unreachable NATS without autostart: a message and exit 1', async (t) => {
   const bad = darshak(['start', '--role', 'ingest,telepathy'], { NATS_URL: natsUrl, NATS_PREFIX: uniquePrefix() });
   t.equal(await bad.exited, 1);
-  t.match(bad.output(), /unknown role "telepathy"; roles: all, ingest/);
+  t.match(bad.output(), /unknown role "telepathy"; roles: all, ingest, aggregate, flush/);
   const port = await freePort();
   const none = darshak(['start'], { NATS_URL: `nats://127.0.0.1:${port}`, NATS_AUTOSTART: 'false', INGEST_PORT: String(await freePort()) });
   t.equal(await none.exited, 1);

@@ -39,8 +39,11 @@ export interface Service {
   stop(): Promise<void>;
 }
 
-/** Start roles in this process, as `darshak start` would, on ephemeral ports. */
-export async function startService(overrides: Partial<Config> = {}, roles = 'all'): Promise<Service> {
+/**
+ * Start roles in this process, as `darshak start` would, on ephemeral ports. Ingest alone by default: roles that
+ * open the embedded store need a DATA_DIR of their own (chDB admits one per process).
+ */
+export async function startService(overrides: Partial<Config> = {}, roles = 'ingest'): Promise<Service> {
   const config = testConfig(overrides);
   const services = new Services(config, createLogger(process.env.TEST_LOG_LEVEL ?? 'error'));
   const started = await startModules(registry, resolveTargets(registry, roles), services);

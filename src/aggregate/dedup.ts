@@ -1,0 +1,36 @@
+/** How long a (tenant, event_id) is remembered: CONTRACT §4 "De-duplication". */
+export const dedupWindowMs = 24 * 3_600_000;
+
+/**
+ * The (tenant, event_id) pairs seen in the last 24 hours of arrival time, exactly. Entries are kept in arrival order
+ * (a Map keeps insertion order), so expiry drops from the front. Memory: about 120 bytes per remembered id with
+ * V8's Map and a 36-character UUID; docs/aggregation.md gives the arithmetic per shard.
+ */
+export class DedupWindow {
+  private readonly seen = new Map<string, number>();
+
+  /** True if this id was seen within the window before `receivedAt`. Remembers nothing: see `remember`. */
+  has(tenant: string, eventId: string, receivedAt: number): boolean {
+    const at = this.seen.get(`${tenant}\u0000${eventId}`);
+    return at !== undefined && receivedAt - at <= dedupWindowMs;
+  }
+
+  /** Remember an id as first seen at `receivedAt` (once its event is durably passed on). */
+  remember(tenant: string, eventId: string, receivedAt: number): void {
+    const key = `${tenant}\u0000${eventId}`;
+    this.seen.delete(key);
+    this.seen.set(key, receivedAt);
+  }
+
+  /** Forget ids first seen more than the window before `now`. */
+  expire(now: number): void {
+    for (const [key, at] of this.seen) {
+      if (now - at <= dedupWindowMs) break;
+      this.seen.delete(key);
+    }
+  }
+
+  get size(): number {
+    return this.seen.size;
+  }
+}

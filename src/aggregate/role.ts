@@ -1,0 +1,32 @@
+import type { ModuleDef } from '../modules.js';
+import { ShardAggregator } from './shard.js';
+
+/** `AGGREGATE_SHARDS` (or `--shards`) as shard numbers; empty means every shard. */
+export function shardsOf(list: readonly string[], shards: number): number[] {
+  if (list.length === 0) return Array.from({ length: shards }, (_, i) => i);
+  const out = list.map((s) => {
+    const n = /^\d+$/.test(s) ? Number(s) : NaN;
+    if (!(n >= 0 && n < shards)) throw new Error(`config: AGGREGATE_SHARDS (aggregate_shards) holds ${JSON.stringify(s)}; shards are 0 to ${shards - 1}`);
+    return n;
+  });
+  return [...new Set(out)].sort((a, b) => a - b);
+}
+
+export const aggregateRole: ModuleDef = {
+  deps: ['bus'],
+  role: true,
+  async start(services) {
+    const { config } = services;
+    const bus = services.get('bus');
+    const aggregators = shardsOf(config.aggregate_shards, config.shards).map(
+      (shard) => new ShardAggregator(bus, shard, { readAhead: 256 }, services.log),
+    );
+    await Promise.all(aggregators.map((a) => a.start()));
+    services.log.child({ module: 'aggregate' }).info({ shards: aggregators.map((a) => a.shard) }, 'aggregating');
+    return {
+      async stop() {
+        await Promise.all(aggregators.map((a) => a.stop()));
+      },
+    };
+  },
+};
