@@ -83,7 +83,10 @@ export class ShardAggregator {
           done = true;
           break;
         }
-        for (const e of decodeMessage(m.data).events) if (e.event_id !== undefined) this.dedup.remember(e.tenant, e.event_id, e.received_at);
+        // As live processing did: an id is remembered from its first passage, never from a duplicate's arrival.
+        for (const e of decodeMessage(m.data).events) {
+          if (e.event_id !== undefined && !this.dedup.has(e.tenant, e.event_id, e.received_at)) this.dedup.remember(e.tenant, e.event_id, e.received_at);
+        }
       }
       if (last === 0 || last >= upTo) done = true;
     }
