@@ -30,6 +30,17 @@ export class DedupWindow {
     }
   }
 
+  /** Every remembered id and its time, oldest first: what a checkpoint keeps. */
+  entries(): Array<[string, number]> {
+    return [...this.seen];
+  }
+
+  /** Start from a checkpoint's entries (oldest first), dropping any already past the window at `now`. */
+  load(entries: ReadonlyArray<readonly [string, number]>, now: number): void {
+    this.seen.clear();
+    for (const [key, at] of entries) if (now - at <= dedupWindowMs) this.seen.set(key, at);
+  }
+
   get size(): number {
     return this.seen.size;
   }

@@ -19,7 +19,7 @@ export const aggregateRole: ModuleDef = {
     const { config } = services;
     const bus = services.get('bus');
     const aggregators = shardsOf(config.aggregate_shards, config.shards).map(
-      (shard) => new ShardAggregator(bus, shard, { readAhead: 256 }, services.log),
+      (shard) => new ShardAggregator(bus, shard, { readAhead: 256, checkpointEveryMs: config.checkpoint_interval_ms }, services.log),
     );
     await Promise.all(aggregators.map((a) => a.start()));
     services.log.child({ module: 'aggregate' }).info({ shards: aggregators.map((a) => a.shard) }, 'aggregating');

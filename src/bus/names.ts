@@ -8,6 +8,8 @@ export interface BusNames {
   rawStream: string;
   rawSubject(shard: number): string;
   rawWildcard: string;
+  /** Object store of aggregator checkpoints, one object per shard. */
+  checkpointBucket: string;
   clusterBucket: string;
   tenantsBucket: string;
   usersBucket: string;
@@ -24,6 +26,7 @@ export function busNames(prefix: string): BusNames {
     rawStream: `${prefix}_raw`,
     rawSubject: (shard) => `${prefix}.raw.${shard}`,
     rawWildcard: `${prefix}.raw.*`,
+    checkpointBucket: `${prefix}_checkpoints`,
     clusterBucket: `${prefix}_cluster`,
     tenantsBucket: `${prefix}_tenants`,
     usersBucket: `${prefix}_users`,

@@ -23,6 +23,7 @@ export interface Config {
   usage_sync_ms: number;
   events_retention_days: number;
   aggregate_shards: string[];
+  checkpoint_interval_ms: number;
 }
 
 interface KeySpec {
@@ -99,6 +100,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   aggregate_shards: {
     type: 'array',
     description: 'shards this process aggregates (env: comma-separated; `darshak start --shards 0,1`); empty means all',
+  },
+  checkpoint_interval_ms: {
+    type: 'integer',
+    minimum: 1000,
+    maximum: 3600000,
+    description: 'how often an aggregator checkpoints its state to the NATS object store (a restart replays input only from there)',
   },
 };
 
