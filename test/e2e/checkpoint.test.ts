@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { connect } from 'nats';
 import t from 'tap';
 import { registry } from '../../src/metrics.js';
 import { eventually, makeTenant, natsUrl, post, readEventStream, removeNamespace, startService, uniquePrefix } from '../helpers/env.js';
@@ -8,20 +7,7 @@ import { eventually, makeTenant, natsUrl, post, readEventStream, removeNamespace
 // and de-duplication holds across it.
 
 async function rawEventIds(prefix: string): Promise<string[]> {
-  const nc = await connect({ servers: natsUrl });
-  try {
-    const jsm = await nc.jetstreamManager();
-    const info = await jsm.streams.info(`${prefix}_raw`);
-    const { decodeMessage } = await import('../../src/bus/wire.js');
-    const ids: string[] = [];
-    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-      const m = await jsm.streams.getMessage(`${prefix}_raw`, { seq });
-      for (const e of decodeMessage(m.data).events) ids.push(e.event_id ?? '');
-    }
-    return ids;
-  } finally {
-    await nc.close();
-  }
+  return (await readEventStream(prefix, natsUrl, 'raw')).flatMap((m) => m.events.map((e) => e.event_id ?? ''));
 }
 
 async function replayedAtStart(): Promise<number> {

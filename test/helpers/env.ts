@@ -118,12 +118,12 @@ export interface StoredMessage {
   events: WireEvent[];
 }
 
-/** Every message of a namespace's event stream, decoded as an aggregator would see it. */
-export async function readEventStream(prefix: string, url = natsUrl): Promise<StoredMessage[]> {
+/** Every message of one of a namespace's streams (`events` or `raw`), decoded as its reader would see it. */
+export async function readEventStream(prefix: string, url = natsUrl, which: 'events' | 'raw' = 'events'): Promise<StoredMessage[]> {
   const nc = await connect({ servers: url });
   try {
     const jsm = await nc.jetstreamManager();
-    const stream = `${prefix}_events`;
+    const stream = `${prefix}_${which}`;
     const info = await jsm.streams.info(stream);
     const out: StoredMessage[] = [];
     for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
