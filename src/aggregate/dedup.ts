@@ -9,15 +9,19 @@ export const dedupWindowMs = 24 * 3_600_000;
 export class DedupWindow {
   private readonly seen = new Map<string, number>();
 
+  static key(tenant: string, eventId: string): string {
+    return `${tenant}\u0000${eventId}`;
+  }
+
   /** True if this id was seen within the window before `receivedAt`. Remembers nothing: see `remember`. */
   has(tenant: string, eventId: string, receivedAt: number): boolean {
-    const at = this.seen.get(`${tenant}\u0000${eventId}`);
+    const at = this.seen.get(DedupWindow.key(tenant, eventId));
     return at !== undefined && receivedAt - at <= dedupWindowMs;
   }
 
   /** Remember an id as first seen at `receivedAt` (once its event is durably passed on). */
   remember(tenant: string, eventId: string, receivedAt: number): void {
-    const key = `${tenant}\u0000${eventId}`;
+    const key = DedupWindow.key(tenant, eventId);
     this.seen.delete(key);
     this.seen.set(key, receivedAt);
   }

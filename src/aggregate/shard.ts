@@ -1,8 +1,9 @@
 import { Packr } from 'msgpackr';
-import { DeliverPolicy, headers as natsHeaders, type ConsumerMessages, type JsMsg, type ObjectStore } from 'nats';
+import { DeliverPolicy, headers as natsHeaders, type JsMsg, type ObjectStore } from 'nats';
+import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { Counter, Gauge } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, encodeEvent, frameMessage, inputSeqHeader, type RawEvent, type WireEvent } from '../bus/wire.js';
+import { decodeMessage, encodeEvent, frameMessage, inputSeqHeader, type RawEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
@@ -56,9 +57,7 @@ const replayed = new Gauge({
 export class ShardAggregator {
   private readonly dedup = new DedupWindow();
   private passedUpTo = 0;
-  private stopped = false;
-  private loop: Promise<void> | undefined;
-  private messages: ConsumerMessages | undefined;
+  private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
   private store: ObjectStore | undefined;
   private checkpointedUpTo = -1;
@@ -161,49 +160,42 @@ export class ShardAggregator {
     return this.replayedAtStart;
   }
 
-  private async run(): Promise<void> {
-    while (!this.stopped) {
-      try {
-        const consumer = await this.bus.js.consumers.get(this.bus.names.eventsStream, {
+  private run(): ConsumeLoop {
+    return consumeLoop({
+      // Reopened after a failure at the first input not passed on: nothing processed after a failure is kept.
+      open: () =>
+        this.bus.js.consumers.get(this.bus.names.eventsStream, {
           filterSubjects: this.bus.names.eventsSubject(this.shard),
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: this.passedUpTo + 1,
-        });
-        this.messages = await consumer.consume({ max_messages: this.options.readAhead });
-        for await (const m of this.messages) {
-          await this.handle(m);
-          if (this.stopped) break;
-        }
-      } catch (err) {
-        if (this.stopped) break;
-        // Read again from the first input not passed on: nothing processed after a failure is kept.
-        this.log.warn({ err: (err as Error).message, passed_up_to: this.passedUpTo }, 'aggregation failed; resuming after the last input passed on');
-        this.messages?.stop();
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
+        }),
+      readAhead: this.options.readAhead,
+      handle: (m) => this.handle(m),
+      log: this.log,
+      onFailure: 'aggregation failed; resuming after the last input passed on',
+    });
   }
 
   /** Drop duplicate event_ids, publish what passes, and only then remember the ids it carried. */
   private async handle(m: JsMsg): Promise<void> {
     if (m.seq <= this.passedUpTo) return;
-    const passed: WireEvent[] = [];
+    const fresh: Array<[string, string, number]> = [];
+    const inMessage = new Set<string>();
     const encoded: Buffer[] = [];
     let bytes = 0;
-    const inMessage = new Set<string>();
     let dropped = 0;
     decodeMessage(m.data).events.forEach((e, index) => {
       if (e.event_id !== undefined) {
-        const key = `${e.tenant}\u0000${e.event_id}`;
+        const key = DedupWindow.key(e.tenant, e.event_id);
         if (inMessage.has(key) || this.dedup.has(e.tenant, e.event_id, e.received_at)) {
           dropped++;
           return;
         }
         inMessage.add(key);
+        fresh.push([e.tenant, e.event_id, e.received_at]);
       }
       const raw: RawEvent = { ...e, ingest_seq: m.seq, ingest_index: index };
       const b = encodeEvent(raw);
-      passed.push(e);
       encoded.push(b);
       bytes += b.length;
     });
@@ -211,18 +203,16 @@ export class ShardAggregator {
     const h = natsHeaders();
     h.set(inputSeqHeader, String(m.seq));
     await this.bus.js.publish(this.bus.names.rawSubject(this.shard), frameMessage(encoded, bytes), { msgID: `${this.shard}:${m.seq}`, headers: h });
-    for (const e of passed) if (e.event_id !== undefined) this.dedup.remember(e.tenant, e.event_id, e.received_at);
+    for (const [tenant, id, at] of fresh) this.dedup.remember(tenant, id, at);
     this.passedUpTo = m.seq;
     this.dedup.expire(Date.now());
     this.maybeCheckpoint();
-    events.inc({ outcome: 'passed' }, passed.length);
+    events.inc({ outcome: 'passed' }, encoded.length);
     events.inc({ outcome: 'duplicate' }, dropped);
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.messages?.stop();
-    await this.loop;
+    await this.loop?.stop();
     await this.checkpointing;
     if (this.passedUpTo !== this.checkpointedUpTo) await this.checkpoint();
   }

@@ -1,4 +1,5 @@
-import { AckPolicy, DeliverPolicy, type Consumer, type ConsumerMessages } from 'nats';
+import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
+import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { Counter, Histogram } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
 import { decodeMessage, type RawEvent } from '../bus/wire.js';
@@ -21,8 +22,7 @@ const flushLatency = new Histogram({
  * redelivered message, however the fetches group it, carries the same token and is not stored twice.
  */
 export class Flusher {
-  private stopped = false;
-  private loop: Promise<void> | undefined;
+  private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
 
   constructor(
@@ -42,39 +42,30 @@ export class Flusher {
       ack_wait: 60_000_000_000,
       max_ack_pending: 1000,
     });
-    this.loop = this.run(await this.bus.js.consumers.get(this.bus.names.rawStream, name));
+    const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
+    this.loop = consumeLoop({
+      open: async () => consumer,
+      readAhead: 100,
+      handle: (m) => this.write(m),
+      log: this.log,
+      onFailure: 'flush failed; its unacknowledged messages will come again',
+    });
   }
 
-  private messages: ConsumerMessages | undefined;
-
-  private async run(consumer: Consumer): Promise<void> {
-    while (!this.stopped) {
-      try {
-        this.messages = await consumer.consume({ max_messages: 100 });
-        for await (const m of this.messages) {
-          const events = decodeMessage(m.data).events as RawEvent[];
-          const started = process.hrtime.bigint();
-          await insertEvents(
-            this.store.client,
-            events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index)),
-            `raw:${m.seq}`,
-          );
-          flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
-          flushed.inc(events.length);
-          m.ack();
-          if (this.stopped) break;
-        }
-      } catch (err) {
-        if (this.stopped) break;
-        this.log.warn({ err: (err as Error).message }, 'flush failed; its messages will come again');
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
+  private async write(m: JsMsg): Promise<void> {
+    const events = decodeMessage(m.data).events as RawEvent[];
+    const started = process.hrtime.bigint();
+    await insertEvents(
+      this.store.client,
+      events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index)),
+      `raw:${m.seq}`,
+    );
+    flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    flushed.inc(events.length);
+    m.ack();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.messages?.stop();
-    await this.loop;
+    await this.loop?.stop();
   }
 }
