@@ -1,4 +1,6 @@
+import { pipelines } from '../../pipelines/index.js';
 import type { ModuleDef } from '../modules.js';
+import { dedupWindowMs } from './dedup.js';
 import { ShardAggregator } from './shard.js';
 
 /** `AGGREGATE_SHARDS` (or `--shards`) as shard numbers; empty means every shard. */
@@ -19,7 +21,21 @@ export const aggregateRole: ModuleDef = {
     const { config } = services;
     const bus = services.get('bus');
     const aggregators = shardsOf(config.aggregate_shards, config.shards).map(
-      (shard) => new ShardAggregator(bus, shard, { readAhead: 256, checkpointEveryMs: config.checkpoint_interval_ms }, services.log),
+      (shard) =>
+        new ShardAggregator(
+          bus,
+          shard,
+          {
+            pipelines,
+            readAhead: 256,
+            checkpointEveryMs: config.checkpoint_interval_ms,
+            flushIntervalMs: config.aggregate_flush_interval_ms,
+            maxInflight: 8,
+            // Sessions stay as long as ids do: a late event within the de-duplication window finds its session.
+            sessionRetainMs: dedupWindowMs,
+          },
+          services.log,
+        ),
     );
     await Promise.all(aggregators.map((a) => a.start()));
     services.log.child({ module: 'aggregate' }).info({ shards: aggregators.map((a) => a.shard) }, 'aggregating');

@@ -1,12 +1,14 @@
 import { Packr } from 'msgpackr';
 import { DeliverPolicy, headers as natsHeaders, type JsMsg, type ObjectStore } from 'nats';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
-import { Counter, Gauge } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, encodeEvent, frameMessage, inputSeqHeader, type RawEvent } from '../bus/wire.js';
+import { decodeMessage, encodeEvent, encodeRow, frameOutput, inputSeqHeader, outputOverhead, type RawEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
+import type { Pipeline } from './pipeline.js';
+import { Aggregation, type Rows, type SavedState } from './runtime.js';
 
 const events = new Counter({
   name: 'darshak_aggregate_events_total',
@@ -15,23 +17,6 @@ const events = new Counter({
   registers: [registry],
 });
 
-export interface ShardOptions {
-  /** Input messages read ahead of processing. */
-  readAhead: number;
-  /** How often the state is checkpointed (only when it changed). */
-  checkpointEveryMs: number;
-}
-
-/** What a checkpoint holds: the state after input `passed_up_to`. */
-interface Checkpoint {
-  v: 1;
-  shard: number;
-  passed_up_to: number;
-  ids: Array<[string, number]>;
-}
-
-const checkpointCodec = new Packr({ useRecords: false });
-
 const replayed = new Gauge({
   name: 'darshak_aggregate_replayed_messages',
   help: 'Input messages a shard replayed at its last start to rebuild its state (from its checkpoint, else 24 h)',
@@ -39,31 +24,94 @@ const replayed = new Gauge({
   registers: [registry],
 });
 
+const openSessions = new Gauge({
+  name: 'darshak_aggregate_sessions',
+  help: 'Sessions held in memory by a shard',
+  labelNames: ['shard'] as const,
+  registers: [registry],
+});
+
+const batchSeconds = new Histogram({
+  name: 'darshak_aggregate_publish_seconds',
+  help: 'Time to publish one flush of a shard (raw events and snapshot rows) to JetStream',
+  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  registers: [registry],
+});
+
+/** Header on every output message: which batch it belongs to, `<previous batch end>:<part>/<parts>`. */
+export const batchHeader = 'Darshak-Batch';
+
+export interface ShardOptions {
+  pipelines: readonly Pipeline[];
+  /** Input messages read ahead of processing. */
+  readAhead: number;
+  /** How often the state is checkpointed (only when it changed). */
+  checkpointEveryMs: number;
+  /** Output is sealed and published at least this often (snapshots reach ClickHouse within about twice this). */
+  flushIntervalMs: number;
+  /** Sealed batches published and not yet acknowledged, at most; input waits beyond it. */
+  maxInflight: number;
+  /** A session idle (by arrival) longer than this leaves memory. */
+  sessionRetainMs: number;
+}
+
+interface Checkpoint {
+  v: 2;
+  shard: number;
+  passed_up_to: number;
+  ids: Array<[string, number]>;
+  state: SavedState;
+}
+
+const checkpointCodec = new Packr({ useRecords: false });
+
+interface Batch {
+  /** Input (from, upTo] is what it holds. */
+  from: number;
+  upTo: number;
+  parts: Buffer[];
+  /** The state right after it, when a checkpoint is due. */
+  checkpoint?: Buffer;
+}
+
 /**
- * One shard's aggregator. Its state is a function of the shard's input stream, read strictly in stream order, so it
- * can always be rebuilt:
+ * One shard's aggregator. Its state (de-duplication window, sessions, pipeline output) is a function of the shard's
+ * input stream read strictly in order, so it can always be rebuilt:
  *
- * - The output of input message s is published, in order, with `Nats-Msg-Id` `<shard>:<s>` and the header
- *   Darshak-Input-Seq: s. The raw stream is therefore the durable record of progress: its last message for the shard
- *   says which input was passed on last (L).
- * - Every CHECKPOINT_INTERVAL_MS the state (the dedup window) is written with its input sequence C to the object
- *   store. At start it is loaded, the input (C, L] is replayed into it, and reading resumes at L + 1; without a
- *   checkpoint the replay covers the last 24 h. A kill -9 at any point neither loses nor doubles an event.
+ * - Input is applied message by message; output accumulates and is sealed into a batch every FLUSH_INTERVAL_MS (or
+ *   when it would outgrow a message). A batch covers input (from, upTo] and is published as one or more parts with
+ *   `Nats-Msg-Id` `<shard>:<upTo>:<part>` and the headers Darshak-Input-Seq: upTo, Darshak-Batch: from:part/parts.
+ * - The raw stream is thus the durable record of progress: its last message for the shard says which input was
+ *   passed on last. If that message is not a batch's last part, the batch is regenerated (the output is a function
+ *   of the state and the input) and only its missing parts are published.
+ * - Every CHECKPOINT_INTERVAL_MS the state after a batch is written to the object store, once the batch is
+ *   acknowledged. At start the checkpoint is loaded, the input after it is replayed without output, and reading
+ *   resumes after the last input passed on. A kill -9 at any point neither loses nor doubles anything.
  *
  * Input is read with an ordered consumer, not a durable one with acknowledgements: a durable consumer redelivers an
  * unacknowledged message only after its ack wait, behind newer ones, and an aggregator's state depends on order.
- * The input stream keeps messages by age (limits retention), so nothing needs acknowledging.
  */
 export class ShardAggregator {
-  private readonly dedup = new DedupWindow();
+  private dedup = new DedupWindow();
+  private agg: Aggregation;
+  /** The last input whose output is acknowledged. */
   private passedUpTo = 0;
+  /** The last input applied (its output sealed or pending). */
+  private appliedUpTo = 0;
+  /** The end of the last sealed batch. */
+  private sealedUpTo = 0;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private sealTimer: NodeJS.Timeout | undefined;
+  private publishing: Promise<void> = Promise.resolve();
+  private inflight = 0;
+  private failure: Error | undefined;
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
   private store: ObjectStore | undefined;
   private checkpointedUpTo = -1;
   private lastCheckpointAt = Date.now();
-  private checkpointing: Promise<void> | undefined;
-  private replayedAtStart = 0;
+  private readonly maxPayload: number;
 
   constructor(
     private readonly bus: Bus,
@@ -72,21 +120,51 @@ export class ShardAggregator {
     log: Logger,
   ) {
     this.log = log.child({ module: 'aggregate', shard });
+    this.agg = new Aggregation(options.pipelines, options.sessionRetainMs);
+    // Room for the headers and the message framing under the server's limit.
+    this.maxPayload = (bus.nc.info?.max_payload ?? 1_048_576) - 4096;
   }
 
   async start(): Promise<void> {
     this.store = await this.bus.js.views.os(this.bus.names.checkpointBucket);
-    const upTo = await this.lastPassed();
+    await this.rebuild();
+    this.loop = this.run();
+    this.sealTimer = setInterval(() => this.seal(), this.options.flushIntervalMs);
+  }
+
+  /** Load the checkpoint, replay the input after it, and finish a batch a crash left half published. */
+  private async rebuild(): Promise<void> {
+    this.failure = undefined;
+    this.pending = [];
+    this.pendingBytes = 0;
+    const last = await this.lastOutput();
     const checkpoint = await this.loadCheckpoint();
     // A checkpoint ahead of the raw stream (the stream was purged) describes output that no longer exists.
-    const usable = checkpoint !== null && checkpoint.passed_up_to <= upTo ? checkpoint : null;
-    if (usable) this.dedup.load(usable.ids, Date.now());
-    this.passedUpTo = upTo;
+    const usable = checkpoint !== null && checkpoint.passed_up_to <= last.from ? checkpoint : null;
+    this.dedup = new DedupWindow();
+    this.agg = new Aggregation(this.options.pipelines, this.options.sessionRetainMs);
+    if (usable) {
+      this.agg.load(usable.state);
+      this.dedup.load(usable.ids, usable.state.watermark);
+    }
     this.checkpointedUpTo = usable?.passed_up_to ?? -1;
-    const count = await this.replay(usable ? { seq: usable.passed_up_to + 1 } : { time: Date.now() - dedupWindowMs }, upTo);
+    const from = usable ? { seq: usable.passed_up_to + 1 } : { time: Date.now() - dedupWindowMs };
+    let count = await this.replay(from, last.from, false);
+    this.agg.discard();
+    this.passedUpTo = this.appliedUpTo = this.sealedUpTo = last.from;
+    if (last.upTo > last.from) {
+      // A batch (from, upTo] is partly published: regenerate it exactly and publish the parts that are missing.
+      count += await this.replay({ seq: last.from + 1 }, last.upTo, true);
+      this.appliedUpTo = last.upTo;
+      const batch = this.sealBatch();
+      if (batch) {
+        this.log.warn({ from: batch.from, up_to: batch.upTo, parts: batch.parts.length, published: last.part + 1 }, 'completing a half-published batch');
+        await this.publish(batch, last.part + 1);
+      }
+    }
     replayed.set({ shard: String(this.shard) }, count);
-    this.log.info({ passed_up_to: upTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size }, 'shard state rebuilt');
-    this.loop = this.run();
+    openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
+    this.log.info({ passed_up_to: this.passedUpTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size, sessions: this.agg.sessionCount }, 'shard state rebuilt');
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
@@ -94,44 +172,32 @@ export class ShardAggregator {
       const blob = await this.store?.getBlob(`shard-${this.shard}`);
       if (!blob) return null;
       const cp = checkpointCodec.unpack(blob) as Checkpoint;
-      return cp.v === 1 && cp.shard === this.shard ? cp : null;
+      return cp.v === 2 && cp.shard === this.shard ? cp : null;
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'checkpoint unreadable; rebuilding from the stream');
       return null;
     }
   }
 
-  private maybeCheckpoint(): void {
-    if (this.checkpointing || this.passedUpTo === this.checkpointedUpTo) return;
-    if (Date.now() - this.lastCheckpointAt < this.options.checkpointEveryMs) return;
-    this.checkpointing = this.checkpoint().finally(() => (this.checkpointing = undefined));
-  }
-
-  /** The state as of now, taken synchronously between two input messages, then written. */
-  private async checkpoint(): Promise<void> {
-    const cp: Checkpoint = { v: 1, shard: this.shard, passed_up_to: this.passedUpTo, ids: this.dedup.entries() };
-    this.lastCheckpointAt = Date.now();
-    try {
-      await this.store?.putBlob({ name: `shard-${this.shard}` }, checkpointCodec.pack(cp));
-      this.checkpointedUpTo = cp.passed_up_to;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'checkpoint not written; the next one will be');
-    }
-  }
-
-  private async lastPassed(): Promise<number> {
+  /**
+   * Where output stands: the last message of the shard's raw subject. `from` is the last input whose batch is
+   * complete; when that message is not its batch's last part, `upTo` and `part` describe the incomplete batch.
+   */
+  private async lastOutput(): Promise<{ from: number; upTo: number; part: number }> {
     try {
       const m = await this.bus.jsm.streams.getMessage(this.bus.names.rawStream, { last_by_subj: this.bus.names.rawSubject(this.shard) });
-      return Number(m.header.get(inputSeqHeader)) || 0;
+      const upTo = Number(m.header.get(inputSeqHeader)) || 0;
+      const batch = /^(\d+):(\d+)\/(\d+)$/.exec(m.header.get(batchHeader));
+      if (!batch || Number(batch[2]) + 1 >= Number(batch[3])) return { from: upTo, upTo, part: 0 };
+      return { from: Number(batch[1]), upTo, part: Number(batch[2]) };
     } catch (err) {
-      if (/no message found/i.test((err as Error).message)) return 0;
+      if (/no message found/i.test((err as Error).message)) return { from: 0, upTo: 0, part: 0 };
       throw err;
     }
   }
 
-  /** Replay input from a sequence or a time up to `upTo` into the dedup window; answers the messages replayed. */
-  private async replay(from: { seq: number } | { time: number }, upTo: number): Promise<number> {
-    this.replayedAtStart = 0;
+  /** Apply input from a sequence or a time up to `upTo`, with or without keeping its raw output; answers the count. */
+  private async replay(from: { seq: number } | { time: number }, upTo: number, keep: boolean): Promise<number> {
     if (upTo === 0 || ('seq' in from && from.seq > upTo)) return 0;
     const consumer = await this.bus.js.consumers.get(this.bus.names.eventsStream, {
       filterSubjects: this.bus.names.eventsSubject(this.shard),
@@ -139,6 +205,7 @@ export class ShardAggregator {
         ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq }
         : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(from.time).toISOString() }),
     });
+    let count = 0;
     let done = false;
     while (!done) {
       let last = 0;
@@ -148,72 +215,177 @@ export class ShardAggregator {
           done = true;
           break;
         }
-        this.replayedAtStart++;
-        // As live processing did: an id is remembered from its first passage, never from a duplicate's arrival.
-        for (const e of decodeMessage(m.data).events) {
-          if (e.event_id !== undefined && !this.dedup.has(e.tenant, e.event_id, e.received_at)) this.dedup.remember(e.tenant, e.event_id, e.received_at);
+        count++;
+        this.apply(m.seq, m.data, keep);
+        // Stop at the last one wanted rather than wait out the fetch for messages that are not there.
+        if (m.seq === upTo) {
+          done = true;
+          break;
         }
       }
       if (last === 0 || last >= upTo) done = true;
     }
     await consumer.delete().catch(() => undefined);
-    return this.replayedAtStart;
+    return count;
+  }
+
+  /** De-duplicate one input message and apply what passes to the pipelines; keep its raw events for output. */
+  private apply(seq: number, data: Uint8Array, keep: boolean): void {
+    let passed = 0;
+    let dropped = 0;
+    decodeMessage(data).events.forEach((e, index) => {
+      if (e.event_id !== undefined) {
+        if (this.dedup.has(e.tenant, e.event_id, e.received_at)) {
+          dropped++;
+          return;
+        }
+        this.dedup.remember(e.tenant, e.event_id, e.received_at);
+      }
+      this.agg.apply(e);
+      passed++;
+      if (keep) {
+        const raw: RawEvent = { ...e, ingest_seq: seq, ingest_index: index };
+        const b = encodeEvent(raw);
+        this.pending.push(b);
+        this.pendingBytes += b.length;
+      }
+    });
+    this.agg.evictIdle();
+    // By the shard's own clock (latest arrival), not the wall clock, so a replay forgets exactly what the run did.
+    this.dedup.expire(this.agg.watermark);
+    if (keep) {
+      events.inc({ outcome: 'passed' }, passed);
+      events.inc({ outcome: 'duplicate' }, dropped);
+    }
   }
 
   private run(): ConsumeLoop {
     return consumeLoop({
-      // Reopened after a failure at the first input not passed on: nothing processed after a failure is kept.
-      open: () =>
-        this.bus.js.consumers.get(this.bus.names.eventsStream, {
+      // Reopened after a failure: the state is rebuilt to the last acknowledged output, and reading resumes there.
+      open: async () => {
+        if (this.failure) await this.rebuild();
+        return this.bus.js.consumers.get(this.bus.names.eventsStream, {
           filterSubjects: this.bus.names.eventsSubject(this.shard),
           deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: this.passedUpTo + 1,
-        }),
+          opt_start_seq: this.appliedUpTo + 1,
+        });
+      },
       readAhead: this.options.readAhead,
       handle: (m) => this.handle(m),
       log: this.log,
-      onFailure: 'aggregation failed; resuming after the last input passed on',
+      onFailure: 'aggregation failed; rebuilding from the last output acknowledged',
     });
   }
 
-  /** Drop duplicate event_ids, publish what passes, and only then remember the ids it carried. */
   private async handle(m: JsMsg): Promise<void> {
-    if (m.seq <= this.passedUpTo) return;
-    const fresh: Array<[string, string, number]> = [];
-    const inMessage = new Set<string>();
-    const encoded: Buffer[] = [];
-    let bytes = 0;
-    let dropped = 0;
-    decodeMessage(m.data).events.forEach((e, index) => {
-      if (e.event_id !== undefined) {
-        const key = DedupWindow.key(e.tenant, e.event_id);
-        if (inMessage.has(key) || this.dedup.has(e.tenant, e.event_id, e.received_at)) {
-          dropped++;
-          return;
-        }
-        inMessage.add(key);
-        fresh.push([e.tenant, e.event_id, e.received_at]);
-      }
-      const raw: RawEvent = { ...e, ingest_seq: m.seq, ingest_index: index };
-      const b = encodeEvent(raw);
-      encoded.push(b);
-      bytes += b.length;
-    });
-    // Published even when empty: the raw stream records that input s was handled.
-    const h = natsHeaders();
-    h.set(inputSeqHeader, String(m.seq));
-    await this.bus.js.publish(this.bus.names.rawSubject(this.shard), frameMessage(encoded, bytes), { msgID: `${this.shard}:${m.seq}`, headers: h });
-    for (const [tenant, id, at] of fresh) this.dedup.remember(tenant, id, at);
-    this.passedUpTo = m.seq;
-    this.dedup.expire(Date.now());
-    this.maybeCheckpoint();
-    events.inc({ outcome: 'passed' }, encoded.length);
-    events.inc({ outcome: 'duplicate' }, dropped);
+    if (this.failure) throw this.failure;
+    if (m.seq <= this.appliedUpTo) return;
+    // An input message never straddles two batches; seal first if its events could overflow this one.
+    if (this.pendingBytes + m.data.length * 2 > this.maxPayload / 2) this.seal();
+    this.apply(m.seq, m.data, true);
+    this.appliedUpTo = m.seq;
+    if (this.inflight >= this.options.maxInflight) await this.publishing;
   }
 
+  /** Seal the output so far into a batch and queue it for publishing (in order, behind earlier batches). */
+  private seal(): void {
+    if (this.failure) return;
+    const batch = this.sealBatch();
+    if (!batch) return;
+    this.inflight++;
+    this.publishing = this.publishing
+      .then(() => this.publish(batch, 0))
+      .catch((err: Error) => {
+        this.log.warn({ err: err.message, up_to: batch.upTo }, 'output not published');
+        this.failure ??= err;
+      })
+      .finally(() => this.inflight--);
+  }
+
+  private sealBatch(): Batch | undefined {
+    if (this.appliedUpTo === this.sealedUpTo) return undefined;
+    const rows = this.agg.drain(this.appliedUpTo);
+    const batch: Batch = { from: this.sealedUpTo, upTo: this.appliedUpTo, parts: this.split(this.pending, rows) };
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.sealedUpTo = this.appliedUpTo;
+    if (Date.now() - this.lastCheckpointAt >= this.options.checkpointEveryMs) {
+      this.lastCheckpointAt = Date.now();
+      // Taken now, between two inputs, so it is exact for `upTo`; written once the batch is acknowledged.
+      const cp: Checkpoint = { v: 2, shard: this.shard, passed_up_to: batch.upTo, ids: this.dedup.entries(), state: this.agg.save() };
+      batch.checkpoint = checkpointCodec.pack(cp);
+    }
+    openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
+    return batch;
+  }
+
+  /** Cut raw events and rows into messages under the size limit, always in the same way for the same output. */
+  private split(raw: readonly Buffer[], rows: Rows): Buffer[] {
+    const parts: Buffer[] = [];
+    let evs: Buffer[] = [];
+    let tables = new Map<string, Buffer[]>();
+    let bytes = outputOverhead;
+    const cut = (): void => {
+      parts.push(frameOutput(evs, [...tables]));
+      evs = [];
+      tables = new Map();
+      bytes = outputOverhead;
+    };
+    const room = (n: number): void => {
+      if (bytes + n > this.maxPayload && bytes > outputOverhead) cut();
+      bytes += n;
+    };
+    for (const b of raw) {
+      room(b.length);
+      evs.push(b);
+    }
+    for (const [table, list] of rows) {
+      for (const row of list) {
+        const b = encodeRow(row);
+        room(b.length);
+        let t = tables.get(table);
+        if (!t) tables.set(table, (t = []));
+        t.push(b);
+      }
+    }
+    cut();
+    return parts;
+  }
+
+  /** Publish a batch's parts from `fromPart` on; then it is the progress mark, and its checkpoint can be written. */
+  private async publish(batch: Batch, fromPart: number): Promise<void> {
+    const started = process.hrtime.bigint();
+    const n = batch.parts.length;
+    for (let i = fromPart; i < n; i++) {
+      const h = natsHeaders();
+      h.set(inputSeqHeader, String(batch.upTo));
+      h.set(batchHeader, `${batch.from}:${i}/${n}`);
+      await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i]!, { msgID: `${this.shard}:${batch.upTo}:${i}`, headers: h });
+    }
+    batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    this.passedUpTo = batch.upTo;
+    if (batch.checkpoint) await this.writeCheckpoint(batch.upTo, batch.checkpoint);
+  }
+
+  private async writeCheckpoint(upTo: number, blob: Buffer): Promise<void> {
+    try {
+      await this.store?.putBlob({ name: `shard-${this.shard}` }, blob);
+      this.checkpointedUpTo = upTo;
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'checkpoint not written; the next one will be');
+    }
+  }
+
+  /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */
   async stop(): Promise<void> {
+    clearInterval(this.sealTimer);
     await this.loop?.stop();
-    await this.checkpointing;
-    if (this.passedUpTo !== this.checkpointedUpTo) await this.checkpoint();
+    this.lastCheckpointAt = 0;
+    this.seal();
+    await this.publishing;
+    if (!this.failure && this.passedUpTo !== this.checkpointedUpTo) {
+      const cp: Checkpoint = { v: 2, shard: this.shard, passed_up_to: this.passedUpTo, ids: this.dedup.entries(), state: this.agg.save() };
+      await this.writeCheckpoint(this.passedUpTo, checkpointCodec.pack(cp));
+    }
   }
 }

@@ -55,6 +55,13 @@ export interface WireMessage {
   events: WireEvent[];
 }
 
+/** An aggregator's output message (raw stream): de-duplicated events and snapshot rows per table. */
+export interface OutputMessage {
+  v: number;
+  events: RawEvent[];
+  rows?: Record<string, unknown[][]>;
+}
+
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
 export function encodeEvent(event: WireEvent): Buffer {
@@ -63,18 +70,19 @@ export function encodeEvent(event: WireEvent): Buffer {
 
 const head = Buffer.from([0x82, 0xa1, 0x76, wireVersion, 0xa6, ...Buffer.from('events')]);
 
+function arrayHeader(n: number): Buffer {
+  if (n < 16) return Buffer.from([0x90 | n]);
+  if (n < 0x10000) return Buffer.from([0xdc, n >> 8, n & 0xff]);
+  const b = Buffer.alloc(5);
+  b[0] = 0xdd;
+  b.writeUInt32BE(n, 1);
+  return b;
+}
+
 /** Frame already-encoded events as one message without re-encoding them. */
 export function frameMessage(encoded: readonly Buffer[], bytes: number): Buffer {
-  const n = encoded.length;
-  let arrayHeader: Buffer;
-  if (n < 16) arrayHeader = Buffer.from([0x90 | n]);
-  else if (n < 0x10000) arrayHeader = Buffer.from([0xdc, n >> 8, n & 0xff]);
-  else {
-    arrayHeader = Buffer.alloc(5);
-    arrayHeader[0] = 0xdd;
-    arrayHeader.writeUInt32BE(n, 1);
-  }
-  return Buffer.concat([head, arrayHeader, ...encoded], head.length + arrayHeader.length + bytes);
+  const h = arrayHeader(encoded.length);
+  return Buffer.concat([head, h, ...encoded], head.length + h.length + bytes);
 }
 
 export const frameOverhead = head.length + 5;
@@ -110,3 +118,25 @@ export interface RawEvent extends WireEvent {
 
 /** Header on every raw-stream message: the last ingest sequence whose events it completes. */
 export const inputSeqHeader = 'Darshak-Input-Seq';
+
+export const outputVersion = 2;
+
+/** Encode one snapshot row (its cells in the table's column order). */
+export function encodeRow(row: readonly unknown[]): Buffer {
+  return packr.pack(row);
+}
+
+/** Frame encoded raw events and encoded rows (by table) as one output message: {v: 2, events, rows}. */
+export function frameOutput(events: readonly Buffer[], rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
+  const parts: Buffer[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('events'), arrayHeader(events.length), ...events];
+  parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
+  for (const [table, list] of rows) parts.push(packr.pack(table), arrayHeader(list.length), ...list);
+  return Buffer.concat(parts);
+}
+
+/** Bytes `frameOutput` adds around its events and rows, at most (with up to 15 tables of 40-character names). */
+export const outputOverhead = 64 + 15 * 48;
+
+export function decodeOutput(data: Uint8Array): OutputMessage {
+  return packr.unpack(data) as OutputMessage;
+}

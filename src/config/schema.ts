@@ -24,6 +24,7 @@ export interface Config {
   events_retention_days: number;
   aggregate_shards: string[];
   checkpoint_interval_ms: number;
+  aggregate_flush_interval_ms: number;
 }
 
 interface KeySpec {
@@ -106,6 +107,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 1000,
     maximum: 3600000,
     description: 'how often an aggregator checkpoints its state to the NATS object store (a restart replays input only from there)',
+  },
+  aggregate_flush_interval_ms: {
+    type: 'integer',
+    minimum: 50,
+    maximum: 1000,
+    description: 'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
   },
 };
 

@@ -1,34 +1,53 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
-import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { Counter, Histogram } from 'prom-client';
+import { snapshotTables } from '../../pipelines/index.js';
+import type { TableSpec } from '../aggregate/pipeline.js';
+import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, type RawEvent } from '../bus/wire.js';
+import { decodeOutput } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { eventRow, insertEvents } from '../store/events.js';
+import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
 
-const flushed = new Counter({ name: 'darshak_flush_events_total', help: 'Raw events written to ClickHouse', registers: [registry] });
+const flushed = new Counter({
+  name: 'darshak_flush_rows_total',
+  help: 'Rows written to ClickHouse, by table',
+  labelNames: ['table'] as const,
+  registers: [registry],
+});
 const flushLatency = new Histogram({
   name: 'darshak_flush_insert_seconds',
-  help: 'Time of one ClickHouse insert of raw events',
+  help: 'Time to write one aggregator output message to ClickHouse (all its tables)',
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   registers: [registry],
 });
 
+export interface FlusherOptions {
+  /** Output messages being written at once, at most. */
+  maxInflight: number;
+}
+
 /**
- * Writes the raw stream to the `events` table: one insert per raw message (each holds a whole aggregation round),
- * with the message's stream sequence as its de-duplication token, acknowledged only after the insert returns. A
- * redelivered message, however the fetches group it, carries the same token and is not stored twice.
+ * Writes the raw stream to ClickHouse: each message's raw events to `events` and its snapshot rows to the pipelines'
+ * tables, one insert per table, with `<table>:<stream sequence>` as the de-duplication token, and acknowledges the
+ * message only once every insert has returned. A redelivered message, however the fetches group it, carries the same
+ * tokens and is not stored twice. Messages are independent (sums, appends, versioned replacements), so several are
+ * written at once.
  */
 export class Flusher {
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
+  private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
+  private readonly inflight = new Set<Promise<void>>();
+  private failure: Error | undefined;
 
   constructor(
     private readonly bus: Bus,
     private readonly store: Store,
     log: Logger,
+    private readonly options: FlusherOptions = { maxInflight: 8 },
   ) {
     this.log = log.child({ module: 'flush' });
   }
@@ -44,28 +63,49 @@ export class Flusher {
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
     this.loop = consumeLoop({
-      open: async () => consumer,
+      open: async () => {
+        this.failure = undefined;
+        return consumer;
+      },
       readAhead: 100,
-      handle: (m) => this.write(m),
+      handle: (m) => this.handle(m),
       log: this.log,
       onFailure: 'flush failed; its unacknowledged messages will come again',
     });
   }
 
+  private async handle(m: JsMsg): Promise<void> {
+    if (this.failure) throw this.failure;
+    const p = this.write(m)
+      .catch((err: Error) => {
+        // Not acknowledged: JetStream sends it again after the ack wait.
+        this.failure ??= err;
+      })
+      .finally(() => this.inflight.delete(p));
+    this.inflight.add(p);
+    if (this.inflight.size >= this.options.maxInflight) await Promise.race(this.inflight);
+  }
+
   private async write(m: JsMsg): Promise<void> {
-    const events = decodeMessage(m.data).events as RawEvent[];
+    const out = decodeOutput(m.data);
     const started = process.hrtime.bigint();
-    await insertEvents(
-      this.store.client,
-      events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index)),
-      `raw:${m.seq}`,
-    );
+    const writes: Array<Promise<void>> = [];
+    if (out.events.length > 0) {
+      const rows = out.events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index));
+      writes.push(insertEvents(this.store.client, rows, `raw:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, rows.length)));
+    }
+    for (const [name, rows] of Object.entries(out.rows ?? {})) {
+      const table = this.tables.get(name);
+      if (!table) throw new Error(`output message ${m.seq} has rows for unknown table ${name}`);
+      writes.push(insertSnapshotRows(this.store.client, table, rows as Array<Array<string | number | null>>, `${name}:${m.seq}`).then(() => void flushed.inc({ table: name }, rows.length)));
+    }
+    await Promise.all(writes);
     flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
-    flushed.inc(events.length);
     m.ack();
   }
 
   async stop(): Promise<void> {
     await this.loop?.stop();
+    await Promise.allSettled(this.inflight);
   }
 }

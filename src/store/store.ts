@@ -3,7 +3,9 @@ import { join, resolve } from 'node:path';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { snapshotTables } from '../../pipelines/index.js';
 import { migrate } from './migrate.js';
+import { ensureSnapshotTables } from './snapshots.js';
 
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
@@ -13,8 +15,8 @@ export class StoreUnavailableError extends Error {
 
 /**
  * The one owner of ClickHouse: the `@clickhouse/client` API over embedded chDB (`DATA_DIR/clickhouse`, through
- * chdb's connection hook) or a server at `CLICKHOUSE_URL`. The same SQL runs on both. Opening applies migrations and
- * the configured retention.
+ * chdb's connection hook) or a server at `CLICKHOUSE_URL`. The same SQL runs on both. Opening applies migrations, creates the
+ * pipelines' snapshot tables and applies the configured retention.
  */
 export class Store {
   private constructor(
@@ -47,6 +49,7 @@ export class Store {
     try {
       await migrate(client, storeLog);
       await store.applyRetention(config.events_retention_days);
+      await ensureSnapshotTables(client, snapshotTables, config.events_retention_days);
     } catch (err) {
       await client.close().catch(() => undefined);
       const message = (err as Error).message;

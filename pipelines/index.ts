@@ -1,0 +1,13 @@
+import type { Pipeline, TableSpec } from '../src/aggregate/pipeline.js';
+import { audience } from './audience.js';
+import { billing } from './billing.js';
+import { concurrency } from './concurrency.js';
+import { content } from './content.js';
+import { qos } from './qos.js';
+import { quota } from './quota.js';
+import { watchTime } from './watch-time.js';
+
+/** Every pipeline the aggregator runs. A new metric is a new file here and one line in this list. */
+export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, content, audience, billing, quota];
+
+export const snapshotTables: readonly TableSpec[] = pipelines.flatMap((p) => p.tables);

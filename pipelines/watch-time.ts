@@ -1,0 +1,35 @@
+import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { isWatching, State } from '../src/aggregate/session.js';
+
+/** Watch and rebuffering milliseconds per tenant and minute (of e2: docs/metrics.md "Watch time and QoS"). */
+export const watchTimeMinutes: TableSpec = {
+  name: 'watch_time_minutes',
+  engine: 'sum',
+  key: [
+    ['tenant', 'LowCardinality(String)'],
+    ['ts', 'DateTime'],
+  ],
+  values: [
+    ['watch_ms', 'Int64'],
+    ['rebuffer_ms', 'Int64'],
+  ],
+};
+
+/** A gap between two events counts for at most 30 s of watch time. */
+export const gapCapMs = 30_000;
+
+/** The watch time of a segment (0 unless the session was watching and another event followed). */
+export function watchMs(seg: { from: number; to: number | null; state: number }): number {
+  if (seg.to === null || !isWatching(seg.state)) return 0;
+  return Math.min(seg.to - seg.from, gapCapMs);
+}
+
+export const watchTime: Pipeline = {
+  name: 'watch-time',
+  tables: [watchTimeMinutes],
+  segment(attrs, seg, sign, out) {
+    const ms = watchMs(seg);
+    if (ms === 0) return;
+    out.add(watchTimeMinutes, [attrs.tenant, minuteOf(seg.to!)], [sign * ms, seg.state === State.rebuffering ? sign * ms : 0]);
+  },
+};

@@ -1,0 +1,81 @@
+import type { WireEvent } from '../bus/wire.js';
+import type { Segment } from './session.js';
+
+// What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
+
+export type ColumnType = 'String' | 'LowCardinality(String)' | 'DateTime' | 'Int64' | 'Float64' | 'UInt64' | 'UInt8' | 'UInt16' | 'Nullable(Float64)' | 'DateTime64(3)';
+
+/**
+ * A snapshot table a pipeline writes.
+ * - `sum`: rows are signed deltas summed by key (SummingMergeTree). A late event retracts what it changed and adds
+ *   the new contribution, so sums stay exact. `ts` (a DateTime bucket) must be a key column: replay cuts by it.
+ * - `replace`: one row per key, the highest `version` wins (ReplacingMergeTree); queries read it with FINAL.
+ * - `append`: one row per event (MergeTree); the events are de-duplicated before they get here.
+ */
+export interface TableSpec {
+  name: string;
+  engine: 'sum' | 'replace' | 'append';
+  /** Key columns first, in ORDER BY order, then value columns. */
+  key: ReadonlyArray<readonly [string, ColumnType]>;
+  values: ReadonlyArray<readonly [string, ColumnType]>;
+}
+
+/** A session's attributes (docs/metrics.md): immutable, replaced as a whole when one changes. */
+export interface SessionAttrs {
+  readonly tenant: string;
+  readonly session_id: string;
+  readonly content_id: string;
+  readonly region: string;
+  readonly country: string;
+  readonly pop: string;
+  readonly device: string;
+  readonly viewer: string;
+  /** ts of the first play_start, or null. */
+  readonly started_at: number | null;
+  /** Startup time and the ts of the first_frame it ends at, or null. */
+  readonly startup_ms: number | null;
+  readonly startup_at: number | null;
+  /** ts of the first fatal error, or null. */
+  readonly fatal_at: number | null;
+  readonly ended: boolean;
+  readonly furthest_sec: number;
+  readonly duration_sec: number | null;
+}
+
+/** A session as the snapshot hook sees it. */
+export interface SessionView {
+  attrs: SessionAttrs;
+  first_ts: number;
+  last_ts: number;
+  events: number;
+}
+
+export type Cell = string | number | null;
+
+/** Where pipelines put their output; the runtime merges it per table and key until the next flush. */
+export interface Emitter {
+  /** Add signed deltas to a `sum` table row. `key` holds the key columns in order (ts as Unix seconds). */
+  add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void;
+  /** Add `sign` to the single value column of a `sum` table keyed (tenant, ts) for each second in [fromSec, toSec). */
+  addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void;
+  /** Set the row of a `replace` table (its key's last row wins within a flush; `version` is filled in). */
+  put(table: TableSpec, row: readonly Cell[]): void;
+  /** Append a row to an `append` table. */
+  append(table: TableSpec, row: readonly Cell[]): void;
+}
+
+export interface Pipeline {
+  name: string;
+  tables: readonly TableSpec[];
+  /** A session segment's contribution, times `sign` (+1 added, -1 retracted). */
+  segment?(attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter): void;
+  /** A session's own contribution (from its attributes), times `sign`; called when the attributes change. */
+  session?(attrs: SessionAttrs, sign: 1 | -1, out: Emitter): void;
+  /** Called once per flush for each session that changed since the last one. */
+  snapshot?(session: SessionView, out: Emitter): void;
+  /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */
+  event?(e: WireEvent, out: Emitter): void;
+}
+
+export const minuteOf = (ms: number): number => Math.floor(ms / 60_000) * 60;
+export const secondOf = (ms: number): number => Math.floor(ms / 1000);

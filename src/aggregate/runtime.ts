@@ -1,0 +1,304 @@
+import type { WireEvent } from '../bus/wire.js';
+import type { Cell, Emitter, Pipeline, SessionAttrs, TableSpec } from './pipeline.js';
+import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment } from './session.js';
+
+/** A session's attributes are the first non-empty value in event order; these index its order keys. */
+const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7 } as const;
+
+interface Session {
+  attrs: SessionAttrs;
+  /** Order key (packed ts and rank) of the event each attribute came from; Infinity before one did. */
+  at: number[];
+  user: string;
+  anon: string;
+  tl: number[];
+  lastReceived: number;
+  dirty: boolean;
+}
+
+/** The rows of one flush, per table name, in the table's column order. */
+export type Rows = Map<string, Cell[][]>;
+
+/** A session as a checkpoint stores it. */
+type SavedSession = [key: string, attrs: SessionAttrs, at: number[], user: string, anon: string, tl: number[], lastReceived: number];
+
+export interface SavedState {
+  watermark: number;
+  next_sweep: number;
+  sessions: SavedSession[];
+}
+
+const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
+  tenant,
+  session_id: sessionId,
+  content_id: '',
+  region: '',
+  country: '',
+  pop: '',
+  device: '',
+  viewer: '',
+  started_at: null,
+  startup_ms: null,
+  startup_at: null,
+  fatal_at: null,
+  ended: false,
+  furthest_sec: 0,
+  duration_sec: null,
+});
+
+const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
+  a.content_id === b.content_id && a.region === b.region && a.country === b.country && a.pop === b.pop && a.device === b.device && a.viewer === b.viewer;
+
+/**
+ * The aggregator runtime: one per shard. It keeps each session's timeline, feeds the pipelines the contributions
+ * that change (segments retracted and added, session attributes before and after), and merges their output per
+ * table and key until `drain`. Its state is a function of the events applied, in order, and of nothing else (no
+ * clock), so replaying a shard's input rebuilds it exactly.
+ */
+export class Aggregation {
+  private readonly sessions = new Map<string, Session>();
+  private readonly acc = new Accumulator();
+  private readonly segmentPipes: Pipeline[];
+  private readonly sessionPipes: Pipeline[];
+  private readonly snapshotPipes: Pipeline[];
+  private readonly eventPipes: Pipeline[];
+  /** The latest arrival time applied: the shard's clock, for idle eviction. */
+  watermark = 0;
+  private nextSweep = 0;
+
+  constructor(
+    readonly pipelines: readonly Pipeline[],
+    /** A session idle (by arrival) longer than this is dropped from memory. */
+    private readonly retainMs: number,
+  ) {
+    this.segmentPipes = pipelines.filter((p) => p.segment);
+    this.sessionPipes = pipelines.filter((p) => p.session);
+    this.snapshotPipes = pipelines.filter((p) => p.snapshot);
+    this.eventPipes = pipelines.filter((p) => p.event);
+  }
+
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  apply(e: WireEvent): void {
+    if (e.received_at > this.watermark) this.watermark = e.received_at;
+    for (const p of this.eventPipes) p.event!(e, this.acc);
+    const r = rankOf(e.event_type, e.event_type === 'error' && e.properties?.fatal === true);
+    if (r < 0 || e.session_id === undefined) return;
+    const key = `${e.tenant}\u0000${e.session_id}`;
+    let s = this.sessions.get(key);
+    if (!s) {
+      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false };
+      this.sessions.set(key, s);
+    }
+    const before = s.attrs;
+    let after = this.withEvent(s, e, r);
+    const out = this.acc;
+    if (sameDims(before, after)) {
+      insertEvent(s.tl, e.ts, r, (seg, sign) => this.segment(sign === 1 ? after : before, seg, sign));
+    } else {
+      // Every segment is keyed by the old attributes: move them all (rare: a late event carried an earlier value).
+      forEachSegment(s.tl, (seg) => this.segment(before, seg, -1));
+      insertEvent(s.tl, e.ts, r, () => undefined);
+      forEachSegment(s.tl, (seg) => this.segment(after, seg, 1));
+    }
+    if (r === rank.play_start || r === rank.first_frame) after = withStartup(after, s.tl);
+    if (after !== before) {
+      for (const p of this.sessionPipes) {
+        p.session!(before, -1, out);
+        p.session!(after, 1, out);
+      }
+      s.attrs = after;
+    }
+    if (e.received_at > s.lastReceived) s.lastReceived = e.received_at;
+    s.dirty = true;
+  }
+
+  private segment(attrs: SessionAttrs, seg: Segment, sign: 1 | -1): void {
+    for (const p of this.segmentPipes) p.segment!(attrs, seg, sign, this.acc);
+  }
+
+  /** The attributes with this event taken into account (all but startup, which needs the timeline). */
+  private withEvent(s: Session, e: WireEvent, r: number): SessionAttrs {
+    const order = e.ts * 128 + r * 8;
+    const a = s.attrs;
+    let next: { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] } | undefined;
+    const edit = (): typeof next => (next ??= { ...a });
+    const take = (i: number, value: string | undefined): boolean => {
+      if (!value || order >= s.at[i]!) return false;
+      s.at[i] = order;
+      return true;
+    };
+    const ctx = e.context;
+    if (take(attr.content, e.content_id)) edit()!.content_id = e.content_id!;
+    if (take(attr.region, e.region)) edit()!.region = e.region;
+    if (take(attr.country, e.country)) edit()!.country = e.country;
+    if (take(attr.pop, ctx?.pop)) edit()!.pop = ctx!.pop!;
+    if (take(attr.device, e.device)) edit()!.device = e.device;
+    if (take(attr.user, e.user_id)) s.user = e.user_id!;
+    if (take(attr.anon, e.anonymous_id)) s.anon = e.anonymous_id!;
+    const viewer = s.user || s.anon;
+    if (viewer !== a.viewer) edit()!.viewer = viewer;
+    if (r === rank.play_start) {
+      if (a.started_at === null || e.ts < a.started_at) edit()!.started_at = e.ts;
+      const d = e.properties?.duration_sec;
+      if (typeof d === 'number' && d > 0 && order < s.at[attr.duration]!) {
+        s.at[attr.duration] = order;
+        edit()!.duration_sec = d;
+      }
+    }
+    if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) edit()!.fatal_at = e.ts;
+    if (r === rank.ended && !a.ended) edit()!.ended = true;
+    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) edit()!.furthest_sec = e.position_sec;
+    return next ?? a;
+  }
+
+  /** The rows merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
+  drain(version: number): Rows {
+    for (const s of this.sessions.values()) if (s.dirty) this.snapshot(s);
+    return this.acc.drain(version);
+  }
+
+  private snapshot(s: Session): void {
+    s.dirty = false;
+    const view = { attrs: s.attrs, first_ts: tsOf(s.tl[0]!), last_ts: tsOf(s.tl[s.tl.length - 1]!), events: s.tl.length };
+    for (const p of this.snapshotPipes) p.snapshot!(view, this.acc);
+  }
+
+  /**
+   * Forget sessions idle (by arrival) for longer than the retention, at most once per ten minutes of watermark.
+   * Driven by the watermark, not the clock, so a replay evicts at the same input as the live run did.
+   */
+  evictIdle(): number {
+    if (this.watermark < this.nextSweep) return 0;
+    this.nextSweep = this.watermark + 600_000;
+    let n = 0;
+    for (const [key, s] of this.sessions) {
+      if (this.watermark - s.lastReceived > this.retainMs) {
+        // Its last change is still owed to the snapshot tables; whether it is depends on flush timing, eviction not.
+        if (s.dirty) this.snapshot(s);
+        this.sessions.delete(key);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  save(): SavedState {
+    const sessions: SavedSession[] = [];
+    for (const [key, s] of this.sessions) sessions.push([key, s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived]);
+    return { watermark: this.watermark, next_sweep: this.nextSweep, sessions };
+  }
+
+  /** Start from a checkpoint taken right after a drain: nothing is pending, no session is dirty. */
+  load(state: SavedState): void {
+    this.sessions.clear();
+    this.acc.clear();
+    this.watermark = state.watermark;
+    this.nextSweep = state.next_sweep;
+    for (const [key, attrs, at, user, anon, tl, lastReceived] of state.sessions) {
+      this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false });
+    }
+  }
+
+  /** Drop output not yet drained (a replay rebuilding state whose output was already published). */
+  discard(): void {
+    this.acc.clear();
+    for (const s of this.sessions.values()) s.dirty = false;
+  }
+}
+
+/** Startup: the first first_frame at or after the first play_start (docs/metrics.md). */
+function withStartup(a: SessionAttrs, tl: readonly number[]): SessionAttrs {
+  let startup_ms: number | null = null;
+  let startup_at: number | null = null;
+  const p = tl.findIndex((v) => rankOfPacked(v) === rank.play_start);
+  if (p >= 0) {
+    for (let j = p + 1; j < tl.length; j++) {
+      if (rankOfPacked(tl[j]!) === rank.first_frame) {
+        startup_at = tsOf(tl[j]!);
+        startup_ms = startup_at - tsOf(tl[p]!);
+        break;
+      }
+    }
+  }
+  return startup_ms === a.startup_ms && startup_at === a.startup_at ? a : { ...a, startup_ms, startup_at };
+}
+
+interface SumRow {
+  key: readonly Cell[];
+  values: number[];
+}
+
+/** Merges pipeline output per table and key between drains. */
+class Accumulator implements Emitter {
+  private readonly sums = new Map<TableSpec, Map<string, SumRow>>();
+  /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
+  private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
+  private readonly puts = new Map<TableSpec, Map<string, readonly Cell[]>>();
+  private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
+
+  add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
+    let rows = this.sums.get(table);
+    if (!rows) this.sums.set(table, (rows = new Map()));
+    const k = key.join('\u0001');
+    const row = rows.get(k);
+    if (!row) rows.set(k, { key, values: values.slice() });
+    else for (let i = 0; i < values.length; i++) row.values[i]! += values[i]!;
+  }
+
+  addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
+    let byTenant = this.seconds.get(table);
+    if (!byTenant) this.seconds.set(table, (byTenant = new Map()));
+    let points = byTenant.get(tenant);
+    if (!points) byTenant.set(tenant, (points = new Map()));
+    points.set(fromSec, (points.get(fromSec) ?? 0) + sign);
+    points.set(toSec, (points.get(toSec) ?? 0) - sign);
+  }
+
+  put(table: TableSpec, row: readonly Cell[]): void {
+    let rows = this.puts.get(table);
+    if (!rows) this.puts.set(table, (rows = new Map()));
+    rows.set(row.slice(0, table.key.length).join('\u0001'), row);
+  }
+
+  append(table: TableSpec, row: readonly Cell[]): void {
+    let rows = this.appends.get(table);
+    if (!rows) this.appends.set(table, (rows = []));
+    rows.push(row);
+  }
+
+  drain(version: number): Rows {
+    const out: Rows = new Map();
+    const push = (table: TableSpec, row: Cell[]): void => {
+      let list = out.get(table.name);
+      if (!list) out.set(table.name, (list = []));
+      list.push(row);
+    };
+    for (const [table, rows] of this.sums) {
+      for (const { key, values } of rows.values()) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
+    }
+    for (const [table, byTenant] of this.seconds) {
+      for (const [tenant, points] of byTenant) {
+        const sorted = [...points].filter(([, d]) => d !== 0).sort((a, b) => a[0] - b[0]);
+        let level = 0;
+        for (let i = 0; i < sorted.length - 1; i++) {
+          level += sorted[i]![1];
+          if (level !== 0) for (let s = sorted[i]![0]; s < sorted[i + 1]![0]; s++) push(table, [tenant, s, level]);
+        }
+      }
+    }
+    for (const [table, rows] of this.puts) for (const row of rows.values()) push(table, [...row, version]);
+    for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
+    this.clear();
+    return out;
+  }
+
+  clear(): void {
+    this.sums.clear();
+    this.seconds.clear();
+    this.puts.clear();
+    this.appends.clear();
+  }
+}

@@ -1,0 +1,37 @@
+import type { ClickHouseClient } from '@clickhouse/client';
+import { hours, inRange, rangeParams, select, sessionsInRange, type Range } from './range.js';
+
+export interface GeoItem {
+  region: string;
+  watch_hours: number;
+  viewers: number;
+  share_pct: number;
+}
+
+/** docs/metrics.md "Geo": per session region, watch time share and distinct viewers. */
+export async function geo(client: ClickHouseClient, tenant: string, range: Range): Promise<GeoItem[]> {
+  const params = rangeParams(tenant, range);
+  const [watch, viewers] = await Promise.all([
+    select<{ region: string; ms: string }>(
+      client,
+      `SELECT region, sum(watch_ms) AS ms FROM qos_minutes WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY region HAVING ms != 0`,
+      params,
+    ),
+    select<{ region: string; viewers: string }>(client, `SELECT region, uniqExactIf(viewer, viewer != '') AS viewers FROM ${sessionsInRange} GROUP BY region`, params),
+  ]);
+  const items = new Map<string, GeoItem>();
+  const item = (region: string): GeoItem => {
+    const name = region === '' ? 'unknown' : region;
+    let it = items.get(name);
+    if (!it) items.set(name, (it = { region: name, watch_hours: 0, viewers: 0, share_pct: 0 }));
+    return it;
+  };
+  let total = 0;
+  for (const w of watch) {
+    item(w.region).watch_hours = hours(Number(w.ms));
+    total += Number(w.ms);
+  }
+  for (const v of viewers) item(v.region).viewers = Number(v.viewers);
+  for (const w of watch) item(w.region).share_pct = total === 0 ? 0 : (Number(w.ms) / total) * 100;
+  return [...items.values()].sort((a, b) => b.watch_hours - a.watch_hours || (a.region < b.region ? -1 : 1));
+}
