@@ -1,0 +1,72 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { createLogger } from '../../src/log.js';
+import { Store } from '../../src/store/store.js';
+import { compareWithOracle, sendScenario } from '../helpers/compare.js';
+import { drained, eventually, freePort, mainJs, makeTenant, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { makeScenario, type Scenario } from '../helpers/scenario.js';
+
+// The distributed layout: ingest, two aggregator processes (shards 0,1 and 2,3) and a flusher, each its own
+// process. Each aggregator and the flusher is killed with -9 mid-stream and started again; the answers must still
+// equal the oracle's (and so those of `darshak start`, which test/e2e/metrics.test.ts holds to the same oracle).
+
+t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the answers equal the oracle', async (t) => {
+  const prefix = uniquePrefix();
+  t.teardown(() => removeNamespace(prefix));
+  const tenants = ['delta', 'echo'];
+  const keys: Record<string, string> = {};
+  for (const slug of tenants) keys[slug] = (await makeTenant(prefix, slug, 'enterprise')).key;
+  const ingestPort = await freePort();
+  const dirs = [mkdtempSync(join(tmpdir(), 'darshak-ding-')), mkdtempSync(join(tmpdir(), 'darshak-dfl-'))] as const;
+  t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  // Checkpoints every second, so restarts load one and replay only after it.
+  const env = { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: 'error', CHECKPOINT_INTERVAL_MS: '1000' };
+  const procs = new Set<ChildProcess>();
+  t.teardown(() => procs.forEach((p) => p.kill('SIGKILL')));
+  const role = (args: string[], extra: Record<string, string> = {}): ChildProcess => {
+    const p = spawn(process.execPath, [mainJs, 'start', ...args], { env: { ...env, ...extra }, stdio: 'ignore' });
+    procs.add(p);
+    p.once('exit', () => procs.delete(p));
+    return p;
+  };
+  role(['--role', 'ingest'], { INGEST_PORT: String(ingestPort), DATA_DIR: dirs[0] });
+  const aggregators = [role(['--role', 'aggregate', '--shards', '0,1']), role(['--role', 'aggregate', '--shards', '2,3'])];
+  let flusher = role(['--role', 'flush'], { DATA_DIR: dirs[1] });
+  const ingestUrl = `http://127.0.0.1:${ingestPort}`;
+  t.not(await eventually(async () => (await fetch(`${ingestUrl}/readyz`).catch(() => null))?.ok === true, 15_000, 100), -1);
+
+  const kill9 = async (p: ChildProcess): Promise<void> => {
+    p.kill('SIGKILL');
+    await new Promise((r) => p.once('exit', r));
+  };
+  const scenario = makeScenario({ seed: 11, tenants, now: Date.now(), sessionsPerTenant: 30 });
+  const third = Math.ceil(scenario.batches.length / 3);
+  const part = (i: number): Scenario => ({ ...scenario, batches: scenario.batches.slice(i * third, (i + 1) * third) });
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  await sendScenario(ingestUrl, part(0), keys);
+  await pause(1500);
+  // Mid-stream: the second third is on its way while the first aggregator dies, then the flusher.
+  const sending = sendScenario(ingestUrl, part(1), keys);
+  await kill9(aggregators[0]!);
+  aggregators[0] = role(['--role', 'aggregate', '--shards', '0,1']);
+  await pause(300);
+  await kill9(flusher);
+  flusher = role(['--role', 'flush'], { DATA_DIR: dirs[1] });
+  await sending;
+  const last = sendScenario(ingestUrl, part(2), keys);
+  await pause(200);
+  await kill9(aggregators[1]!);
+  aggregators[1] = role(['--role', 'aggregate', '--shards', '2,3']);
+  await last;
+
+  t.not(await eventually(() => drained(prefix), 60_000, 250), -1, 'aggregated and flushed');
+  flusher.kill('SIGTERM');
+  await new Promise((r) => flusher.once('exit', r));
+  const store = await Store.open({ clickhouse_url: '', data_dir: dirs[1], events_retention_days: 400 }, createLogger('silent'));
+  t.teardown(() => store.close());
+  await compareWithOracle(t, store.client, scenario.expected, tenants);
+});
