@@ -1,0 +1,48 @@
+import { pipelines } from '../../pipelines/index.js';
+import type { Pipeline, TableSpec } from '../../src/aggregate/pipeline.js';
+import { Aggregation, type Rows } from '../../src/aggregate/runtime.js';
+import type { WireEvent } from '../../src/bus/wire.js';
+
+const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tables).map((tb) => [tb.name, tb]));
+
+/** Sum `sum` rows by key, keep the last `replace` row per key (without its version), collect `append` rows. */
+export function net(flushes: Rows[]): Record<string, unknown> {
+  const out: Record<string, Map<string, unknown>> = {};
+  for (const rows of flushes) {
+    for (const [name, list] of rows) {
+      const spec = tables.get(name)!;
+      const m = (out[name] ??= new Map());
+      for (const row of list) {
+        const k = spec.engine === 'append' ? JSON.stringify(row) : JSON.stringify(row.slice(0, spec.key.length));
+        if (spec.engine === 'sum') {
+          const prev = (m.get(k) as number[] | undefined) ?? spec.values.map(() => 0);
+          m.set(k, prev.map((v, i) => v + Number(row[spec.key.length + i])));
+        } else if (spec.engine === 'replace') m.set(k, row.slice(0, -1));
+        else m.set(k, ((m.get(k) as number | undefined) ?? 0) + 1);
+      }
+    }
+  }
+  const result: Record<string, unknown> = {};
+  for (const [name, m] of Object.entries(out)) {
+    result[name] = [...m].filter(([, v]) => !(Array.isArray(v) && tables.get(name)!.engine === 'sum' && v.every((x) => x === 0))).sort();
+  }
+  return result;
+}
+
+
+const t0 = Date.UTC(2026, 10, 20, 10, 0, 0);
+
+/** A session event at `s` seconds after 10:00 UTC, 2026-11-20 (a whole minute). */
+export function ev(type: string, s: number, extra: Partial<WireEvent> = {}): WireEvent {
+  const ts = t0 + s * 1000;
+  return { tenant: 'acme', env: 'production', event_type: type, ts, client_ts: null, received_at: ts, country: 'IN', region: 'Goa', device: 'tv', session_id: 's1', ...extra };
+}
+
+export const at = (s: number): number => Math.floor((t0 + s * 1000) / 1000);
+
+/** One pipeline's net rows for these events, applied in the given order. */
+export function feed(pipeline: Pipeline, events: readonly WireEvent[]): Record<string, Array<[string, unknown]>> {
+  const agg = new Aggregation([pipeline], 86_400_000);
+  for (const e of events) agg.apply(e);
+  return net([agg.drain(1)]) as Record<string, Array<[string, unknown]>>;
+}

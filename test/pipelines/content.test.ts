@@ -1,0 +1,15 @@
+import t from 'tap';
+import { content } from '../../pipelines/content.js';
+import { at, ev, feed } from '../helpers/pipeline.js';
+
+t.test('watch time per content, and a catalogue row per event that names a content', async (t) => {
+  const rows = feed(content, [
+    ev('play_start', 0, { content_id: 'm1', content_title: 'Match 1', content_type: 'sports' }),
+    ev('first_frame', 1),
+    ev('heartbeat', 11),
+    ev('content_published', 5, { session_id: undefined, content_id: 'm1', content_title: 'Final', content_type: 'sports', properties: { duration_sec: 5400 } }),
+  ]);
+  t.same(rows.content_minutes, [[JSON.stringify(['acme', at(0), 'm1']), [10_000]]], 'the heartbeat has no content_id: the session’s');
+  t.equal(rows.content_catalog!.length, 2);
+  t.match(rows.content_catalog!.map(([k]) => k).join('\n'), /"Final","sports",5400/);
+});
