@@ -15,6 +15,7 @@ const usage = `darshak: real-time analytics for video streaming
   darshak apikey create --tenant S --name N --environment production|staging|development
   darshak apikey list --tenant S
   darshak apikey revoke --tenant S --id ID
+  darshak replay --tenant S --from T --to T      (T: 2026-11-20 or 2026-11-20T18:30:00Z; whole minutes)
 
 Configuration: config/default.json < config/$NODE_ENV.json < environment variables (docs/configuration.md).
 `;
@@ -40,7 +41,8 @@ async function main(argv: string[]): Promise<number> {
     else if (command === 'tenant' || command === 'user' || command === 'apikey') {
       const [action, ...flagsArgv] = rest;
       await runAdmin(command, action, flagsArgv, config, log, process.stdout);
-    } else throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    } else if (command === 'replay') await (await import('./cli/replay.js')).runReplay(rest, config, log, process.stdout);
+    else throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     return 0;
   } catch (err) {
     if (err instanceof UsageError) {
@@ -51,7 +53,8 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`darshak: error: ${err.message} (${err.code})\n`);
       return 1;
     }
-    if (err instanceof BusUnavailableError || err instanceof ConfigError) {
+    // Errors that say what to do: no stack trace.
+    if (err instanceof BusUnavailableError || err instanceof ConfigError || (err instanceof Error && ['ReplayError', 'StoreUnavailableError'].includes(err.name))) {
       process.stderr.write(`darshak: ${err.message}\n`);
       return 1;
     }

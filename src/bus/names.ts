@@ -10,6 +10,8 @@ export interface BusNames {
   rawWildcard: string;
   /** Object store of aggregator checkpoints, one object per shard. */
   checkpointBucket: string;
+  /** Requests to the flush role: `darshak replay`. */
+  replaySubject: string;
   clusterBucket: string;
   tenantsBucket: string;
   usersBucket: string;
@@ -27,6 +29,7 @@ export function busNames(prefix: string): BusNames {
     rawSubject: (shard) => `${prefix}.raw.${shard}`,
     rawWildcard: `${prefix}.raw.*`,
     checkpointBucket: `${prefix}_checkpoints`,
+    replaySubject: `${prefix}.control.replay`,
     clusterBucket: `${prefix}_cluster`,
     tenantsBucket: `${prefix}_tenants`,
     usersBucket: `${prefix}_users`,

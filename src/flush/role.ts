@@ -1,12 +1,21 @@
 import type { ModuleDef } from '../modules.js';
 import { Flusher } from './flusher.js';
+import { serveReplay } from './replay-service.js';
 
 export const flushRole: ModuleDef = {
   deps: ['bus', 'store'],
   role: true,
   async start(services) {
-    const flusher = new Flusher(services.get('bus'), services.get('store'), services.log);
+    const bus = services.get('bus');
+    const store = services.get('store');
+    const flusher = new Flusher(bus, store, services.log);
     await flusher.start();
-    return { stop: () => flusher.stop() };
+    const replay = serveReplay(bus, store, services.log);
+    return {
+      async stop() {
+        await replay.drain();
+        await flusher.stop();
+      },
+    };
   },
 };

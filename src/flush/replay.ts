@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import type { ClickHouseClient } from '@clickhouse/client';
+import { snapshotTables, pipelines } from '../../pipelines/index.js';
+import type { Cell, TableSpec } from '../aggregate/pipeline.js';
+import { Aggregation } from '../aggregate/runtime.js';
+import { rankOf } from '../aggregate/session.js';
+import type { WireEvent } from '../bus/wire.js';
+import { insertSnapshotRows, timeColumn } from '../store/snapshots.js';
+
+export interface ReplayRequest {
+  tenant: string;
+  /** Unix milliseconds, whole minutes, from < to. */
+  from: number;
+  to: number;
+}
+
+export interface ReplayResult {
+  tenant: string;
+  from: string;
+  to: string;
+  events: number;
+  sessions: number;
+  rows: Record<string, number>;
+}
+
+export class ReplayError extends Error {
+  override name = 'ReplayError';
+}
+
+/** A segment's effect reaches 30 s past its event (concurrency): sessions with an event this far before count. */
+const reachMs = 31_000;
+
+interface StoredEvent {
+  tenant: string;
+  env: string;
+  event_type: string;
+  ts: string;
+  client_ts: string | null;
+  received_at: string;
+  event_id: string;
+  anonymous_id: string;
+  user_id: string;
+  session_id: string;
+  content_id: string;
+  content_type: string;
+  content_title: string;
+  position_sec: number | null;
+  bitrate_kbps: number | null;
+  country: string;
+  region: string;
+  device: string;
+  pop: string;
+  properties: string;
+}
+
+const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
+
+/** A stored row back into the event the pipelines saw (only the fields they read). */
+function toEvent(r: StoredEvent): WireEvent {
+  const opt = (v: string): string | undefined => (v === '' ? undefined : v);
+  return {
+    tenant: r.tenant,
+    env: r.env as WireEvent['env'],
+    event_type: r.event_type,
+    ts: ms(r.ts),
+    client_ts: r.client_ts === null ? null : ms(r.client_ts),
+    received_at: ms(r.received_at),
+    event_id: opt(r.event_id),
+    anonymous_id: opt(r.anonymous_id),
+    user_id: opt(r.user_id),
+    session_id: opt(r.session_id),
+    content_id: opt(r.content_id),
+    content_type: opt(r.content_type),
+    content_title: opt(r.content_title),
+    position_sec: r.position_sec ?? undefined,
+    bitrate_kbps: r.bitrate_kbps ?? undefined,
+    country: r.country,
+    region: r.region,
+    device: r.device,
+    context: r.pop === '' ? undefined : { pop: r.pop },
+    properties: JSON.parse(r.properties) as Record<string, unknown>,
+  };
+}
+
+const sessionTypes = ['play_start', 'first_frame', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'ended', 'session_end'];
+
+/**
+ * Recompute a tenant's snapshots over [from, to) from its raw events, with today's pipelines: every snapshot row of
+ * the range is deleted and written again, and the sessions with an event in (or just before) the range get their
+ * session row anew. Sessions are replayed whole, so values that depend on neighbouring events are exact at the
+ * range's edges. Live aggregation of the same range at the same moment would race with it: replay history.
+ */
+export async function replayRange(client: ClickHouseClient, req: ReplayRequest): Promise<ReplayResult> {
+  if (!(req.from < req.to) || req.from % 60_000 !== 0 || req.to % 60_000 !== 0) {
+    throw new ReplayError('--from and --to must be whole minutes, --from before --to');
+  }
+  const params = { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionTypes };
+  const columns = 'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';
+  const inRange = (c: string, from = 'from_ms'): string => `${c} >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC') AND ${c} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
+  // Whole sessions that touch the range, and every other event whose own time (or arrival, for quota) is in it.
+  const result = await client.query({
+    query: `SELECT ${columns} FROM events
+      WHERE tenant = {tenant:String} AND (
+        (session_id IN (SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
+                          AND event_type IN {types:Array(String)} AND ${inRange('ts', 'reach_ms')})
+         AND event_type IN {types:Array(String)})
+        OR ${inRange('ts')} OR ${inRange('received_at')})
+      ORDER BY ts, ingest_seq, ingest_index`,
+    query_params: params,
+    format: 'JSONEachRow',
+  });
+  const agg = new Aggregation(pipelines, Number.MAX_SAFE_INTEGER);
+  const sessions = new Set<string>();
+  let events = 0;
+  for (const row of await result.json<StoredEvent>()) {
+    const e = toEvent(row);
+    // Outside the range, only session events are here to give the range's sessions their neighbours.
+    agg.apply(e);
+    events++;
+    if (e.session_id !== undefined && rankOf(e.event_type, false) >= 0 && e.ts >= req.from - reachMs && e.ts < req.to) sessions.add(e.session_id);
+  }
+  const rows = agg.drain(0);
+  const written: Record<string, number> = {};
+  const token = randomUUID();
+  for (const table of snapshotTables) {
+    const all = rows.get(table.name) ?? [];
+    // Session rows only for the sessions replayed whole (and deleted below); other rows only within the range.
+    const keep = table.engine === 'replace' ? all.filter((r) => sessions.has(String(r[1]))) : all.filter((r) => within(table, r, req));
+    await clear(client, table, req);
+    await insertSnapshotRows(client, table, keep, `replay:${token}:${table.name}`);
+    written[table.name] = keep.length;
+  }
+  return { tenant: req.tenant, from: new Date(req.from).toISOString(), to: new Date(req.to).toISOString(), events, sessions: sessions.size, rows: written };
+}
+
+/** A row's time (the table's `ts` key, seconds for DateTime and milliseconds for DateTime64) lies in the range. */
+function within(table: TableSpec, row: readonly Cell[], req: ReplayRequest): boolean {
+  const i = table.key.findIndex(([name]) => name === 'ts');
+  const v = Number(row[i]);
+  const t = table.key[i]![1] === 'DateTime' ? v * 1000 : v;
+  return t >= req.from && t < req.to;
+}
+
+/** Delete the range's rows (lightweight DELETE); for sessions, the rows of the sessions being written again. */
+async function clear(client: ClickHouseClient, table: TableSpec, req: ReplayRequest): Promise<void> {
+  const col = timeColumn(table);
+  const where =
+    table.engine === 'replace'
+      ? `tenant = {tenant:String} AND session_id IN (SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
+           AND event_type IN {types:Array(String)}
+           AND ts >= fromUnixTimestamp64Milli({reach_ms:Int64}, 'UTC') AND ts < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC'))`
+      : `tenant = {tenant:String} AND ${col} >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND ${col} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
+  await client.command({
+    query: `DELETE FROM ${table.name} WHERE ${where}`,
+    query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionTypes },
+    // Wait for the delete to apply before rows are written again.
+    clickhouse_settings: { lightweight_deletes_sync: '2' },
+  });
+}
