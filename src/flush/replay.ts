@@ -5,6 +5,7 @@ import type { Cell, TableSpec } from '../aggregate/pipeline.js';
 import { Aggregation } from '../aggregate/runtime.js';
 import { rankOf } from '../aggregate/session.js';
 import type { WireEvent } from '../bus/wire.js';
+import type { EventRow } from '../store/events.js';
 import { insertSnapshotRows, timeColumn } from '../store/snapshots.js';
 
 export interface ReplayRequest {
@@ -30,28 +31,11 @@ export class ReplayError extends Error {
 /** A segment's effect reaches 30 s past its event (concurrency): sessions with an event this far before count. */
 const reachMs = 31_000;
 
-interface StoredEvent {
-  tenant: string;
-  env: string;
-  event_type: string;
-  ts: string;
-  client_ts: string | null;
-  received_at: string;
-  event_id: string;
-  anonymous_id: string;
-  user_id: string;
-  session_id: string;
-  content_id: string;
-  content_type: string;
-  content_title: string;
-  position_sec: number | null;
-  bitrate_kbps: number | null;
-  country: string;
-  region: string;
-  device: string;
-  pop: string;
-  properties: string;
-}
+/** The columns replay reads, as the JSON format returns them (times as text). */
+type StoredEvent = Pick<
+  EventRow,
+  'tenant' | 'env' | 'event_type' | 'event_id' | 'anonymous_id' | 'user_id' | 'session_id' | 'content_id' | 'content_type' | 'content_title' | 'position_sec' | 'bitrate_kbps' | 'country' | 'region' | 'device' | 'pop' | 'properties'
+> & { ts: string; client_ts: string | null; received_at: string };
 
 const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
 
