@@ -20,10 +20,10 @@ import { parseArgs } from 'node:util';
 import { Packr } from 'msgpackr';
 import { pipelines } from '../pipelines/index.js';
 import { Aggregation } from '../src/aggregate/runtime.js';
-import { ShardAggregator } from '../src/aggregate/shard.js';
+import { outputMark, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { encodeEvent, frameMessage, inputSeqHeader, type WireEvent } from '../src/bus/wire.js';
+import { encodeEvent, frameMessage, type WireEvent } from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
 import { createLogger } from '../src/log.js';
@@ -111,10 +111,8 @@ async function throughput(): Promise<void> {
     // Done when the shard's output says it passed on the last input.
     for (;;) {
       const m = await bus.jsm.streams.getMessage(bus.names.rawStream, { last_by_subj: bus.names.rawSubject(0) }).catch(() => null);
-      if (m && Number(m.header.get(inputSeqHeader)) >= last) {
-        const [, part, parts] = /:(\d+)\/(\d+)$/.exec(m.header.get('Darshak-Batch')) ?? [];
-        if (Number(part) + 1 === Number(parts)) break;
-      }
+      const mark = m && outputMark(m.header);
+      if (mark && mark.upTo >= last && mark.complete) break;
       await new Promise((r) => setTimeout(r, 20));
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;

@@ -1,5 +1,5 @@
 import { Packr } from 'msgpackr';
-import { DeliverPolicy, headers as natsHeaders, type JsMsg, type ObjectStore } from 'nats';
+import { DeliverPolicy, headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore } from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
@@ -40,6 +40,25 @@ const batchSeconds = new Histogram({
 
 /** Header on every output message: which batch it belongs to, `<previous batch end>:<part>/<parts>`. */
 export const batchHeader = 'Darshak-Batch';
+
+/** What an output message's headers say of progress; a message without the batch header is a whole batch. */
+export interface OutputMark {
+  /** The last input of the batch before this one. */
+  from: number;
+  /** The last input of this message's batch. */
+  upTo: number;
+  part: number;
+  /** This is the batch's last part: its whole input is passed on. */
+  complete: boolean;
+}
+
+export function outputMark(header: MsgHdrs): OutputMark {
+  const upTo = Number(header.get(inputSeqHeader)) || 0;
+  const batch = /^(\d+):(\d+)\/(\d+)$/.exec(header.get(batchHeader));
+  if (!batch) return { from: upTo, upTo, part: 0, complete: true };
+  const part = Number(batch[2]);
+  return { from: Number(batch[1]), upTo, part, complete: part + 1 >= Number(batch[3]) };
+}
 
 export interface ShardOptions {
   pipelines: readonly Pipeline[];
@@ -186,10 +205,8 @@ export class ShardAggregator {
   private async lastOutput(): Promise<{ from: number; upTo: number; part: number }> {
     try {
       const m = await this.bus.jsm.streams.getMessage(this.bus.names.rawStream, { last_by_subj: this.bus.names.rawSubject(this.shard) });
-      const upTo = Number(m.header.get(inputSeqHeader)) || 0;
-      const batch = /^(\d+):(\d+)\/(\d+)$/.exec(m.header.get(batchHeader));
-      if (!batch || Number(batch[2]) + 1 >= Number(batch[3])) return { from: upTo, upTo, part: 0 };
-      return { from: Number(batch[1]), upTo, part: Number(batch[2]) };
+      const mark = outputMark(m.header);
+      return mark.complete ? { from: mark.upTo, upTo: mark.upTo, part: 0 } : mark;
     } catch (err) {
       if (/no message found/i.test((err as Error).message)) return { from: 0, upTo: 0, part: 0 };
       throw err;

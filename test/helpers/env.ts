@@ -9,9 +9,9 @@ import { createLogger } from '../../src/log.js';
 import { resolveTargets, Services, startModules, type Started } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
 import { removeNamespace as removeStreams } from '../../src/bus/namespace.js';
-import { decodeMessage, inputSeqHeader, type WireEvent } from '../../src/bus/wire.js';
+import { decodeMessage, type WireEvent } from '../../src/bus/wire.js';
 import { busNames } from '../../src/bus/names.js';
-import { batchHeader } from '../../src/aggregate/shard.js';
+import { outputMark } from '../../src/aggregate/shard.js';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const mainJs = `${root}dist/src/main.js`;
@@ -196,9 +196,9 @@ export async function drained(prefix: string, shards = 4, url = natsUrl): Promis
       const input = await last(names.eventsStream, names.eventsSubject(shard));
       if (!input) continue;
       const output = await last(names.rawStream, names.rawSubject(shard));
-      if (!output || Number(output.header.get(inputSeqHeader)) < input.seq) return false;
-      const part = /:(\d+)\/(\d+)$/.exec(output.header.get(batchHeader));
-      if (part && Number(part[1]) + 1 < Number(part[2])) return false;
+      if (!output) return false;
+      const mark = outputMark(output.header);
+      if (mark.upTo < input.seq || !mark.complete) return false;
     }
     const flush = await jsm.consumers.info(names.rawStream, 'flush').catch(() => null);
     return flush !== null && flush.num_pending + flush.num_ack_pending === 0;
