@@ -15,9 +15,15 @@ export const errorRegistry = {
   internal_error: { status: 500, message: 'Internal error; the request id identifies it in the logs' },
   not_ready: { status: 503, message: 'A connection this process needs is down' },
   shutting_down: { status: 503, message: 'This process is stopping and took no action; send the request again' },
-  // Control plane (CLI now; the admin API later)
+  // Control plane (CLI and the admin API)
   invalid_request: { status: 400, message: 'A parameter is missing or invalid' },
   already_exists: { status: 409, message: 'A resource with this identifier already exists' },
+  // Auth and the API at {base_url}
+  invalid_credentials: { status: 401, message: 'E-mail or password is wrong' },
+  too_many_attempts: { status: 429, message: 'Too many failed logins for this e-mail; retry after the number of seconds in Retry-After' },
+  unauthorized: { status: 401, message: 'Bearer token missing, malformed, expired, revoked or not signed by this service' },
+  insufficient_scope: { status: 403, message: 'The token lacks the scope this endpoint needs' },
+  invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has a bad value' },
   // Ingest
   invalid_json: { status: 400, message: 'Request body is not valid UTF-8 JSON' },
   invalid_body: { status: 400, message: 'Request body must be an object with an "events" array' },

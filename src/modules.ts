@@ -3,6 +3,7 @@ import type { Config } from './config/schema.js';
 import type { ControlPlane } from './control/control-plane.js';
 import type { ApiKeyRecord, TenantRecord } from './control/records.js';
 import type { UsageCounters } from './control/usage.js';
+import type { KeyUsage } from './control/key-usage.js';
 import type { WatchedMap } from './control/watched-map.js';
 import type { ReadinessCheck } from './http/ops.js';
 import type { Logger } from './log.js';
@@ -17,6 +18,7 @@ export interface ServiceTypes {
   control: ControlPlane;
   directory: { keys: WatchedMap<ApiKeyRecord>; tenants: WatchedMap<TenantRecord> };
   usage: UsageCounters;
+  keyUsage: KeyUsage;
   store: Store;
 }
 

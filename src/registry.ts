@@ -2,8 +2,10 @@ import { Bus } from './bus/bus.js';
 import { ControlPlane } from './control/control-plane.js';
 import type { ApiKeyRecord, TenantRecord } from './control/records.js';
 import { UsageCounters } from './control/usage.js';
+import { KeyUsage } from './control/key-usage.js';
 import { WatchedMap } from './control/watched-map.js';
 import { aggregateRole } from './aggregate/role.js';
+import { apiRole } from './api/role.js';
 import { flushRole } from './flush/role.js';
 import { ingestRole } from './ingest/role.js';
 import { Store } from './store/store.js';
@@ -64,6 +66,15 @@ export const registry: ModuleRegistry = {
       return { stop: () => usage.close() };
     },
   },
+  keyUsage: {
+    deps: ['bus'],
+    role: false,
+    async start(services) {
+      const keyUsage = await KeyUsage.open(services.get('bus'), services.config.usage_sync_ms, services.log);
+      services.set('keyUsage', keyUsage);
+      return { stop: () => keyUsage.close() };
+    },
+  },
   store: {
     deps: [],
     role: false,
@@ -86,4 +97,5 @@ export const registry: ModuleRegistry = {
   ingest: ingestRole,
   aggregate: aggregateRole,
   flush: flushRole,
+  api: apiRole,
 };

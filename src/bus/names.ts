@@ -18,6 +18,15 @@ export interface BusNames {
   apiKeysBucket: string;
   usageBucket: string;
   rateBucket: string;
+  /** When each API key was last used, to the minute. */
+  keyUsageBucket: string;
+  /** Public keys of every api process's token signer (docs/api.md). */
+  jwksBucket: string;
+  serviceAccountsBucket: string;
+  /** Failed logins per e-mail, for the 10-per-15-minutes limit. */
+  loginsBucket: string;
+  /** Alerts as they fire, for the live feed (core NATS, not stored). */
+  alertsLiveSubject(tenant: string): string;
 }
 
 export function busNames(prefix: string): BusNames {
@@ -36,5 +45,10 @@ export function busNames(prefix: string): BusNames {
     apiKeysBucket: `${prefix}_apikeys`,
     usageBucket: `${prefix}_usage`,
     rateBucket: `${prefix}_rate`,
+    keyUsageBucket: `${prefix}_key_usage`,
+    jwksBucket: `${prefix}_jwks`,
+    serviceAccountsBucket: `${prefix}_service_accounts`,
+    loginsBucket: `${prefix}_logins`,
+    alertsLiveSubject: (tenant) => `${prefix}.alerts.live.${tenant}`,
   };
 }

@@ -25,6 +25,8 @@ export interface Config {
   aggregate_shards: string[];
   checkpoint_interval_ms: number;
   aggregate_flush_interval_ms: number;
+  jwt_key_file: string;
+  analytics_rate_per_minute: number;
 }
 
 interface KeySpec {
@@ -113,6 +115,16 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 50,
     maximum: 1000,
     description: 'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
+  },
+  jwt_key_file: {
+    type: 'string',
+    description: 'PEM (PKCS#8) Ed25519 private key that signs tokens; empty means `DATA_DIR/keys/signing-key.pem`, generated on first start',
+  },
+  analytics_rate_per_minute: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000000,
+    description: 'requests per minute per token at the api listener before 429 `rate_limited`',
   },
 };
 

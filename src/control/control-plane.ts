@@ -11,6 +11,7 @@ import {
   type ApiKeyRecord,
   type Environment,
   type Role,
+  type ServiceAccountRecord,
   type TenantRecord,
   type TenantStatus,
   type UserRecord,
@@ -37,6 +38,7 @@ export const sha256Hex = (text: string): string => createHash('sha256').update(t
 const slugPattern = /^[a-z0-9][a-z0-9-]{0,61}[a-z0-9]$/;
 // Deliberately loose: one @, no spaces, a dot in the domain. Deliverability is the mail server's business.
 const emailPattern = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]+$/;
+export const serviceAccountIdPattern = /^sa_[0-9a-f]{20}$/;
 const base62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 function randomString(alphabet: string, length: number): string {
@@ -90,21 +92,41 @@ export interface ApiKeyCreated {
   created_at: string;
 }
 
+/**
+ * Every current value of a bucket. A watch that ends once it has delivered them, rather than `kv.keys()`, whose
+ * end-of-keys test (a message's pending count reaching 0) was seen to stop early and miss keys just written.
+ */
+export async function readAll<T>(kv: KV): Promise<T[]> {
+  const out: T[] = [];
+  let iter: { stop(): void } | undefined;
+  let done = false;
+  // Called during kv.watch() itself when the bucket is empty, before `iter` is assigned.
+  const watch = await kv.watch({ key: '>', initializedFn: () => (iter ? iter.stop() : (done = true)) });
+  iter = watch;
+  if (done) watch.stop();
+  for await (const e of watch) {
+    if (e.operation === 'PUT') out.push(decodeRecord<T>(e.value));
+  }
+  return out;
+}
+
 /** Tenants, users and API keys in NATS KV: every process reads the same state and watches its changes. */
 export class ControlPlane {
   private constructor(
     readonly tenants: KV,
     readonly users: KV,
     readonly apiKeys: KV,
+    readonly serviceAccounts: KV,
   ) {}
 
   static async open(bus: Bus): Promise<ControlPlane> {
-    const [tenants, users, apiKeys] = await Promise.all([
+    const [tenants, users, apiKeys, serviceAccounts] = await Promise.all([
       bus.kv(bus.names.tenantsBucket),
       bus.kv(bus.names.usersBucket),
       bus.kv(bus.names.apiKeysBucket),
+      bus.kv(bus.names.serviceAccountsBucket),
     ]);
-    return new ControlPlane(tenants, users, apiKeys);
+    return new ControlPlane(tenants, users, apiKeys, serviceAccounts);
   }
 
   async getTenant(slug: string): Promise<TenantRecord | null> {
@@ -248,35 +270,54 @@ export class ControlPlane {
   }
 
   async listApiKeys(tenant: string): Promise<Array<Omit<ApiKeyRecord, 'key_hash' | 'tenant'>>> {
-    await this.requireTenant(tenant);
-    const out: Array<Omit<ApiKeyRecord, 'key_hash' | 'tenant'>> = [];
-    for await (const k of await this.apiKeys.keys()) {
-      const e = await this.apiKeys.get(k);
-      if (!e || e.operation !== 'PUT') continue;
-      const { key_hash: _h, tenant: owner, ...view } = decodeRecord<ApiKeyRecord>(e.value);
-      if (owner === tenant) out.push(view);
-    }
-    return out.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return (await this.listOf<ApiKeyRecord>(this.apiKeys, tenant)).map(({ key_hash: _h, tenant: _t, ...view }) => view);
   }
 
   /** Revoking twice answers the first revocation time; another tenant's key is "not found". */
-  async revokeApiKey(tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
-    const missing = new ControlError('not_found', `API key ${JSON.stringify(id)} does not exist`);
-    if (!/^key_[0-9a-f]{20}$/.test(id)) throw missing;
+  revokeApiKey(tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
+    return this.revoke(this.apiKeys, 'API key', /^key_[0-9a-f]{20}$/, tenant, id);
+  }
+
+  async createServiceAccount(input: { tenant: string; name: string; scopes: string[]; created_by: string; expires_at: string; id: string }): Promise<ServiceAccountRecord> {
+    checkText(input.name, 'name');
+    await this.requireTenant(input.tenant);
+    const record: ServiceAccountRecord = { ...input, name: input.name.trim(), created_at: new Date().toISOString(), revoked_at: null };
+    await this.serviceAccounts.create(record.id, encodeRecord(record));
+    return record;
+  }
+
+  listServiceAccounts(tenant: string): Promise<ServiceAccountRecord[]> {
+    return this.listOf<ServiceAccountRecord>(this.serviceAccounts, tenant);
+  }
+
+  revokeServiceAccount(tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
+    return this.revoke(this.serviceAccounts, 'service account', serviceAccountIdPattern, tenant, id);
+  }
+
+  /** A tenant's records of a bucket, newest first. */
+  private async listOf<T extends { tenant: string; created_at: string }>(kv: KV, tenant: string): Promise<T[]> {
+    await this.requireTenant(tenant);
+    return (await readAll<T>(kv)).filter((r) => r.tenant === tenant).sort((a, b) => b.created_at.localeCompare(a.created_at));
+  }
+
+  /** Set `revoked_at` once, with compare-and-set; another tenant's record is "not found". */
+  private async revoke(kv: KV, what: string, idPattern: RegExp, tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
+    const missing = new ControlError('not_found', `${what} ${JSON.stringify(id)} does not exist`);
+    if (!idPattern.test(id)) throw missing;
     for (let attempt = 0; attempt < 10; attempt++) {
-      const e = await this.apiKeys.get(id);
+      const e = await kv.get(id);
       if (!e || e.operation !== 'PUT') throw missing;
-      const record = decodeRecord<ApiKeyRecord>(e.value);
+      const record = decodeRecord<{ tenant: string; revoked_at: string | null }>(e.value);
       if (record.tenant !== tenant) throw missing;
       if (record.revoked_at) return { id, revoked_at: record.revoked_at };
       record.revoked_at = new Date().toISOString();
       try {
-        await this.apiKeys.update(id, encodeRecord(record), e.revision);
+        await kv.update(id, encodeRecord(record), e.revision);
         return { id, revoked_at: record.revoked_at };
       } catch {
         // Changed meanwhile: read again.
       }
     }
-    throw new Error(`API key ${id} kept changing during revocation`);
+    throw new Error(`${what} ${id} kept changing during revocation`);
   }
 }

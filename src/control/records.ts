@@ -44,3 +44,16 @@ export interface ApiKeyRecord {
   created_at: string;
   revoked_at: string | null;
 }
+
+export interface ServiceAccountRecord {
+  /** `sa_<20 hex>`; also the `sub` and `jti` of its one token. */
+  id: string;
+  tenant: string;
+  name: string;
+  scopes: string[];
+  /** The user id that created it. */
+  created_by: string;
+  created_at: string;
+  expires_at: string;
+  revoked_at: string | null;
+}

@@ -29,6 +29,10 @@ export class WatchedMap<T> {
     return this.map.get(key);
   }
 
+  values(): T[] {
+    return [...this.map.values()];
+  }
+
   get size(): number {
     return this.map.size;
   }

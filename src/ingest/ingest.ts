@@ -3,11 +3,13 @@ import type { EventPublisher, ShardPart } from '../bus/publisher.js';
 import { encodeEvent, partitionKey, passedFields, shardOf, type PassedFields, type WireEvent } from '../bus/wire.js';
 import type { RequestErrorCode } from '../errors.js';
 import type { HttpRequest } from '../http/types.js';
+import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
 import { sha256Hex } from '../control/control-plane.js';
 import { defaultRatePerMinute, plans } from '../control/plans.js';
 import type { ApiKeyRecord, TenantRecord } from '../control/records.js';
 import type { UsageCounters } from '../control/usage.js';
+import type { KeyUsage } from '../control/key-usage.js';
 import type { WatchedMap } from '../control/watched-map.js';
 import type { Enricher } from './enrich.js';
 import { eventLimits } from './taxonomy.js';
@@ -34,12 +36,6 @@ export interface IngestAnswer {
   errors: Array<EventError | { index: number; code: 'ingest_degraded'; message: string }>;
 }
 
-export interface RateState {
-  limit: number;
-  remaining: number;
-  resetSeconds: number;
-}
-
 export type IngestOutcome =
   | { kind: 'answer'; answer: IngestAnswer; rate: RateState }
   | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[]; rate: RateState; events: number };
@@ -48,6 +44,7 @@ export interface IngestDeps {
   keys: WatchedMap<ApiKeyRecord>;
   tenants: WatchedMap<TenantRecord>;
   usage: UsageCounters;
+  keyUsage: KeyUsage;
   publisher: EventPublisher;
   enricher: Enricher;
   shards: number;
@@ -72,11 +69,7 @@ function copyField<K extends keyof PassedFields>(from: PassedFields, to: PassedF
 
 export function rateOf(tenant: TenantRecord | null, used: number, now: number): RateState {
   const limit = tenant ? (tenant.rate_per_minute ?? plans[tenant.plan].rate_per_minute) : defaultRatePerMinute;
-  return { limit, remaining: Math.max(0, limit - used), resetSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
-}
-
-export function rateHeaders(rate: RateState): Record<string, string> {
-  return { 'RateLimit-Limit': String(rate.limit), 'RateLimit-Remaining': String(rate.remaining), 'RateLimit-Reset': String(rate.resetSeconds) };
+  return { limit, remaining: Math.max(0, limit - used), resetSeconds: secondsToNextMinute(now) };
 }
 
 // Decoding is stateless between whole-buffer calls: one decoder serves every request.
@@ -266,6 +259,7 @@ export class Ingest {
     const acked = await this.publish(wire);
     const accepted = acked.filter(Boolean).length;
     this.deps.usage.remove(caller.tenant.slug, wire.length - accepted, receivedAt);
+    if (accepted > 0) this.deps.keyUsage.touch(caller.key.id, receivedAt);
     if (accepted === 0) {
       ingested.inc({ outcome: 'rejected' }, events.length);
       return { kind: 'reject', code: 'ingest_degraded', rate: currentRate(), events: events.length };

@@ -3,12 +3,13 @@ import { createHttpServer } from '../http/server.js';
 import { opsRoutes } from '../http/ops.js';
 import type { ModuleDef } from '../modules.js';
 import { Enricher } from './enrich.js';
-import { Ingest, rateHeaders, rateOf } from './ingest.js';
+import { rateHeaders } from '../http/rate-limit.js';
+import { Ingest, rateOf } from './ingest.js';
 import { ingestRoutes } from './routes.js';
 import { eventLimits } from './taxonomy.js';
 
 export const ingestRole: ModuleDef = {
-  deps: ['bus', 'directory', 'usage'],
+  deps: ['bus', 'directory', 'usage', 'keyUsage'],
   role: true,
   async start(services) {
     const { config } = services;
@@ -28,6 +29,7 @@ export const ingestRole: ModuleDef = {
     const ingest = new Ingest({
       ...directory,
       usage: services.get('usage'),
+      keyUsage: services.get('keyUsage'),
       publisher,
       enricher: new Enricher(),
       shards: config.shards,

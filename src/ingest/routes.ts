@@ -1,6 +1,7 @@
 import { errorBody, errorStatus } from '../errors.js';
 import type { HttpReply, Route } from '../http/types.js';
-import { rateHeaders, type Ingest } from './ingest.js';
+import { rateHeaders } from '../http/rate-limit.js';
+import type { Ingest } from './ingest.js';
 
 export function ingestRoutes(ingest: Ingest): Route[] {
   return [

@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Logger } from '../log.js';
 import { migration as events } from './migrations/0001-events.js';
+import { migration as alerts } from './migrations/0002-alerts.js';
 
 export interface Migration {
   version: number;
@@ -10,7 +11,7 @@ export interface Migration {
 }
 
 /** In order; a new migration is a new file in migrations/ and one line here. Never edit an applied one. */
-export const migrations: readonly Migration[] = [events];
+export const migrations: readonly Migration[] = [events, alerts];
 
 /** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
 export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {

@@ -1,0 +1,148 @@
+import { randomBytes } from 'node:crypto';
+import type { ControlPlane } from '../control/control-plane.js';
+import { environments, type Environment } from '../control/records.js';
+import { replyError } from '../http/server.js';
+import type { Route } from '../http/types.js';
+import { guarded, type Authenticator, type Scope } from './auth.js';
+import { controlReply, readJson } from './body.js';
+import type { Login } from './login.js';
+import { serviceTokenSeconds, type TokenService } from './tokens.js';
+
+/** Scopes a service account may hold: never settings:write, so a script's token cannot mint more tokens. */
+export const serviceAccountScopes: readonly Scope[] = ['analytics:read', 'alerts:write', 'keys:manage'];
+
+export interface AccountDeps {
+  auth: Authenticator;
+  control: ControlPlane;
+  login: Login;
+  tokens: TokenService;
+  /** `last_used_at` of the API keys, by id. */
+  keysLastUsed: () => Promise<Map<string, string>>;
+}
+
+/** Login, the public keys, service accounts and API keys. */
+export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: AccountDeps): Route[] {
+  return [
+    {
+      method: 'POST',
+      path: '/v1/auth/login',
+      async handler(req) {
+        const body = await readJson(req, { email: { type: 'string', required: true }, password: { type: 'string', required: true } });
+        if (!body.ok) return body.reply;
+        const { email, password } = body.value;
+        // Bounded before any work: scrypt of a huge password is a cheap way to burn our CPU.
+        if (email.length > 254 || password.length > 1024) {
+          await login.login('', '');
+          return replyError(req, 'invalid_credentials');
+        }
+        const out = await login.login(email, password);
+        if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
+        if (out.kind === 'too_many_attempts') {
+          const reply = replyError(req, 'too_many_attempts', `Too many failed logins for this e-mail; retry in ${out.retryAfterSeconds} s`);
+          reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
+          return reply;
+        }
+        return replyError(req, 'invalid_credentials');
+      },
+    },
+    {
+      method: 'GET',
+      path: '/.well-known/jwks.json',
+      handler: () => ({ status: 200, headers: { 'Cache-Control': 'public, max-age=300' }, body: tokens.jwks() }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/service-accounts',
+      handler: guarded(auth, 'settings:write', async (req, principal) => {
+        const body = await readJson(req, { name: { type: 'string', required: true }, scopes: { type: 'string[]', required: true } });
+        if (!body.ok) return body.reply;
+        const scopes = [...new Set(body.value.scopes)];
+        const bad = scopes.find((s) => !(serviceAccountScopes as readonly string[]).includes(s));
+        if (scopes.length === 0 || bad !== undefined) {
+          return replyError(req, 'invalid_request', `scopes must be a non-empty list of ${serviceAccountScopes.join(', ')}`, [{ field: 'scopes' }]);
+        }
+        return controlReply(req, async () => {
+          const id = `sa_${randomBytes(10).toString('hex')}`;
+          const { token, expiresAt } = await tokens.issue({
+            sub: id,
+            jti: id,
+            tenant: principal.tenant,
+            role: 'service_account',
+            scopes,
+            lifetimeSeconds: serviceTokenSeconds,
+          });
+          const sa = await control.createServiceAccount({
+            id,
+            tenant: principal.tenant,
+            name: body.value.name,
+            scopes,
+            created_by: principal.sub,
+            expires_at: expiresAt.toISOString(),
+          });
+          return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { id, name: sa.name, scopes, token, expires_at: sa.expires_at, created_at: sa.created_at } };
+        });
+      }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/service-accounts',
+      handler: guarded(auth, 'settings:write', async (req, principal) =>
+        controlReply(req, async () => {
+          const list = await control.listServiceAccounts(principal.tenant);
+          return { status: 200, body: list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({ id, name, scopes, created_at, expires_at, revoked_at })) };
+        }),
+      ),
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/service-accounts/{id}',
+      handler: guarded(auth, 'settings:write', async (req, principal) =>
+        controlReply(req, async () => ({ status: 200, body: await control.revokeServiceAccount(principal.tenant, req.params.id ?? '') })),
+      ),
+    },
+    {
+      method: 'POST',
+      path: '/v1/api-keys',
+      handler: guarded(auth, 'keys:manage', async (req, principal) => {
+        const body = await readJson(req, { name: { type: 'string', required: true }, environment: { type: 'string', required: true } });
+        if (!body.ok) return body.reply;
+        const environment = body.value.environment as Environment;
+        if (!environments.includes(environment)) {
+          return replyError(req, 'invalid_request', `environment must be one of ${environments.join(', ')}`, [{ field: 'environment' }]);
+        }
+        return controlReply(req, async () => ({
+          status: 201,
+          headers: { 'Cache-Control': 'no-store' },
+          body: await control.createApiKey({ tenant: principal.tenant, name: body.value.name, environment }),
+        }));
+      }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/api-keys',
+      handler: guarded(auth, 'keys:manage', async (req, principal) =>
+        controlReply(req, async () => {
+          const [keys, used] = await Promise.all([control.listApiKeys(principal.tenant), keysLastUsed()]);
+          return { status: 200, body: keys.map((k) => ({ ...k, last_used_at: used.get(k.id) ?? null })) };
+        }),
+      ),
+    },
+    {
+      method: 'DELETE',
+      path: '/v1/api-keys/{id}',
+      handler: guarded(auth, 'keys:manage', async (req, principal) =>
+        controlReply(req, async () => ({ status: 200, body: await control.revokeApiKey(principal.tenant, req.params.id ?? '') })),
+      ),
+    },
+    {
+      // The seed writes revocation as DELETE /v1/api-keys; the id then travels in the body.
+      method: 'DELETE',
+      path: '/v1/api-keys',
+      handler: guarded(auth, 'keys:manage', async (req, principal) => {
+        const body = await readJson(req, { id: { type: 'string', required: true } });
+        if (!body.ok) return body.reply;
+        return controlReply(req, async () => ({ status: 200, body: await control.revokeApiKey(principal.tenant, body.value.id) }));
+      }),
+    },
+  ];
+}

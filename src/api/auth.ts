@@ -1,0 +1,79 @@
+import type { ServiceAccountRecord } from '../control/records.js';
+import type { WatchedMap } from '../control/watched-map.js';
+import { replyError } from '../http/server.js';
+import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
+import type { HttpReply, HttpRequest } from '../http/types.js';
+import type { Principal, TokenService } from './tokens.js';
+
+export type Scope = 'analytics:read' | 'alerts:write' | 'keys:manage' | 'settings:write';
+
+export type Authorized = { ok: true; principal: Principal; headers: Record<string, string> } | { ok: false; reply: HttpReply };
+
+const bearer = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i;
+
+/** The bearer token of a request, or null when the header is missing or not `Bearer <jwt>`. */
+export function bearerToken(req: HttpRequest): string | null {
+  const m = bearer.exec(req.header('authorization') ?? '');
+  return m ? (m[1] as string) : null;
+}
+
+/**
+ * Every authenticated request of the API: a token this service signed, whose user or service account still
+ * stands, holding the scope; then the per-token rate limit. One place decides, so no endpoint forgets a check.
+ */
+export class Authenticator {
+  constructor(
+    private readonly tokens: TokenService,
+    private readonly serviceAccounts: WatchedMap<ServiceAccountRecord>,
+    private readonly users: WatchedMap<unknown>,
+    private readonly limiter: MinuteLimiter,
+  ) {}
+
+  /** The principal of a token, or null: signature and claims, then revocation (service accounts) and existence (users). */
+  async principal(token: string | null): Promise<Principal | null> {
+    if (!token) return null;
+    const p = await this.tokens.verify(token);
+    if (!p) return null;
+    if (p.role === 'service_account') {
+      const sa = this.serviceAccounts.get(p.sub);
+      if (!sa || sa.revoked_at !== null || sa.tenant !== p.tenant || p.jti !== sa.id) return null;
+      // A service account's scopes are those it was created with, whatever a token claims.
+      return { ...p, scopes: new Set([...p.scopes].filter((s) => sa.scopes.includes(s))) };
+    }
+    const user = this.users.get(`user.${p.sub}`) as { tenant?: string } | undefined;
+    return user && user.tenant === p.tenant ? p : null;
+  }
+
+  async authorize(req: HttpRequest, scope: Scope): Promise<Authorized> {
+    const principal = await this.principal(bearerToken(req));
+    if (!principal) {
+      const reply = replyError(req, 'unauthorized');
+      reply.headers = { 'WWW-Authenticate': 'Bearer realm="darshak"' };
+      return { ok: false, reply };
+    }
+    const rate = this.limiter.take(principal.jti);
+    const headers = rateHeaders(rate);
+    if (!rate.allowed) {
+      const reply = replyError(req, 'rate_limited', `Rate limit of ${rate.limit} requests per minute per token reached; retry after ${rate.resetSeconds} s`);
+      reply.headers = { ...headers, 'Retry-After': String(rate.resetSeconds) };
+      return { ok: false, reply };
+    }
+    if (!principal.scopes.has(scope)) {
+      const reply = replyError(req, 'insufficient_scope', `This endpoint needs the scope ${scope}`, [{ scope }]);
+      reply.headers = { ...headers, 'WWW-Authenticate': `Bearer realm="darshak", error="insufficient_scope", scope="${scope}"` };
+      return { ok: false, reply };
+    }
+    return { ok: true, principal, headers };
+  }
+}
+
+/** A handler that runs only for an authorized caller; the rate headers ride on its answer. */
+export function guarded(auth: Authenticator, scope: Scope, handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) {
+  return async (req: HttpRequest): Promise<HttpReply> => {
+    const a = await auth.authorize(req, scope);
+    if (!a.ok) return a.reply;
+    const reply = await handler(req, a.principal);
+    reply.headers = { ...a.headers, ...reply.headers };
+    return reply;
+  };
+}

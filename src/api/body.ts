@@ -1,0 +1,59 @@
+import { ControlError } from '../control/control-plane.js';
+import { replyError } from '../http/server.js';
+import type { HttpReply, HttpRequest } from '../http/types.js';
+
+export type BodyField = 'string' | 'string[]' | 'boolean';
+type FieldValue<F extends BodyField> = F extends 'string' ? string : F extends 'boolean' ? boolean : string[];
+type Spec = Record<string, { type: BodyField; required: boolean }>;
+export type BodyOf<S extends Spec> = { [K in keyof S]: S[K]['required'] extends true ? FieldValue<S[K]['type']> : FieldValue<S[K]['type']> | undefined };
+
+const fatal = new TextDecoder('utf-8', { fatal: true });
+
+function typeOk(value: unknown, type: BodyField): boolean {
+  if (type === 'string') return typeof value === 'string';
+  if (type === 'boolean') return typeof value === 'boolean';
+  return Array.isArray(value) && value.every((v) => typeof v === 'string');
+}
+
+/** A JSON object body with exactly the declared fields, or the 400/413 answer that says what is wrong. */
+export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promise<{ ok: true; value: BodyOf<S> } | { ok: false; reply: HttpReply }> {
+  const body = await req.body();
+  if (!body.ok) return { ok: false, reply: { ...replyError(req, 'payload_too_large'), close: true } };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fatal.decode(body.bytes));
+  } catch {
+    return { ok: false, reply: replyError(req, 'invalid_json') };
+  }
+  const bad = (message: string, field?: string): { ok: false; reply: HttpReply } => ({
+    ok: false,
+    reply: replyError(req, 'invalid_request', message, field === undefined ? undefined : [{ field }]),
+  });
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return bad('body must be a JSON object');
+  const record = parsed as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (!Object.hasOwn(spec, key)) {
+      const shown = key.length > 64 ? `${key.slice(0, 64)}…` : key;
+      return bad(`unknown field ${JSON.stringify(shown)}; allowed: ${Object.keys(spec).join(', ')}`, shown);
+    }
+  }
+  for (const [key, field] of Object.entries(spec)) {
+    const value = record[key];
+    if (value === undefined) {
+      if (field.required) return bad(`${key} is required`, key);
+      continue;
+    }
+    if (!typeOk(value, field.type)) return bad(`${key} must be ${field.type === 'string[]' ? 'an array of strings' : `a ${field.type}`}`, key);
+  }
+  return { ok: true, value: record as BodyOf<S> };
+}
+
+/** Control-plane refusals (not found, exists, invalid) as answers; anything else is a real failure. */
+export async function controlReply(req: HttpRequest, action: () => Promise<HttpReply>): Promise<HttpReply> {
+  try {
+    return await action();
+  } catch (err) {
+    if (err instanceof ControlError) return replyError(req, err.code, err.message);
+    throw err;
+  }
+}

@@ -1,0 +1,64 @@
+import type { ServiceAccountRecord } from '../control/records.js';
+import { KeyUsage } from '../control/key-usage.js';
+import { WatchedMap } from '../control/watched-map.js';
+import { opsRoutes } from '../http/ops.js';
+import { MinuteLimiter } from '../http/rate-limit.js';
+import { createHttpServer } from '../http/server.js';
+import type { ModuleDef } from '../modules.js';
+import { accountRoutes } from './account-routes.js';
+import { analyticsRoutes } from './analytics-routes.js';
+import { Authenticator } from './auth.js';
+import { Login, LoginFailures, loginWindowMs } from './login.js';
+import { openApiRoute } from './openapi.js';
+import { TokenService } from './tokens.js';
+
+/** Request bodies of the API are small JSON objects. */
+const maxBodyBytes = 64 * 1024;
+
+export const apiRole: ModuleDef = {
+  deps: ['bus', 'control', 'store'],
+  role: true,
+  async start(services) {
+    const { config } = services;
+    const log = services.log.child({ module: 'api' });
+    const bus = services.get('bus');
+    const control = services.get('control');
+    const store = services.get('store');
+    const tokens = await TokenService.open(config, bus, log);
+    const [serviceAccounts, users, failures] = await Promise.all([
+      WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, log),
+      WatchedMap.open<unknown>(control.users, log),
+      bus.kv(bus.names.loginsBucket, loginWindowMs),
+    ]);
+    const offReconnect = bus.on('reconnect', () => {
+      serviceAccounts.restart();
+      users.restart();
+    });
+    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute));
+    const login = await Login.create(control, new LoginFailures(failures), tokens);
+    const server = await createHttpServer({
+      listener: 'base',
+      host: config.host,
+      port: config.base_port,
+      engine: config.http_engine,
+      routes: [
+        ...accountRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus) }),
+        ...analyticsRoutes(auth, store.client),
+        openApiRoute(),
+        ...opsRoutes(() => services.checks),
+      ],
+      maxBodyBytes,
+      log,
+    });
+    services.listeners.set('base', { port: server.port, engine: server.engine });
+    return {
+      async stop() {
+        await server.close(5000);
+        offReconnect();
+        serviceAccounts.stop();
+        users.stop();
+        tokens.stop();
+      },
+    };
+  },
+};

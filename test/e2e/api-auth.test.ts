@@ -1,0 +1,257 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
+import t, { type Test } from 'tap';
+import { call, login } from '../helpers/api.js';
+import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
+
+// Login, tokens, service accounts and API keys at {base_url}, driven over HTTP and the CLI as a user would.
+
+const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-auth-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+
+const svc = await startService({ data_dir: dataDir }, 'ingest,api');
+t.teardown(() => svc.stop());
+const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
+const prefix = svc.config.nats_prefix;
+const acme = await makeTenant(prefix, 'acme', 'pro');
+await makeTenant(prefix, 'other', 'pro');
+const env = { NATS_PREFIX: prefix };
+for (const [email, role] of [
+  ['admin@acme.test', 'admin'],
+  ['viewer@acme.test', 'viewer'],
+] as const) {
+  const r = await cli(['user', 'add', '--tenant', 'acme', '--email', email, '--password', 'correct horse battery', '--role', role], env);
+  if (r.code !== 0) throw new Error(r.stderr);
+}
+const ownerToken = await login(base, 'owner@acme.test');
+
+t.test('login answers the seed shape with a 24 h EdDSA token of the contract claims', async (t) => {
+  const r = await call(base, 'POST', '/v1/auth/login', { body: { email: 'Owner@ACME.test', password: 'correct horse battery' } });
+  t.equal(r.status, 200);
+  t.match(r.json, { token_type: 'bearer', tenant_slug: 'acme', expires_in: 86400, user: { email: 'owner@acme.test', role: 'owner' } });
+  t.type((r.json.user as { id: unknown }).id, 'number');
+  const token = String(r.json.access_token);
+  const header = decodeProtectedHeader(token);
+  const claims = decodeJwt(token);
+  t.equal(header.alg, 'EdDSA');
+  t.match(claims, { tenant: 'acme', role: 'owner', scope: 'analytics:read alerts:write keys:manage settings:write', aud: 'darshak-api', iss: svc.config.public_base_url });
+  t.equal(claims.exp! - claims.iat!, 86400);
+  t.type(claims.jti, 'string');
+  const jwks = await call(base, 'GET', '/.well-known/jwks.json');
+  const keys = (jwks.json.keys as Array<{ kid: string; kty: string; crv: string; d?: string }>) ?? [];
+  t.ok(keys.some((k) => k.kid === header.kid && k.kty === 'OKP' && k.crv === 'Ed25519'), 'the signing key is published');
+  t.notOk(keys.some((k) => k.d !== undefined), 'no private part is published');
+  const viewer = decodeJwt(await login(base, 'viewer@acme.test'));
+  t.equal(viewer.scope, 'analytics:read');
+});
+
+t.test('wrong password and unknown e-mail get the same answer, and both pay for scrypt', async (t) => {
+  const time = async (email: string): Promise<{ ms: number; body: Record<string, unknown>; status: number }> => {
+    const start = performance.now();
+    const r = await call(base, 'POST', '/v1/auth/login', { body: { email, password: 'wrong password!' } });
+    return { ms: performance.now() - start, body: r.json, status: r.status };
+  };
+  const known: number[] = [];
+  const unknown: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const a = await time('admin@acme.test');
+    const b = await time(`nobody${i}@acme.test`);
+    t.equal(a.status, 401);
+    t.equal(b.status, 401);
+    const strip = (body: Record<string, unknown>) => ({ ...(body.error as object), request_id: '' });
+    t.same(strip(a.body), strip(b.body), 'the same code and message');
+    known.push(a.ms);
+    unknown.push(b.ms);
+  }
+  const median = (xs: number[]) => xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  // Not a timing test: an unknown e-mail answered without hashing would be about a hundred times faster.
+  t.ok(median(unknown) > median(known) * 0.3, `unknown ${median(unknown).toFixed(1)} ms vs known ${median(known).toFixed(1)} ms`);
+});
+
+t.test('10 failures per e-mail in 15 minutes: then 429, even with the right password; others unaffected', async (t) => {
+  for (let i = 0; i < 10; i++) {
+    const r = await call(base, 'POST', '/v1/auth/login', { body: { email: 'viewer@acme.test', password: `guess ${i} wrong` } });
+    t.equal(r.status, 401, `failure ${i + 1}`);
+  }
+  const blocked = await call(base, 'POST', '/v1/auth/login', { body: { email: 'viewer@acme.test', password: 'correct horse battery' } });
+  t.equal(blocked.status, 429);
+  t.match(blocked.json, { error: { code: 'too_many_attempts' } });
+  const retry = Number(blocked.headers.get('retry-after'));
+  t.ok(retry > 800 && retry <= 900, `Retry-After ${retry}`);
+  t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email: 'admin@acme.test', password: 'correct horse battery' } })).status, 200);
+});
+
+t.test('malformed login bodies are 400 with a clear code, never 5xx', async (t) => {
+  for (const [body, code] of [
+    ['{"email":', 'invalid_json'],
+    ['[]', 'invalid_request'],
+    ['{"email":"a@b.c"}', 'invalid_request'],
+    ['{"email":1,"password":"x"}', 'invalid_request'],
+    ['{"email":"a@b.c","password":"x","admin":true}', 'invalid_request'],
+    [Buffer.from([0x7b, 0xff, 0x7d]).toString('latin1'), 'invalid_json'],
+  ] as const) {
+    const r = await call(base, 'POST', '/v1/auth/login', { body });
+    t.equal(r.status, 400, body);
+    t.match(r.json, { error: { code } }, body);
+  }
+  const huge = await call(base, 'POST', '/v1/auth/login', { body: { email: 'x@acme.test', password: 'p'.repeat(200_000) } });
+  t.equal(huge.status, 413, 'a body over the API cap');
+});
+
+t.test('forged and broken tokens are 401; missing scopes are 403 naming the scope', async (t) => {
+  const pem = readFileSync(join(dataDir, 'keys', 'signing-key.pem'));
+  const key = createPrivateKey(pem);
+  const good = decodeJwt(ownerToken);
+  const kid = decodeProtectedHeader(ownerToken).kid!;
+  const now = Math.floor(Date.now() / 1000);
+  const sign = (claims: JWTPayload, header: Record<string, unknown> = {}, signer = key) =>
+    new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', kid, ...header }).sign(signer);
+  const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const [h, , s] = ownerToken.split('.');
+  const publicDer = createPublicKey(key).export({ type: 'spki', format: 'der' });
+  const hs256 = await new SignJWT(good).setProtectedHeader({ alg: 'HS256', kid }).sign(new Uint8Array(publicDer));
+  const strangerKey = generateKeyPairSync('ed25519').privateKey;
+  const cases: Array<[string, string | undefined]> = [
+    ['no token', undefined],
+    ['alg none', `${b64({ alg: 'none', typ: 'JWT' })}.${b64(good)}.`],
+    ['HS256 keyed with the public key', hs256],
+    ['unknown kid', await sign(good, { kid: 'not-a-key' })],
+    ['signed by a stranger under our kid', await sign(good, {}, strangerKey)],
+    ['expired', await sign({ ...good, iat: now - 90_000, nbf: now - 90_000, exp: now - 60 })],
+    ['not yet valid', await sign({ ...good, nbf: now + 3600, exp: now + 7200 })],
+    ['wrong aud', await sign({ ...good, aud: 'someone-else' })],
+    ['wrong iss', await sign({ ...good, iss: 'https://evil.example' })],
+    ['tampered payload', `${h}.${b64({ ...good, tenant: 'other' })}.${s}`],
+    ['no tenant claim', await sign({ ...good, tenant: undefined })],
+    ['user of another tenant claimed', await sign({ ...good, tenant: 'other' })],
+    ['garbage', 'not.a.jwt'],
+  ];
+  for (const [name, token] of cases) {
+    const r = await call(base, 'GET', '/v1/analytics/overview', token === undefined ? {} : { token });
+    t.equal(r.status, 401, name);
+    t.match(r.json, { error: { code: 'unauthorized' } }, name);
+  }
+  const basic = await call(base, 'GET', '/v1/analytics/overview', { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } });
+  t.equal(basic.status, 401, 'not a bearer token');
+
+  const viewer = await login(base, 'admin@acme.test').then(() => login(base, 'owner@acme.test')).then(async () => {
+    // The viewer's failures above blocked its logins: make a fresh viewer.
+    const r = await cli(['user', 'add', '--tenant', 'acme', '--email', 'viewer2@acme.test', '--password', 'correct horse battery', '--role', 'viewer'], env);
+    t.equal(r.code, 0, r.stderr);
+    return login(base, 'viewer2@acme.test');
+  });
+  for (const [method, path, scope] of [
+    ['POST', '/v1/api-keys', 'keys:manage'],
+    ['GET', '/v1/api-keys', 'keys:manage'],
+    ['DELETE', `/v1/api-keys/${acme.keyId}`, 'keys:manage'],
+    ['POST', '/v1/service-accounts', 'settings:write'],
+    ['POST', '/v1/alerts/1/acknowledge', 'alerts:write'],
+  ] as const) {
+    const r = await call(base, method, path, { token: viewer, body: method === 'GET' ? undefined : { name: 'x', environment: 'production' } });
+    t.equal(r.status, 403, `viewer ${method} ${path}`);
+    t.match(r.json, { error: { code: 'insufficient_scope', message: new RegExp(scope) } });
+  }
+  const admin = await login(base, 'admin@acme.test');
+  t.equal((await call(base, 'POST', '/v1/service-accounts', { token: admin, body: { name: 'x', scopes: ['analytics:read'] } })).status, 403, 'admins hold no settings:write');
+  t.equal((await call(base, 'GET', '/v1/analytics/devices', { token: viewer })).status, 200);
+});
+
+t.test('API keys: created once in plaintext, listed without it, revoked at once for ingest', async (t) => {
+  const admin = await login(base, 'admin@acme.test');
+  const created = await call(base, 'POST', '/v1/api-keys', { token: admin, body: { name: 'android app', environment: 'staging' } });
+  t.equal(created.status, 201);
+  t.match(created.json, { name: 'android app', environment: 'staging', scope: 'ingest:write', key: /^dk_stg_[0-9A-Za-z]{32}$/, prefix: /^dk_stg_/ });
+  const key = String(created.json.key);
+  const send = () => post(`${svc.ingestUrl}/v1/ingest/events`, { events: [{ event_type: 'heartbeat', session_id: 's1', anonymous_id: 'a' }] }, { 'x-api-key': key });
+  t.equal((await send()).status, 200, 'the new key ingests');
+  const list = await call(base, 'GET', '/v1/api-keys', { token: admin });
+  t.equal(list.status, 200);
+  const listed = (list.body as Array<Record<string, unknown>>).find((k) => k.id === created.json.id);
+  t.ok(listed, `listed: ${JSON.stringify(list.body)}`);
+  t.notOk(JSON.stringify(list.body).includes(key), 'the plaintext is never listed');
+  t.notOk(JSON.stringify(list.body).includes('key_hash'), 'nor its hash');
+  t.equal(listed?.revoked_at, null);
+  t.not(
+    await eventually(async () => {
+      const l = await call(base, 'GET', '/v1/api-keys', { token: admin });
+      return typeof (l.body as Array<Record<string, unknown>>).find((k) => k.id === created.json.id)?.last_used_at === 'string';
+    }, 3000, 100),
+    -1,
+    'last_used_at is set after a use',
+  );
+  t.notOk(JSON.stringify((await call(base, 'GET', '/v1/api-keys', { token: await login(base, 'owner@other.test') })).body).includes(String(created.json.id)), "another tenant's list does not show it");
+
+  t.equal((await call(base, 'DELETE', `/v1/api-keys/${String(created.json.id)}`, { token: await login(base, 'owner@other.test') })).status, 404, "another tenant cannot revoke it");
+  const revoked = await call(base, 'DELETE', `/v1/api-keys/${String(created.json.id)}`, { token: admin });
+  t.equal(revoked.status, 200);
+  t.match(revoked.json, { id: created.json.id, revoked_at: String });
+  const ms = await eventually(async () => (await send()).status === 401, 1000, 10);
+  t.not(ms, -1, `ingest refuses the revoked key within 1 s (${ms} ms)`);
+  const again = await call(base, 'DELETE', `/v1/api-keys/${String(created.json.id)}`, { token: admin });
+  t.same(again.json, revoked.json, 'revoking again answers the first revocation');
+
+  const second = await call(base, 'POST', '/v1/api-keys', { token: admin, body: { name: 'web', environment: 'production' } });
+  const byBody = await call(base, 'DELETE', '/v1/api-keys', { token: admin, body: { id: second.json.id } });
+  t.equal(byBody.status, 200, 'DELETE /v1/api-keys with {"id"} as the seed writes it');
+  t.equal((await call(base, 'DELETE', '/v1/api-keys/key_00000000000000000000', { token: admin })).status, 404);
+  for (const body of [{ name: 'x', environment: 'prod' }, { name: '', environment: 'production' }, { name: 'x' }, { name: 'x', environment: 'production', scope: 'analytics:read' }]) {
+    const r = await call(base, 'POST', '/v1/api-keys', { token: admin, body });
+    t.equal(r.status, 400, JSON.stringify(body));
+    t.match(r.json, { error: { code: 'invalid_request' } });
+  }
+  const ingestKey = await call(base, 'GET', '/v1/analytics/overview', { headers: { authorization: `Bearer ${acme.key}` } });
+  t.equal(ingestKey.status, 401, 'an API key reads no analytics');
+});
+
+t.test('service accounts: a 90-day token shown once, refused at once when revoked, in every api process', async (t) => {
+  const created = await call(base, 'POST', '/v1/service-accounts', { token: ownerToken, body: { name: 'grafana', scopes: ['analytics:read'] } });
+  t.equal(created.status, 201);
+  const token = String(created.json.token);
+  const claims = decodeJwt(token);
+  t.equal(claims.exp! - claims.iat!, 90 * 86400);
+  t.match(claims, { role: 'service_account', scope: 'analytics:read', tenant: 'acme', sub: created.json.id });
+  t.equal((await call(base, 'GET', '/v1/analytics/devices', { token })).status, 200);
+  t.equal((await call(base, 'GET', '/v1/api-keys', { token })).status, 403, 'only its scopes');
+  const bad = await call(base, 'POST', '/v1/service-accounts', { token: ownerToken, body: { name: 'x', scopes: ['settings:write'] } });
+  t.equal(bad.status, 400, 'no service account holds settings:write');
+  const list = await call(base, 'GET', '/v1/service-accounts', { token: ownerToken });
+  t.notOk(JSON.stringify(list.body).includes(token), 'the token is never listed');
+  t.match(list.body, [{ id: created.json.id, name: 'grafana', scopes: ['analytics:read'], revoked_at: null }]);
+
+  // A second api process with a data directory (and signing key) of its own accepts the same token.
+  const second = await startSecondApi(t);
+  t.equal((await call(second, 'GET', '/v1/analytics/devices', { token })).status, 200, 'accepted by another api process');
+  const theirs = await login(second, 'owner@acme.test');
+  t.not(decodeProtectedHeader(theirs).kid, decodeProtectedHeader(ownerToken).kid, 'which signs with its own key');
+  t.equal((await call(base, 'GET', '/v1/analytics/devices', { token: theirs })).status, 200, "and whose tokens this one accepts");
+
+  const revoked = await call(base, 'DELETE', `/v1/service-accounts/${String(created.json.id)}`, { token: ownerToken });
+  t.equal(revoked.status, 200);
+  for (const url of [base, second]) {
+    const ms = await eventually(async () => (await call(url, 'GET', '/v1/analytics/devices', { token })).status === 401, 1000, 10);
+    t.not(ms, -1, `refused by ${url === base ? 'this' : 'the other'} process within ${ms} ms`);
+  }
+});
+
+async function startSecondApi(t: Test): Promise<string> {
+  const { spawn } = await import('node:child_process');
+  const { freePort, mainJs } = await import('../helpers/env.js');
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-api2-'));
+  const port = await freePort();
+  const child = spawn(process.execPath, [mainJs, 'start', '--role', 'api'], {
+    env: { ...process.env, NODE_ENV: 'test', NATS_URL: svc.config.nats_url, NATS_PREFIX: prefix, DATA_DIR: dir, BASE_PORT: String(port), PUBLIC_BASE_URL: svc.config.public_base_url },
+    stdio: 'ignore',
+  });
+  t.teardown(async () => {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const up = await eventually(async () => (await fetch(`${url}/readyz`).catch(() => null))?.status === 200, 30_000, 100);
+  if (up === -1) throw new Error('second api process did not become ready');
+  return url;
+}

@@ -1,0 +1,41 @@
+import type { Answer } from './env.js';
+
+export interface CallOptions {
+  token?: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** An answer whose body may be any JSON (the API answers arrays too). */
+export interface ApiAnswer extends Omit<Answer, 'body'> {
+  body: unknown;
+  /** The body as an object (tests that know its shape). */
+  json: Record<string, unknown>;
+}
+
+/** One HTTP request to a listener, as a client would make it. */
+export async function call(base: string, method: string, path: string, opts: CallOptions = {}): Promise<ApiAnswer> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.body !== undefined) {
+    body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(`${base}${path}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: res.status, headers: res.headers, body: parsed, json: (parsed ?? {}) as Record<string, unknown> };
+}
+
+/** Log in and answer the access token (throws with the answer when refused). */
+export async function login(base: string, email: string, password = 'correct horse battery'): Promise<string> {
+  const r = await call(base, 'POST', '/v1/auth/login', { body: { email, password } });
+  if (r.status !== 200) throw new Error(`login ${email}: ${r.status} ${JSON.stringify(r.body)}`);
+  return String(r.json.access_token);
+}
