@@ -115,17 +115,26 @@ export async function getAlert(client: ClickHouseClient, tenant: string, id: num
 export async function acknowledgeAlert(client: ClickHouseClient, tenant: string, id: number, now = Date.now()): Promise<Alert | null> {
   const alert = await getAlert(client, tenant, id);
   if (!alert || alert.acknowledged) return alert;
-  await client.insert({ table: 'alert_acks', values: [{ tenant, id, acknowledged_at: now }], format: 'JSONEachRow' });
+  // One token per alert: of two acknowledgements racing in different api processes, the store keeps the first written.
+  await client.insert({
+    table: 'alert_acks',
+    values: [{ tenant, id, acknowledged_at: now }],
+    format: 'JSONEachRow',
+    clickhouse_settings: { insert_deduplication_token: `ack:${tenant}:${id}` },
+  });
   return getAlert(client, tenant, id);
 }
 
-/** Write versions of alerts (the alerts role's flush); `token` makes a redelivered write store nothing. */
-export async function insertAlerts(client: ClickHouseClient, rows: readonly AlertRow[], token?: string): Promise<void> {
+/**
+ * Write versions of alerts (the alerts role's flush); `token` makes a redelivered write store nothing. Every insert
+ * names its token: settings stick to an embedded ClickHouse session, so an insert without one would reuse the last.
+ */
+export async function insertAlerts(client: ClickHouseClient, rows: readonly AlertRow[], token: string): Promise<void> {
   if (rows.length === 0) return;
   await client.insert({
     table: 'alerts',
     values: rows.map((r) => ({ ...r, data: JSON.stringify(r.data) })),
     format: 'JSONEachRow',
-    ...(token ? { clickhouse_settings: { insert_deduplication_token: token } } : {}),
+    clickhouse_settings: { insert_deduplication_token: token },
   });
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
-import { compareWithOracle, sendScenario } from '../helpers/compare.js';
+import { compareWithOracle, storeAnswers, sendScenario } from '../helpers/compare.js';
 import { cli, drained, eventually, freePort, mainJs, makeTenant, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 import { makeScenario, type Scenario } from '../helpers/scenario.js';
 
@@ -75,5 +75,5 @@ t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the a
   t.equal(replay.code, 0, replay.stderr);
   const store = await Store.open({ clickhouse_url: '', data_dir: dirs[1], events_retention_days: 400 }, createLogger('silent'));
   t.teardown(() => store.close());
-  await compareWithOracle(t, store.client, scenario.expected, tenants);
+  await compareWithOracle(t, storeAnswers(store.client), scenario.expected, tenants);
 });

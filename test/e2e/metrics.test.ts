@@ -2,13 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { compareWithOracle, sendScenario } from '../helpers/compare.js';
+import { login } from '../helpers/api.js';
+import { compareWithOracle, httpAnswers, sendScenario } from '../helpers/compare.js';
 import { cli, drained, eventually, makeTenant, startService } from '../helpers/env.js';
 import { makeScenario } from '../helpers/scenario.js';
 
 // The scenario (sessions with stalls, pauses, seeks, errors, ends and timeouts; late and duplicate events; billing;
-// three tenants) sent through ingest, aggregated and flushed, then every §6 answer read from the store and compared
-// with the oracle, exactly.
+// three tenants) sent through ingest, aggregated and flushed, then every §6 answer asked of the API over HTTP, each
+// tenant with its owner's token, and compared with the oracle, exactly: a client's whole path.
 
 const dataDir = mkdtempSync(join(tmpdir(), 'darshak-metrics-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -22,8 +23,12 @@ t.test('all roles in one process: every answer equals the oracle', async (t) => 
   const scenario = makeScenario({ seed: 7, tenants, now: Date.now(), sessionsPerTenant: 40 });
   await sendScenario(svc.ingestUrl, scenario, keys);
   t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1, 'aggregated and flushed');
+  const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
+  const tokens: Record<string, string> = {};
+  for (const slug of tenants) tokens[slug] = await login(base, `owner@${slug}.test`);
+  const answers = httpAnswers(base, tokens);
+  await compareWithOracle(t, answers, scenario.expected, tenants);
   const client = svc.started.services.get('store').client;
-  await compareWithOracle(t, client, scenario.expected, tenants);
 
   // Damage the snapshots of the last few hours (as a wrong metric definition would), then replay: the answers are
   // those of the oracle again. The range's edges cut through sessions, which replay takes whole.
@@ -46,5 +51,5 @@ t.test('all roles in one process: every answer equals the oracle', async (t) => 
   // qos_minutes lost everything older than the range too: replay the rest of history in one more call.
   const older = await cli(['replay', '--tenant', 'alpha', '--from', new Date(to - 60 * 86_400_000).toISOString(), '--to', new Date(from).toISOString()], { NATS_PREFIX: svc.config.nats_prefix });
   t.equal(older.code, 0, older.stderr);
-  await compareWithOracle(t, client, scenario.expected, tenants);
+  await compareWithOracle(t, answers, scenario.expected, tenants);
 });
