@@ -11,7 +11,7 @@ export const errorRegistry = {
   // Request-level, any listener
   not_found: { status: 404, message: 'No such endpoint' },
   method_not_allowed: { status: 405, message: 'Method not allowed on this endpoint' },
-  payload_too_large: { status: 413, message: 'Request body exceeds 1 MiB' },
+  payload_too_large: { status: 413, message: 'Request body too large: at most 1 MiB at ingest, 64 KiB at the API' },
   internal_error: { status: 500, message: 'Internal error; the request id identifies it in the logs' },
   not_ready: { status: 503, message: 'A connection this process needs is down' },
   shutting_down: { status: 503, message: 'This process is stopping and took no action; send the request again' },

@@ -4,7 +4,7 @@ import { environments, type Environment } from '../control/records.js';
 import { replyError } from '../http/server.js';
 import type { Route } from '../http/types.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
-import { controlReply, readJson } from './body.js';
+import { controlReply, page, readJson } from './body.js';
 import type { Login } from './login.js';
 import { serviceTokenSeconds, type TokenService } from './tokens.js';
 
@@ -89,7 +89,7 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: Ac
       handler: guarded(auth, 'settings:write', async (req, principal) =>
         controlReply(req, async () => {
           const list = await control.listServiceAccounts(principal.tenant);
-          return { status: 200, body: list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({ id, name, scopes, created_at, expires_at, revoked_at })) };
+          return page(list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({ id, name, scopes, created_at, expires_at, revoked_at })));
         }),
       ),
     },
@@ -123,7 +123,7 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: Ac
       handler: guarded(auth, 'keys:manage', async (req, principal) =>
         controlReply(req, async () => {
           const [keys, used] = await Promise.all([control.listApiKeys(principal.tenant), keysLastUsed()]);
-          return { status: 200, body: keys.map((k) => ({ ...k, last_used_at: used.get(k.id) ?? null })) };
+          return page(keys.map((k) => ({ ...k, last_used_at: used.get(k.id) ?? null })));
         }),
       ),
     },

@@ -4,6 +4,7 @@ import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { acknowledgeAlert, listAlerts, severities } from '../store/alerts.js';
 import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type RangeName } from '../store/queries/index.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
+import { page } from './body.js';
 import { intervalParam, limitParam, offsetParam, parseParams, rangeParam, type ParamSpec, type Params } from './params.js';
 import type { Principal } from './tokens.js';
 
@@ -21,11 +22,6 @@ function withParams<S extends Specs>(
     if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.message, [{ parameter: parsed.parameter }]);
     return answer(parsed.value, principal, req);
   });
-}
-
-/** A page of a full list, with the count before paging. */
-function page<T>(items: readonly T[], limit: number, offset: number): HttpReply {
-  return { status: 200, headers: { 'X-Total-Count': String(items.length) }, body: items.slice(offset, offset + limit) };
 }
 
 const list = { range: rangeParam, limit: limitParam, offset: offsetParam } as const;
@@ -62,7 +58,7 @@ export function analyticsRoutes(auth: Authenticator, client: ClickHouseClient, n
     {
       method: 'GET',
       path: '/v1/analytics/devices',
-      handler: withParams(auth, 'analytics:read', { range: rangeParam }, async (p, who) => ({ status: 200, body: await devices(client, who.tenant, range(p.range)) })),
+      handler: withParams(auth, 'analytics:read', { range: rangeParam }, async (p, who) => page(await devices(client, who.tenant, range(p.range)))),
     },
     {
       method: 'GET',

@@ -33,19 +33,26 @@ export class Authenticator {
   async principal(token: string | null): Promise<Principal | null> {
     if (!token) return null;
     const p = await this.tokens.verify(token);
-    if (!p) return null;
-    if (p.role === 'service_account') {
-      const sa = this.serviceAccounts.get(p.sub);
-      if (!sa || sa.revoked_at !== null || sa.tenant !== p.tenant || p.jti !== sa.id) return null;
-      // A service account's scopes are those it was created with, whatever a token claims.
-      return { ...p, scopes: new Set([...p.scopes].filter((s) => sa.scopes.includes(s))) };
-    }
-    const user = this.users.get(`user.${p.sub}`) as { tenant?: string } | undefined;
-    return user && user.tenant === p.tenant ? p : null;
+    if (!p || !this.stillValid(p)) return null;
+    const sa = p.role === 'service_account' ? this.serviceAccounts.get(p.sub) : undefined;
+    // A service account's scopes are those it was created with, whatever a token claims.
+    return sa ? { ...p, scopes: new Set([...p.scopes].filter((s) => sa.scopes.includes(s))) } : p;
   }
 
-  async authorize(req: HttpRequest, scope: Scope): Promise<Authorized> {
-    const principal = await this.principal(bearerToken(req));
+  /** Whether a verified principal still stands: not expired, its service account not revoked, its user not gone. */
+  stillValid(p: Principal, now = Date.now()): boolean {
+    if (p.exp * 1000 <= now) return false;
+    if (p.role === 'service_account') {
+      const sa = this.serviceAccounts.get(p.sub);
+      return sa !== undefined && sa.revoked_at === null && sa.tenant === p.tenant && p.jti === sa.id;
+    }
+    const user = this.users.get(`user.${p.sub}`) as { tenant?: string } | undefined;
+    return user !== undefined && user.tenant === p.tenant;
+  }
+
+  /** `token`: taken from elsewhere than the Authorization header (the live feed's upgrade). */
+  async authorize(req: HttpRequest, scope: Scope, token: string | null = bearerToken(req)): Promise<Authorized> {
+    const principal = await this.principal(token);
     if (!principal) {
       const reply = replyError(req, 'unauthorized');
       reply.headers = { 'WWW-Authenticate': 'Bearer realm="darshak"' };

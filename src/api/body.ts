@@ -57,3 +57,8 @@ export async function controlReply(req: HttpRequest, action: () => Promise<HttpR
     throw err;
   }
 }
+
+/** A page of a full list, with the count before paging (every list answer carries X-Total-Count). */
+export function page<T>(items: readonly T[], limit = items.length, offset = 0): HttpReply {
+  return { status: 200, headers: { 'X-Total-Count': String(items.length) }, body: items.slice(offset, offset + limit) };
+}

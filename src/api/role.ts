@@ -5,15 +5,30 @@ import { opsRoutes } from '../http/ops.js';
 import { MinuteLimiter } from '../http/rate-limit.js';
 import { createHttpServer } from '../http/server.js';
 import type { ModuleDef } from '../modules.js';
-import { accountRoutes } from './account-routes.js';
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { ReadinessCheck } from '../http/ops.js';
+import type { Route } from '../http/types.js';
+import { accountRoutes, type AccountDeps } from './account-routes.js';
 import { analyticsRoutes } from './analytics-routes.js';
 import { Authenticator } from './auth.js';
+import { LiveFeed } from './live.js';
 import { Login, LoginFailures, loginWindowMs } from './login.js';
 import { openApiRoute } from './openapi.js';
 import { TokenService } from './tokens.js';
 
 /** Request bodies of the API are small JSON objects. */
 const maxBodyBytes = 64 * 1024;
+
+export interface ApiRouteDeps extends AccountDeps {
+  client: ClickHouseClient;
+  live: LiveFeed;
+  checks: () => readonly ReadinessCheck[];
+}
+
+/** Every HTTP route of the `{base_url}` listener (the live feed's upgrade aside). */
+export function apiRoutes(deps: ApiRouteDeps): Route[] {
+  return [...accountRoutes(deps), ...analyticsRoutes(deps.auth, deps.client), deps.live.httpRoute(), openApiRoute(), ...opsRoutes(deps.checks)];
+}
 
 export const apiRole: ModuleDef = {
   deps: ['bus', 'control', 'store'],
@@ -36,23 +51,22 @@ export const apiRole: ModuleDef = {
     });
     const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute));
     const login = await Login.create(control, new LoginFailures(failures), tokens);
+    const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const server = await createHttpServer({
       listener: 'base',
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [
-        ...accountRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus) }),
-        ...analyticsRoutes(auth, store.client),
-        openApiRoute(),
-        ...opsRoutes(() => services.checks),
-      ],
+      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks }),
+      websockets: [live.route()],
       maxBodyBytes,
       log,
     });
+    live.start();
     services.listeners.set('base', { port: server.port, engine: server.engine });
     return {
       async stop() {
+        live.stop();
         await server.close(5000);
         offReconnect();
         serviceAccounts.stop();

@@ -31,7 +31,9 @@ export interface FlusherOptions {
 
 /**
  * Writes the raw stream to ClickHouse: each message's raw events to `events` and its snapshot rows to the pipelines'
- * tables, one insert per table, with `<table>:<stream sequence>` as the de-duplication token, and acknowledges the
+ * tables, one insert per table, with `<table>:<stream>:<sequence>` as the de-duplication token (`<stream>` is the
+ * stream's creation time: a stream made again, whose sequences restart at 1, must not have its writes taken for
+ * duplicates of the old one's), and acknowledges the
  * message only once every insert has returned. A redelivered message, however the fetches group it, carries the same
  * tokens and is not stored twice. Messages are independent (sums, appends, versioned replacements), so several are
  * written at once.
@@ -42,6 +44,7 @@ export class Flusher {
   private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
   private readonly inflight = new Set<Promise<void>>();
   private failure: Error | undefined;
+  private streamId = '';
 
   constructor(
     private readonly bus: Bus,
@@ -62,6 +65,7 @@ export class Flusher {
       max_ack_pending: 1000,
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
+    this.streamId = Date.parse((await this.bus.jsm.streams.info(this.bus.names.rawStream)).created).toString(36);
     this.loop = consumeLoop({
       open: async () => {
         this.failure = undefined;
@@ -92,12 +96,12 @@ export class Flusher {
     const writes: Array<Promise<void>> = [];
     if (out.events.length > 0) {
       const rows = out.events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index));
-      writes.push(insertEvents(this.store.client, rows, `raw:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, rows.length)));
+      writes.push(insertEvents(this.store.client, rows, `raw:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, rows.length)));
     }
     for (const [name, rows] of Object.entries(out.rows ?? {})) {
       const table = this.tables.get(name);
       if (!table) throw new Error(`output message ${m.seq} has rows for unknown table ${name}`);
-      writes.push(insertSnapshotRows(this.store.client, table, rows as Array<Array<string | number | null>>, `${name}:${m.seq}`).then(() => void flushed.inc({ table: name }, rows.length)));
+      writes.push(insertSnapshotRows(this.store.client, table, rows as Array<Array<string | number | null>>, `${name}:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: name }, rows.length)));
     }
     await Promise.all(writes);
     flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);

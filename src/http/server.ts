@@ -5,7 +5,7 @@ import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
-import type { BodyResult, Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, WireReply } from './types.js';
+import type { BodyResult, Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, UpgradeDispatch, WireReply, WsRoute } from './types.js';
 
 export interface CorsOptions {
   /** `*` answers any origin (ingest); a list answers only those. */
@@ -26,6 +26,8 @@ export interface HttpServerOptions {
   log: Logger;
   /** Headers added to every answer of this listener, computed per request (ingest: RateLimit-*). */
   commonHeaders?: (req: HttpRequest) => Record<string, string>;
+  /** WebSocket endpoints (the api's live feed). */
+  websockets?: readonly WsRoute[];
 }
 
 export interface HttpServer {
@@ -124,6 +126,35 @@ function observe(listener: string, route: string, rawMethod: string, status: str
   b.time(seconds);
 }
 
+function requestIdOf(raw: RawRequest): string {
+  const incoming = raw.headers.get('x-request-id');
+  return incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
+}
+
+/** Upgrades go to the WebSocket route of their path; refusals are ordinary answers with the error body. */
+export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes: number, log: Logger): UpgradeDispatch {
+  return async (raw) => {
+    const requestId = requestIdOf(raw);
+    const req = new Request(raw, requestId, {}, maxBodyBytes);
+    const route = routes.find((r) => r.path === raw.path);
+    let reply: HttpReply;
+    try {
+      if (route) {
+        const r = await route.upgrade(req);
+        if (r.kind === 'accept') return r;
+        reply = r.reply;
+      } else {
+        reply = replyError(req, 'not_found');
+      }
+    } catch (err) {
+      log.error({ err, request_id: requestId, path: raw.path }, 'upgrade failed');
+      reply = replyError(req, 'internal_error');
+    }
+    observe('upgrade', route?.path ?? 'unmatched', raw.method, String(reply.status), 0);
+    return { kind: 'reject', reply: serialize(reply, [['x-request-id', requestId]]) };
+  };
+}
+
 export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port' | 'engine'>): (raw: RawRequest) => Promise<WireReply> {
   const router = new Router(options.routes);
   const log = options.log;
@@ -134,8 +165,7 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
   }
   return async (raw) => {
     const started = process.hrtime.bigint();
-    const incoming = raw.headers.get('x-request-id');
-    const requestId = incoming && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(raw);
     const extra: Array<[string, string]> = [['x-request-id', requestId]];
     const origin = raw.headers.get('origin');
     if (cors && origin !== undefined) {
@@ -189,17 +219,28 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   let underway = 0;
   let closing = false;
   let drained: (() => void) | undefined;
-  const server = await engine.listen(options.host, options.port, options.maxBodyBytes, async (raw) => {
-    // Requests arriving on kept-alive connections while stopping do nothing, so none is half done when they close.
-    if (closing) return serialize({ ...replyError({ requestId: randomUUID() }, 'shutting_down'), close: true }, []);
-    underway++;
-    try {
-      return await dispatch(raw);
-    } finally {
-      underway--;
-      if (underway === 0) drained?.();
-    }
-  });
+  const upgrade = options.websockets?.length ? createUpgradeDispatcher(options.websockets, options.maxBodyBytes, options.log) : undefined;
+  const server = await engine.listen(
+    options.host,
+    options.port,
+    options.maxBodyBytes,
+    async (raw) => {
+      // Requests arriving on kept-alive connections while stopping do nothing, so none is half done when they close.
+      if (closing) {
+        const requestId = requestIdOf(raw);
+        const headers = options.commonHeaders ? Object.entries(options.commonHeaders(new Request(raw, requestId, {}, 0))) : [];
+        return serialize({ ...replyError({ requestId }, 'shutting_down'), close: true }, [['x-request-id', requestId], ...headers]);
+      }
+      underway++;
+      try {
+        return await dispatch(raw);
+      } finally {
+        underway--;
+        if (underway === 0) drained?.();
+      }
+    },
+    upgrade,
+  );
   httpEngineInfo.set({ listener: options.listener, engine: engine.name }, 1);
   options.log.info({ listener: options.listener, engine: engine.name, host: options.host, port: server.port }, 'listening');
   return {

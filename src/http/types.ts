@@ -55,10 +55,38 @@ export interface Route {
 
 export type EngineName = 'uws' | 'node';
 
+/** An open WebSocket as handlers see it, on either engine. */
+export interface WsSocket {
+  /** Send a text frame; false when the socket is closed or its buffer is full (the frame is dropped). */
+  send(text: string): boolean;
+  close(code: number, reason: string): void;
+}
+
+/** What an accepted upgrade runs: told when the socket opens and when it closes, from either side. */
+export interface WsSession {
+  /** The subprotocol to answer in Sec-WebSocket-Protocol, if any. */
+  protocol: string | null;
+  opened(socket: WsSocket): void;
+  closed(): void;
+}
+
+export type UpgradeResult = { kind: 'accept'; session: WsSession } | { kind: 'reject'; reply: HttpReply };
+
+export interface WsRoute {
+  path: string;
+  upgrade(req: HttpRequest): Promise<UpgradeResult>;
+}
+
+/** What an engine hands an upgrade request to. */
+export type UpgradeDispatch = (raw: RawRequest) => Promise<{ kind: 'accept'; session: WsSession } | { kind: 'reject'; reply: WireReply }>;
+
 export interface Engine {
   readonly name: EngineName;
-  /** `bodyCap`: no request body is buffered past this many bytes, whether or not a handler asks for it. */
-  listen(host: string, port: number, bodyCap: number, dispatch: (raw: RawRequest) => Promise<WireReply>): Promise<EngineServer>;
+  /**
+   * `bodyCap`: no request body is buffered past this many bytes, whether or not a handler asks for it. `upgrade`:
+   * WebSocket upgrades; without it they are answered as ordinary requests.
+   */
+  listen(host: string, port: number, bodyCap: number, dispatch: (raw: RawRequest) => Promise<WireReply>, upgrade?: UpgradeDispatch): Promise<EngineServer>;
 }
 
 export interface EngineServer {

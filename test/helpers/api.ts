@@ -1,4 +1,16 @@
 import type { Answer } from './env.js';
+import { matchPath, validateAnswer, validateComponent } from './openapi.js';
+
+/**
+ * Every answer a test receives through these helpers is checked against docs/openapi.json; a mismatch fails the test
+ * where the request was made. An undocumented path may only answer the common 404 error.
+ */
+export function checkAnswer(method: string, url: string, status: number, headers: Headers, body: unknown): void {
+  const path = new URL(url).pathname;
+  const problems =
+    matchPath(path) === undefined && status === 404 ? validateComponent('Error', body) : validateAnswer(method, url, status, headers, body);
+  if (problems.length > 0) throw new Error(`answer does not match docs/openapi.json:\n${problems.join('\n')}`);
+}
 
 export interface CallOptions {
   token?: string;
@@ -28,8 +40,9 @@ export async function call(base: string, method: string, path: string, opts: Cal
   try {
     parsed = JSON.parse(text);
   } catch {
-    parsed = { raw: text };
+    parsed = text;
   }
+  checkAnswer(method, `${base}${path}`, res.status, res.headers, parsed);
   return { status: res.status, headers: res.headers, body: parsed, json: (parsed ?? {}) as Record<string, unknown> };
 }
 

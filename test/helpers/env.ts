@@ -12,6 +12,7 @@ import { removeNamespace as removeStreams } from '../../src/bus/namespace.js';
 import { decodeMessage, type WireEvent } from '../../src/bus/wire.js';
 import { busNames } from '../../src/bus/names.js';
 import { outputMark } from '../../src/aggregate/shard.js';
+import { checkAnswer } from './api.js';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const mainJs = `${root}dist/src/main.js`;
@@ -155,8 +156,10 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   try {
     parsed = JSON.parse(text) as Record<string, unknown>;
   } catch {
-    parsed = { raw: text };
+    checkAnswer('POST', url, res.status, res.headers, text);
+    return { status: res.status, headers: res.headers, body: { raw: text } };
   }
+  checkAnswer('POST', url, res.status, res.headers, parsed);
   return { status: res.status, headers: res.headers, body: parsed };
 }
 

@@ -1,6 +1,8 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { BodyResult, Engine, EngineServer, RawRequest, WireReply } from '../types.js';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { BodyResult, Engine, EngineServer, RawRequest, UpgradeDispatch, WireReply, WsSession } from '../types.js';
 import { normaliseAddress } from './uws.js';
 
 function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
@@ -42,34 +44,93 @@ function write(res: ServerResponse, reply: WireReply): void {
   res.end(reply.body);
 }
 
+function toRaw(req: IncomingMessage, bodyCap: number, isAborted: () => boolean): RawRequest {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const headers = new Map<string, string>();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+  }
+  return {
+    method: (req.method ?? 'GET').toUpperCase(),
+    path: q === -1 ? url : url.slice(0, q),
+    search: q === -1 ? '' : url.slice(q + 1),
+    headers,
+    remoteAddress: normaliseAddress(req.socket.remoteAddress ?? ''),
+    readBody: (max) => readBody(req, Math.min(max, bodyCap)),
+    isAborted,
+  };
+}
+
+/** A refused upgrade: an ordinary HTTP answer written on the raw socket, which then closes. */
+function writeRaw(socket: Duplex, reply: WireReply): void {
+  const lines = [`HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? 'Unknown'}`, ...reply.headers.map(([k, v]) => `${k}: ${v}`)];
+  lines.push(`content-length: ${Buffer.byteLength(reply.body)}`, 'connection: close', '', '');
+  socket.end(Buffer.concat([Buffer.from(lines.join('\r\n')), Buffer.from(reply.body)]));
+}
+
+function handleUpgrades(upgrade: UpgradeDispatch, bodyCap: number) {
+  const chosen = new WeakMap<IncomingMessage, string | null>();
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: 64 * 1024,
+    handleProtocols: (_offered, req) => chosen.get(req) ?? false,
+  });
+  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    let aborted = false;
+    socket.on('close', () => (aborted = true));
+    socket.on('error', () => (aborted = true));
+    void upgrade(toRaw(req, bodyCap, () => aborted)).then((r) => {
+      if (aborted) {
+        if (r.kind === 'accept') r.session.closed();
+        return;
+      }
+      if (r.kind === 'reject') {
+        writeRaw(socket, r.reply);
+        return;
+      }
+      chosen.set(req, r.session.protocol);
+      wss.handleUpgrade(req, socket, head, (ws) => open(ws, r.session));
+    });
+  };
+}
+
+function open(ws: WebSocket, session: WsSession): void {
+  let closed = false;
+  ws.on('close', () => {
+    if (closed) return;
+    closed = true;
+    session.closed();
+  });
+  ws.on('error', () => ws.terminate());
+  // Clients only listen; a client that floods us is cut off rather than buffered.
+  ws.on('message', () => undefined);
+  session.opened({
+    send(text) {
+      if (closed || ws.readyState !== ws.OPEN || ws.bufferedAmount > 1024 * 1024) return false;
+      ws.send(text);
+      return true;
+    },
+    close(code, reason) {
+      if (!closed) ws.close(code, reason);
+    },
+  });
+}
+
 export const nodeEngine: Engine = {
   name: 'node',
-  listen(host, port, bodyCap, dispatch) {
+  listen(host, port, bodyCap, dispatch, upgrade) {
     const server = createServer({ keepAlive: true, requestTimeout: 30_000, headersTimeout: 15_000 }, (req, res) => {
       let aborted = false;
       res.on('close', () => {
         if (!res.writableFinished) aborted = true;
       });
-      const url = req.url ?? '/';
-      const q = url.indexOf('?');
-      const headers = new Map<string, string>();
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
-      }
-      const raw: RawRequest = {
-        method: (req.method ?? 'GET').toUpperCase(),
-        path: q === -1 ? url : url.slice(0, q),
-        search: q === -1 ? '' : url.slice(q + 1),
-        headers,
-        remoteAddress: normaliseAddress(req.socket.remoteAddress ?? ''),
-        readBody: (max) => readBody(req, Math.min(max, bodyCap)),
-        isAborted: () => aborted,
-      };
-      void dispatch(raw).then((reply) => {
+      void dispatch(toRaw(req, bodyCap, () => aborted)).then((reply) => {
         if (!aborted && !res.headersSent) write(res, reply);
       });
     });
     server.keepAliveTimeout = 10_000;
+    if (upgrade) server.on('upgrade', handleUpgrades(upgrade, bodyCap));
     return new Promise<EngineServer>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {

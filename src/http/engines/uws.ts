@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { STATUS_CODES } from 'node:http';
 import type * as Uws from 'uWebSockets.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
-import type { BodyResult, Engine, EngineServer, RawRequest, WireReply } from '../types.js';
+import type { BodyResult, Engine, EngineServer, RawRequest, UpgradeDispatch, WireReply, WsSession } from '../types.js';
 
 type UwsModule = typeof Uws;
 
@@ -64,7 +64,7 @@ function statusLine(status: number): string {
 function uwsEngine(uws: UwsModule): Engine {
   return {
     name: 'uws',
-    listen(host, port, bodyCap, dispatch) {
+    listen(host, port, bodyCap, dispatch, upgrade) {
       const app = uws.App();
       app.any('/*', (res, req) => {
         // uWS invalidates `req` at the first await: copy what we need now.
@@ -75,27 +75,15 @@ function uwsEngine(uws: UwsModule): Engine {
           aborted = true;
           for (const f of onAbort) f();
         });
-        const headers = new Map<string, string>();
-        req.forEach((k, v) => {
-          const prev = headers.get(k);
-          headers.set(k, prev === undefined ? v : `${prev}, ${v}`);
-        });
+        const headers = readHeaders(req);
         const method = req.getMethod().toUpperCase();
-        const body = startBody(res, headers, method, onAbort, bodyCap);
-        const raw: RawRequest = {
-          method,
-          path: req.getUrl(),
-          search: req.getQuery() ?? '',
-          headers,
-          remoteAddress: normaliseAddress(decoder.decode(res.getRemoteAddressAsText())),
-          readBody: body,
-          isAborted: () => aborted,
-        };
+        const raw = toRaw(res, req, headers, startBody(res, headers, method, onAbort, bodyCap), () => aborted);
         void dispatch(raw).then((reply) => {
           if (aborted) return;
           write(res, reply);
         });
       });
+      if (upgrade) app.ws<{ session: WsSession }>('/*', websocketBehavior(upgrade));
       return new Promise<EngineServer>((resolve, reject) => {
         app.listen(host, port, (socket) => {
           if (!socket) {
@@ -114,6 +102,74 @@ function uwsEngine(uws: UwsModule): Engine {
           });
         });
       });
+    },
+  };
+}
+
+function readHeaders(req: Uws.HttpRequest): Map<string, string> {
+  const headers = new Map<string, string>();
+  req.forEach((k, v) => {
+    const prev = headers.get(k);
+    headers.set(k, prev === undefined ? v : `${prev}, ${v}`);
+  });
+  return headers;
+}
+
+function toRaw(res: Uws.HttpResponse, req: Uws.HttpRequest, headers: Map<string, string>, readBody: RawRequest['readBody'], isAborted: () => boolean): RawRequest {
+  return {
+    method: req.getMethod().toUpperCase(),
+    path: req.getUrl(),
+    search: req.getQuery() ?? '',
+    headers,
+    remoteAddress: normaliseAddress(decoder.decode(res.getRemoteAddressAsText())),
+    readBody,
+    isAborted,
+  };
+}
+
+const noBody: RawRequest['readBody'] = async () => ({ ok: true, bytes: Buffer.alloc(0) });
+
+function websocketBehavior(upgrade: UpgradeDispatch): Uws.WebSocketBehavior<{ session: WsSession }> {
+  const closed = new WeakSet<Uws.WebSocket<{ session: WsSession }>>();
+  return {
+    maxPayloadLength: 64 * 1024,
+    idleTimeout: 120,
+    sendPingsAutomatically: true,
+    maxBackpressure: 1024 * 1024,
+    upgrade(res, req, context) {
+      let aborted = false;
+      res.onAborted(() => (aborted = true));
+      const headers = readHeaders(req);
+      const key = headers.get('sec-websocket-key') ?? '';
+      const extensions = headers.get('sec-websocket-extensions') ?? '';
+      void upgrade(toRaw(res, req, headers, noBody, () => aborted)).then((r) => {
+        if (aborted) {
+          if (r.kind === 'accept') r.session.closed();
+          return;
+        }
+        if (r.kind === 'reject') {
+          write(res, { ...r.reply, close: true });
+          return;
+        }
+        res.cork(() => res.upgrade({ session: r.session }, key, r.session.protocol ?? '', extensions, context));
+      });
+    },
+    open(ws) {
+      const session = ws.getUserData().session;
+      session.opened({
+        send(text) {
+          // uWS throws on a closed socket; past maxBackpressure it drops the frame and answers 2.
+          if (closed.has(ws)) return false;
+          return ws.send(text, false) === 1;
+        },
+        close(code, reason) {
+          if (!closed.has(ws)) ws.end(code, reason);
+        },
+      });
+    },
+    close(ws) {
+      closed.add(ws);
+      ws.getUserData().session.closed();
     },
   };
 }

@@ -25,7 +25,7 @@ export function resolveRange(range: RangeName, now: number): Range {
 export const days = (n: number): number => n * day;
 
 /** Run a parameterised query (values travel as `{name:Type}` parameters, never in the SQL text). */
-export async function select<T>(client: ClickHouseClient, query: string, params: Record<string, string | number>): Promise<T[]> {
+export async function select<T>(client: ClickHouseClient, query: string, params: Record<string, string | number | readonly string[]>): Promise<T[]> {
   const result = await client.query({ query, query_params: params, format: 'JSONEachRow' });
   return result.json<T>();
 }
