@@ -141,7 +141,7 @@ export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes
     try {
       if (route) {
         const r = await route.upgrade(req);
-        if (r.kind === 'accept') return r;
+        if (r.kind === 'accept') return { ...r, requestId };
         reply = r.reply;
       } else {
         reply = replyError(req, 'not_found');

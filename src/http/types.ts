@@ -78,7 +78,7 @@ export interface WsRoute {
 }
 
 /** What an engine hands an upgrade request to. */
-export type UpgradeDispatch = (raw: RawRequest) => Promise<{ kind: 'accept'; session: WsSession } | { kind: 'reject'; reply: WireReply }>;
+export type UpgradeDispatch = (raw: RawRequest) => Promise<{ kind: 'accept'; session: WsSession; requestId: string } | { kind: 'reject'; reply: WireReply }>;
 
 export interface Engine {
   readonly name: EngineName;

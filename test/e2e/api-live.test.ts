@@ -17,6 +17,8 @@ t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
 interface Feed {
   ws: WebSocket;
+  /** X-Request-Id of the 101 answer. */
+  requestId: string;
   messages: Array<Record<string, unknown>>;
   closed: Promise<{ code: number; reason: string }>;
   next(match: (m: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>>;
@@ -25,6 +27,8 @@ interface Feed {
 function open(url: string, protocols?: string[]): Promise<Feed> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, protocols);
+    let requestId: string | undefined;
+    ws.on('upgrade', (res) => (requestId = String(res.headers['x-request-id'])));
     const messages: Array<Record<string, unknown>> = [];
     const waiters: Array<() => void> = [];
     ws.on('message', (data) => {
@@ -41,6 +45,7 @@ function open(url: string, protocols?: string[]): Promise<Feed> {
     ws.on('open', () =>
       resolve({
         ws,
+        requestId: requestId ?? '',
         messages,
         closed,
         async next(match, ms = 20_000) {
@@ -81,6 +86,7 @@ for (const engine of ['uws', 'node'] as const) {
     const otherToken = await login(base, `owner@other-${engine}.test`);
 
     const feed = await open(`${wsBase}/v1/live?token=${token}`);
+    t.match(feed.requestId, /^[0-9a-f-]{36}$/, 'the 101 answer carries X-Request-Id');
     const first = await feed.next((m) => m.type === 'concurrency');
     t.same(validateComponent('LiveConcurrencyMessage', first), [], 'concurrency message matches the document');
     t.equal(first.value, 0, 'nobody watching yet');

@@ -70,11 +70,15 @@ function writeRaw(socket: Duplex, reply: WireReply): void {
 }
 
 function handleUpgrades(upgrade: UpgradeDispatch, bodyCap: number) {
-  const chosen = new WeakMap<IncomingMessage, string | null>();
+  const chosen = new WeakMap<IncomingMessage, { protocol: string | null; requestId: string }>();
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: 64 * 1024,
-    handleProtocols: (_offered, req) => chosen.get(req) ?? false,
+    handleProtocols: (_offered, req) => chosen.get(req)?.protocol ?? false,
+  });
+  wss.on('headers', (headers, req) => {
+    const c = chosen.get(req);
+    if (c) headers.push(`x-request-id: ${c.requestId}`);
   });
   return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     let aborted = false;
@@ -89,7 +93,7 @@ function handleUpgrades(upgrade: UpgradeDispatch, bodyCap: number) {
         writeRaw(socket, r.reply);
         return;
       }
-      chosen.set(req, r.session.protocol);
+      chosen.set(req, { protocol: r.session.protocol, requestId: r.requestId });
       wss.handleUpgrade(req, socket, head, (ws) => open(ws, r.session));
     });
   };

@@ -151,7 +151,11 @@ function websocketBehavior(upgrade: UpgradeDispatch): Uws.WebSocketBehavior<{ se
           write(res, { ...r.reply, close: true });
           return;
         }
-        res.cork(() => res.upgrade({ session: r.session }, key, r.session.protocol ?? '', extensions, context));
+        res.cork(() => {
+          res.writeStatus('101 Switching Protocols');
+          res.writeHeader('x-request-id', r.requestId);
+          res.upgrade({ session: r.session }, key, r.session.protocol ?? '', extensions, context);
+        });
       });
     },
     open(ws) {
