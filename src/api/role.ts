@@ -1,5 +1,6 @@
 import type { ServiceAccountRecord } from '../control/records.js';
 import { KeyUsage } from '../control/key-usage.js';
+import { UsageCounters } from '../control/usage.js';
 import { WatchedMap } from '../control/watched-map.js';
 import { opsRoutes } from '../http/ops.js';
 import { MinuteLimiter } from '../http/rate-limit.js';
@@ -49,7 +50,8 @@ export const apiRole: ModuleDef = {
       serviceAccounts.restart();
       users.restart();
     });
-    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute));
+    const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
+    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
     const login = await Login.create(control, new LoginFailures(failures), tokens);
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const server = await createHttpServer({
@@ -72,6 +74,7 @@ export const apiRole: ModuleDef = {
         serviceAccounts.stop();
         users.stop();
         tokens.stop();
+        await requests.close();
       },
     };
   },

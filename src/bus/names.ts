@@ -23,6 +23,8 @@ export interface BusNames {
   /** Public keys of every api process's token signer (docs/api.md). */
   jwksBucket: string;
   serviceAccountsBucket: string;
+  /** API requests per token per minute, shared by the api processes. */
+  apiRateBucket: string;
   /** Failed logins per e-mail, for the 10-per-15-minutes limit. */
   loginsBucket: string;
   /** Alerts as they fire, for the live feed (core NATS, not stored). */
@@ -49,6 +51,7 @@ export function busNames(prefix: string): BusNames {
     jwksBucket: `${prefix}_jwks`,
     serviceAccountsBucket: `${prefix}_service_accounts`,
     loginsBucket: `${prefix}_logins`,
+    apiRateBucket: `${prefix}_api_rate`,
     alertsLiveSubject: (tenant) => `${prefix}.alerts.live.${tenant}`,
   };
 }

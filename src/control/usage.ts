@@ -42,15 +42,24 @@ export class UsageCounters {
   private closed = false;
 
   private constructor(
-    private readonly month: KV,
+    private readonly month: KV | null,
     private readonly minute: KV,
     private readonly log: Logger,
   ) {}
 
-  static async open(bus: Bus, syncMs: number, log: Logger): Promise<UsageCounters> {
-    const [month, minute] = await Promise.all([bus.kv(bus.names.usageBucket), bus.kv(bus.names.rateBucket, 180_000)]);
+  /**
+   * `buckets`: where the counts live. Ingest counts events per tenant in both; the api counts requests per token per
+   * minute only (`month: null`).
+   */
+  static async open(
+    bus: Bus,
+    syncMs: number,
+    log: Logger,
+    buckets: { month: string | null; minute: string } = { month: bus.names.usageBucket, minute: bus.names.rateBucket },
+  ): Promise<UsageCounters> {
+    const [month, minute] = await Promise.all([buckets.month === null ? null : bus.kv(buckets.month), bus.kv(buckets.minute, 180_000)]);
     const u = new UsageCounters(month, minute, log.child({ module: 'usage' }));
-    await Promise.all([u.watch(month, 'm'), u.watch(minute, 'r')]);
+    await Promise.all([month ? u.watch(month, 'm') : undefined, u.watch(minute, 'r')]);
     // A restarted server has lost the watches' consumers: end them, and they reopen (below) on the new server.
     u.offReconnect = bus.on('reconnect', () => {
       for (const w of u.watches.splice(0)) w.stop();
@@ -119,14 +128,14 @@ export class UsageCounters {
 
   add(tenant: string, events: number, now = Date.now()): void {
     if (events <= 0) return;
-    this.counter(`m:${tenant}.${monthOf(now)}`).pending += events;
+    if (this.month) this.counter(`m:${tenant}.${monthOf(now)}`).pending += events;
     this.counter(`r:${tenant}.${minuteOf(now)}`).pending += events;
   }
 
   /** Take back a count added for events that were then not accepted. */
   remove(tenant: string, events: number, now = Date.now()): void {
     if (events <= 0) return;
-    this.counter(`m:${tenant}.${monthOf(now)}`).pending -= events;
+    if (this.month) this.counter(`m:${tenant}.${monthOf(now)}`).pending -= events;
     this.counter(`r:${tenant}.${minuteOf(now)}`).pending -= events;
   }
 
@@ -142,7 +151,8 @@ export class UsageCounters {
       if (c.pending === 0) continue;
       const delta = c.pending;
       c.pending = 0;
-      const ok = await this.write(kind === 'm' ? this.month : this.minute, key, c, delta);
+      const kv = kind === 'm' ? this.month : this.minute;
+      const ok = kv !== null && (await this.write(kv, key, c, delta));
       if (!ok) c.pending += delta;
     }
   }

@@ -14,25 +14,26 @@ export function rateHeaders(rate: RateState): Record<string, string> {
 /** Seconds from `now` to the end of its UTC minute (at least 1). */
 export const secondsToNextMinute = (now: number): number => Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000));
 
+/** What a minute limiter counts with: `UsageCounters` shares the counts between processes through NATS KV. */
+export interface MinuteCounts {
+  minuteUsed(key: string, now?: number): number;
+  add(key: string, n: number, now?: number): void;
+}
+
 /**
- * Fixed one-minute windows per key, in this process. Keys of past minutes are dropped as the minute turns, so memory
- * holds only the keys seen this minute.
+ * Fixed one-minute UTC windows per key. With shared counts, processes see each other's requests about one sync
+ * interval late, so a burst spread over several processes can overshoot by what they serve in that interval.
  */
 export class MinuteLimiter {
-  private minute = -1;
-  private counts = new Map<string, number>();
-
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly counts: MinuteCounts,
+  ) {}
 
   /** Count one request for `key`; `allowed` is false past the limit (refused requests count too). */
   take(key: string, now = Date.now()): RateState & { allowed: boolean } {
-    const minute = Math.floor(now / 60_000);
-    if (minute !== this.minute) {
-      this.minute = minute;
-      this.counts = new Map();
-    }
-    const used = (this.counts.get(key) ?? 0) + 1;
-    this.counts.set(key, used);
+    const used = this.counts.minuteUsed(key, now) + 1;
+    this.counts.add(key, 1, now);
     return { allowed: used <= this.limit, limit: this.limit, remaining: Math.max(0, this.limit - used), resetSeconds: secondsToNextMinute(now) };
   }
 }

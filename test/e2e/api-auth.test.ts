@@ -236,6 +236,23 @@ t.test('service accounts: a 90-day token shown once, refused at once when revoke
   }
 });
 
+t.test('the rate limit of a token is shared by every api process', async (t) => {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 20_000) await new Promise((r) => setTimeout(r, left + 100));
+  const second = await startSecondApi(t);
+  const token = await login(base, 'owner@other.test');
+  for (let i = 0; i < 150; i++) t.equal((await call(base, 'GET', '/v1/analytics/devices', { token })).status, 200, `first process, request ${i + 1}`);
+  // Counts are shared every USAGE_SYNC_MS (250 ms).
+  await new Promise((r) => setTimeout(r, 800));
+  let last = await call(second, 'GET', '/v1/analytics/devices', { token });
+  t.equal(last.headers.get('ratelimit-remaining'), '149', 'the other process knows of the first 150');
+  for (let i = 1; i < 150; i++) last = await call(second, 'GET', '/v1/analytics/devices', { token });
+  t.equal(last.status, 200);
+  await new Promise((r) => setTimeout(r, 800));
+  const refused = await call(base, 'GET', '/v1/analytics/devices', { token });
+  t.equal(refused.status, 429, 'the 301st request of the minute is refused, whichever process gets it');
+});
+
 async function startSecondApi(t: Test): Promise<string> {
   const { spawn } = await import('node:child_process');
   const { freePort, mainJs } = await import('../helpers/env.js');
