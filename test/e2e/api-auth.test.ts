@@ -48,6 +48,18 @@ t.test('login answers the seed shape with a 24 h EdDSA token of the contract cla
   t.equal(viewer.scope, 'analytics:read');
 });
 
+t.test('the api listener serves /healthz, /readyz, /metrics and its OpenAPI document', async (t) => {
+  t.equal((await call(base, 'GET', '/healthz')).status, 200);
+  const ready = await call(base, 'GET', '/readyz');
+  t.equal(ready.status, 200);
+  t.match(ready.json, { checks: { nats: true, clickhouse: true } });
+  const metrics = await call(base, 'GET', '/metrics');
+  t.match(metrics.body, /darshak_http_requests_total\{listener="base"/);
+  const doc = await call(base, 'GET', '/v1/openapi.json');
+  t.match(doc.json, { openapi: '3.1.0' });
+  t.ok((doc.json.paths as Record<string, unknown>)['/v1/analytics/overview'], 'the API is in it');
+});
+
 t.test('wrong password and unknown e-mail get the same answer, and both pay for scrypt', async (t) => {
   const time = async (email: string): Promise<{ ms: number; body: Record<string, unknown>; status: number }> => {
     const start = performance.now();
