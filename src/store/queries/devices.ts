@@ -11,7 +11,7 @@ export interface DeviceItem {
 export async function devices(client: ClickHouseClient, tenant: string, range: Range): Promise<DeviceItem[]> {
   const rows = await select<{ device: string; sessions: string }>(
     client,
-    `SELECT device, count() AS sessions FROM ${sessionsInRange} GROUP BY device`,
+    `SELECT device, count() AS sessions FROM ${sessionsInRange(['device'])} GROUP BY device`,
     rangeParams(tenant, range),
   );
   const total = rows.reduce((s, r) => s + Number(r.sessions), 0);

@@ -33,7 +33,7 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
       client,
       `SELECT s.content_id AS content_id, uniqExactIf(s.viewer, s.viewer != '') AS viewers,
          avgOrNull(if(s.ended = 1, 100, if(d > 0, least(100, s.furthest_sec / d * 100), NULL))) AS completion
-       FROM (SELECT *, coalesce(duration_sec, c.pub_duration) AS d FROM ${sessionsInRange} AS x
+       FROM (SELECT *, coalesce(duration_sec, c.pub_duration) AS d FROM ${sessionsInRange(['content_id', 'viewer', 'ended', 'furthest_sec', 'duration_sec'])} AS x
              LEFT JOIN (${catalogue}) AS c ON x.content_id = c.content_id) AS s
        WHERE s.content_id != '' GROUP BY s.content_id`,
       params,
