@@ -1,0 +1,71 @@
+import { request as httpRequest, type ClientRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
+import type { AddressGuard } from './ssrf.js';
+
+export interface SendResult {
+  /** A 2xx answer, whole, within the deadline. */
+  ok: boolean;
+  status: number | null;
+  latencyMs: number;
+  error: string | null;
+  retryAfter: string | null;
+  /** The SSRF guard refused the address; nothing was sent. */
+  refused: boolean;
+}
+
+/** Bytes of an answer read before the rest is ignored: only the status matters, the body must merely end in time. */
+const maxAnswerBytes = 64 * 1024;
+
+/**
+ * One POST with a hard deadline over everything (DNS, connect, TLS, the whole answer). Connects to the address the
+ * guard checked, with the URL's host name kept for the Host header and TLS (SNI and certificate check). Redirects
+ * are not followed: a 3xx is a failure like any non-2xx.
+ */
+export function postOnce(target: URL, body: string, headers: Record<string, string>, guard: AddressGuard, timeoutMs: number): Promise<SendResult> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    let req: ClientRequest | undefined;
+    let settled = false;
+    const finish = (r: Omit<SendResult, 'latencyMs' | 'refused'> & { refused?: boolean }): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req?.destroy();
+      resolve({ refused: false, ...r, latencyMs: Math.round(performance.now() - started) });
+    };
+    const timer = setTimeout(() => finish({ ok: false, status: null, error: `no complete answer within ${timeoutMs} ms`, retryAfter: null }), timeoutMs);
+    void guard.resolve(target.hostname).then((resolved) => {
+      if (settled) return;
+      if (!resolved.ok) return finish({ ok: false, status: null, error: resolved.error, retryAfter: null, refused: true });
+      const tls = target.protocol === 'https:';
+      const hostname = target.hostname.replace(/^\[(.*)\]$/, '$1');
+      const options = {
+        host: resolved.address,
+        family: resolved.family,
+        port: target.port === '' ? (tls ? 443 : 80) : Number(target.port),
+        path: `${target.pathname}${target.search}`,
+        method: 'POST',
+        agent: false as const,
+        headers: { ...headers, Host: target.host, 'Content-Length': String(Buffer.byteLength(body)) },
+        ...(tls && isIP(hostname) === 0 ? { servername: hostname } : {}),
+      };
+      req = (tls ? httpsRequest : httpRequest)(options, (res) => {
+        let read = 0;
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > maxAnswerBytes) res.resume();
+        });
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          const ok = status >= 200 && status < 300;
+          const retryAfter = res.headers['retry-after'];
+          finish({ ok, status, error: ok ? null : `answered HTTP ${status}`, retryAfter: typeof retryAfter === 'string' ? retryAfter : null });
+        });
+        res.on('error', (err) => finish({ ok: false, status: res.statusCode ?? null, error: err.message, retryAfter: null }));
+      });
+      req.on('error', (err) => finish({ ok: false, status: null, error: err.message, retryAfter: null }));
+      req.end(body);
+    });
+  });
+}
