@@ -14,9 +14,6 @@ export interface SendResult {
   refused: boolean;
 }
 
-/** Bytes of an answer read before the rest is ignored: only the status matters, the body must merely end in time. */
-const maxAnswerBytes = 64 * 1024;
-
 /**
  * One POST with a hard deadline over everything (DNS, connect, TLS, the whole answer). Connects to the address the
  * guard checked, with the URL's host name kept for the Host header and TLS (SNI and certificate check). Redirects
@@ -51,11 +48,8 @@ export function postOnce(target: URL, body: string, headers: Record<string, stri
         ...(tls && isIP(hostname) === 0 ? { servername: hostname } : {}),
       };
       req = (tls ? httpsRequest : httpRequest)(options, (res) => {
-        let read = 0;
-        res.on('data', (chunk: Buffer) => {
-          read += chunk.length;
-          if (read > maxAnswerBytes) res.resume();
-        });
+        // Only the status matters: the answer is read to its end (within the deadline) and thrown away.
+        res.resume();
         res.on('end', () => {
           const status = res.statusCode ?? 0;
           const ok = status >= 200 && status < 300;

@@ -2,6 +2,7 @@ import t from 'tap';
 import { Bus } from '../../src/bus/bus.js';
 import { ControlPlane } from '../../src/control/control-plane.js';
 import { createLogger } from '../../src/log.js';
+import { ensureWebhookConsumers, ensureWebhookStreams, retryMaxAckPending } from '../../src/webhooks/streams.js';
 import { natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 
 // Endpoint records in NATS KV: compare-and-set updates, so concurrent writers never lose a change.
@@ -47,4 +48,15 @@ t.test('another tenant sees nothing', async (t) => {
   await t.rejects(control.webhooks.get('other', e.id), { code: 'not_found' });
   await t.rejects(control.webhooks.delete('other', e.id), { code: 'not_found' });
   t.equal((await control.webhooks.list('other')).length, 0);
+});
+
+t.test('the webhook streams and consumers are ensured again at every start', async (t) => {
+  for (let i = 0; i < 2; i++) {
+    await ensureWebhookStreams(bus);
+    await ensureWebhookConsumers(bus);
+  }
+  const retry = await bus.jsm.consumers.info(bus.names.webhookDeliveriesStream, 'webhooks-retry');
+  t.equal(retry.config.max_ack_pending, retryMaxAckPending);
+  const log = await bus.jsm.streams.info(bus.names.webhookLogStream);
+  t.equal(log.config.max_msgs_per_subject, 200);
 });
