@@ -175,8 +175,17 @@ export class WebhookService {
 
   // ---- delivery ----
 
-  private decide(msg: DeliveryMessage): Step {
-    const endpoint = this.endpoints.get(msg.endpoint_id);
+  /** The endpoint from the watched copy; from the bucket when the copy has not seen it yet (created a moment ago). */
+  private async endpointOf(msg: DeliveryMessage): Promise<WebhookRecord | null> {
+    const known = this.endpoints.get(msg.endpoint_id);
+    if (known) return known;
+    return this.control.webhooks.get(msg.tenant, msg.endpoint_id).catch((err: unknown) => {
+      if (err instanceof ControlError) return null;
+      throw err;
+    });
+  }
+
+  private decide(msg: DeliveryMessage, endpoint: WebhookRecord | null): Step {
     if (!endpoint || endpoint.tenant !== msg.tenant) return { kind: 'drop', why: 'endpoint deleted' };
     if (!endpoint.enabled) return { kind: 'hold', endpoint };
     const now = this.options.clock.now();
@@ -193,7 +202,7 @@ export class WebhookService {
       m.term();
       return;
     }
-    const step = this.decide(msg);
+    const step = this.decide(msg, await this.endpointOf(msg));
     if (step.kind === 'drop') {
       m.ack();
       return;

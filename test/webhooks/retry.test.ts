@@ -4,7 +4,7 @@ import { readLog, type AttemptLog } from '../../src/webhooks/log.js';
 import { maxAttempts, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { eventually } from '../helpers/env.js';
 import { Receiver, type Answer } from '../helpers/receiver.js';
-import { startHarness, startMailbox } from './helpers.js';
+import { startHarness, startMailbox } from '../helpers/webhooks.js';
 
 // The retry schedule on real JetStream with the service's clock injected: the test moves time, the service parks
 // each retry (nak with a delay) until the clock reaches it.

@@ -3,7 +3,7 @@ import { deliveryId } from '../../src/webhooks/events.js';
 import { readLog } from '../../src/webhooks/log.js';
 import { eventually } from '../helpers/env.js';
 import { Receiver } from '../helpers/receiver.js';
-import { startHarness } from './helpers.js';
+import { startHarness } from '../helpers/webhooks.js';
 
 const receiver = await Receiver.start();
 t.teardown(() => receiver.close());

@@ -1,7 +1,11 @@
 import t from 'tap';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer } from 'node:http';
 import { verify } from '@octokit/webhooks-methods';
 import { deliveryId } from '../../src/webhooks/events.js';
+import { Mailer } from '../../src/webhooks/mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { postOnce } from '../../src/webhooks/send.js';
 import { deliveryHeaders, signature } from '../../src/webhooks/sign.js';
@@ -114,4 +118,19 @@ t.test('Slack: a readable message with the alert\'s facts and a link; one per se
   t.same(pacer.reserve('u', 10), { waitMs: 990, reserved: true });
   t.same(pacer.reserve('u', 20), { waitMs: 1980, reserved: false }, 'past a second of waiting, come back later');
   t.same(pacer.reserve('v', 20), { waitMs: 0, reserved: true }, 'per URL');
+});
+
+t.test('without SMTP_URL each e-mail is an .eml file in DATA_DIR/outbox/', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-outbox-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const mailer = new Mailer({ smtp_url: '', data_dir: dir, public_base_url: 'https://darshak.example' });
+  await mailer.send({ to: ['owner@acme.test', 'second@acme.test'], subject: 'Darshak: webhook endpoint disabled', text: 'It failed seven times.' });
+  const files = readdirSync(join(dir, 'outbox'));
+  t.equal(files.length, 1);
+  t.match(files[0], /\.eml$/);
+  const eml = readFileSync(join(dir, 'outbox', files[0]!), 'utf8');
+  t.match(eml, /^To: owner@acme\.test, second@acme\.test$/m);
+  t.match(eml, /^From: Darshak <no-reply@darshak\.example>$/m);
+  t.match(eml, /^Subject: Darshak: webhook endpoint disabled$/m);
+  t.match(eml, /It failed seven times\./);
 });

@@ -8,7 +8,7 @@ import { createLogger } from '../../src/log.js';
 import { publishWebhookEvent, newEventId } from '../../src/webhooks/events.js';
 import { Mailer } from '../../src/webhooks/mailer.js';
 import { WebhookService, type WebhookServiceOptions } from '../../src/webhooks/service.js';
-import { natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { natsUrl, removeNamespace, uniquePrefix } from './env.js';
 
 export interface Mailbox {
   url: string;
