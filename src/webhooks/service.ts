@@ -77,6 +77,8 @@ export const defaultServiceOptions: Omit<WebhookServiceOptions, 'allowHosts' | '
 };
 
 const decoder = new TextDecoder();
+/** Events being fanned out at once, at most. */
+const maxFanOutInflight = 128;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** What to do with a delivery message after looking at it, before any network. */
@@ -92,6 +94,7 @@ export class WebhookService {
   private readonly guard: AddressGuard;
   private readonly pacer = new SlackPacer();
   private readonly inflight = new Set<Promise<void>>();
+  private readonly fanning = new Set<Promise<void>>();
   private readonly loops: ConsumeLoop[] = [];
   private releaseTimer: NodeJS.Timeout | undefined;
   private releasing: Promise<void> = Promise.resolve();
@@ -122,7 +125,7 @@ export class WebhookService {
     const n = this.bus.names;
     const open = (stream: string, durable: string) => (): Promise<Consumer> => this.bus.js.consumers.get(stream, durable);
     this.loops.push(
-      consumeLoop({ open: open(n.webhookEventsStream, 'webhooks-fanout'), readAhead: 100, handle: (m) => this.fanOut(m), log: this.log, onFailure: 'webhook fan-out failed; the event comes again' }),
+      consumeLoop({ open: open(n.webhookEventsStream, 'webhooks-fanout'), readAhead: 256, handle: (m) => this.fanOutAsync(m), log: this.log, onFailure: 'webhook fan-out failed; the event comes again' }),
       consumeLoop({ open: open(n.webhookDeliveriesStream, 'webhooks-new'), readAhead: 64, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook delivery read failed' }),
       consumeLoop({ open: open(n.webhookDeliveriesStream, 'webhooks-retry'), readAhead: 256, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook retry read failed' }),
     );
@@ -137,6 +140,18 @@ export class WebhookService {
   }
 
   // ---- fan-out: one event, one delivery message per subscribed endpoint ----
+
+  /** Events are independent: several are fanned out at once (each waits for its publishes), up to a bound. */
+  private async fanOutAsync(m: JsMsg): Promise<void> {
+    const p = this.fanOut(m)
+      .catch((err: Error) => {
+        // Not acknowledged: the event comes again after the ack wait; its deliveries' message ids make that harmless.
+        this.log.warn({ err: err.message, seq: m.seq }, 'webhook fan-out failed; the event comes again');
+      })
+      .finally(() => this.fanning.delete(p));
+    this.fanning.add(p);
+    if (this.fanning.size >= maxFanOutInflight) await Promise.race(this.fanning);
+  }
 
   private async fanOut(m: JsMsg): Promise<void> {
     let event: WebhookEvent;
@@ -341,7 +356,7 @@ export class WebhookService {
     this.stopped = true;
     clearTimeout(this.releaseTimer);
     await Promise.all(this.loops.map((l) => l.stop()));
-    await Promise.allSettled(this.inflight);
+    await Promise.allSettled([...this.inflight, ...this.fanning]);
     await this.releasing;
     this.endpoints.stop();
   }
