@@ -320,8 +320,11 @@ export class WebhookService {
       if (count === 0 || this.stopped) continue;
       const id = subject.slice(subject.lastIndexOf('.') + 1);
       const endpoint = this.endpoints.get(id);
-      if (!endpoint) await this.bus.jsm.streams.purge(n.webhookHeldStream, { filter: subject });
-      else if (endpoint.enabled) await this.release(subject);
+      if (endpoint?.enabled) await this.release(subject);
+      // Gone from the watched copy: make sure in the bucket (the copy may lag a new endpoint) before dropping its held.
+      else if (!endpoint && !(await this.control.webhooks.kv.get(id).then((e) => e?.operation === 'PUT'))) {
+        await this.bus.jsm.streams.purge(n.webhookHeldStream, { filter: subject });
+      }
     }
   }
 

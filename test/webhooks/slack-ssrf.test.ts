@@ -55,3 +55,21 @@ t.test('without an exemption, the SSRF guard refuses the endpoint: logged, retri
   }
   t.equal(receiver.received.length, before, 'nothing reached the receiver');
 });
+
+t.test('deliveries held for a disabled endpoint are dropped when it is deleted', async (t) => {
+  const h = await startHarness({ releaseIntervalMs: 100 });
+  t.teardown(() => h.stop());
+  const ep = await h.control.webhooks.create('acme', { url: `${receiver.url}/held`, categories: ['content.new_release_detected'] });
+  await h.control.webhooks.update('acme', ep.id, { enabled: false });
+  await eventually(async () => false, 200);
+  await h.publish('content.new_release_detected', { severity: 'warning', content_id: 'c1', title: 'New', content_type: 'movie' });
+  const held = async (): Promise<number> => {
+    const info = await h.bus.jsm.streams.info(h.bus.names.webhookHeldStream, { subjects_filter: h.bus.names.webhookHeldSubject(ep.id) });
+    return info.state.subjects?.[h.bus.names.webhookHeldSubject(ep.id)] ?? 0;
+  };
+  t.not(await eventually(async () => (await held()) === 1, 10_000), -1, 'held');
+  t.equal(receiver.received.filter((r) => r.path === '/held').length, 0);
+  await h.control.webhooks.delete('acme', ep.id);
+  t.not(await eventually(async () => (await held()) === 0, 10_000), -1, 'dropped with the endpoint');
+  t.equal(receiver.received.filter((r) => r.path === '/held').length, 0, 'never sent');
+});
