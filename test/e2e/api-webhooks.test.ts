@@ -120,4 +120,6 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   const paged = await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=1&offset=1`, { token: owner });
   t.equal((paged.body as unknown[]).length, 1);
   t.equal(paged.headers.get('x-total-count'), '3');
+  const metrics = await call(base, 'GET', '/metrics');
+  t.match(metrics.body, /darshak_webhook_attempts_total\{outcome="succeeded"\} [1-9]/, 'webhook outcomes in /metrics');
 });
