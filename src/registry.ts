@@ -9,6 +9,7 @@ import { apiRole } from './api/role.js';
 import { flushRole } from './flush/role.js';
 import { ingestRole } from './ingest/role.js';
 import { Store } from './store/store.js';
+import { webhooksRole } from './webhooks/role.js';
 import type { ModuleRegistry } from './modules.js';
 
 /** Every module of Darshak. A new role is one entry here and its folder under src/. */
@@ -98,4 +99,5 @@ export const registry: ModuleRegistry = {
   aggregate: aggregateRole,
   flush: flushRole,
   api: apiRole,
+  webhooks: webhooksRole,
 };

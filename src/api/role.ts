@@ -16,6 +16,9 @@ import { LiveFeed } from './live.js';
 import { Login, LoginFailures, loginWindowMs } from './login.js';
 import { openApiRoute } from './openapi.js';
 import { TokenService } from './tokens.js';
+import { webhookRoutes } from './webhook-routes.js';
+import type { Bus } from '../bus/bus.js';
+import { ensureWebhookStreams } from '../webhooks/streams.js';
 
 /** Request bodies of the API are small JSON objects. */
 const maxBodyBytes = 64 * 1024;
@@ -24,11 +27,12 @@ export interface ApiRouteDeps extends AccountDeps {
   client: ClickHouseClient;
   live: LiveFeed;
   checks: () => readonly ReadinessCheck[];
+  bus: Bus;
 }
 
 /** Every HTTP route of the `{base_url}` listener (the live feed's upgrade aside). */
 export function apiRoutes(deps: ApiRouteDeps): Route[] {
-  return [...accountRoutes(deps), ...analyticsRoutes(deps.auth, deps.client), deps.live.httpRoute(), openApiRoute(), ...opsRoutes(deps.checks)];
+  return [...accountRoutes(deps), ...webhookRoutes(deps), ...analyticsRoutes(deps.auth, deps.client), deps.live.httpRoute(), openApiRoute(), ...opsRoutes(deps.checks)];
 }
 
 export const apiRole: ModuleDef = {
@@ -41,6 +45,8 @@ export const apiRole: ModuleDef = {
     const control = services.get('control');
     const store = services.get('store');
     const tokens = await TokenService.open(config, bus, log);
+    // The deliveries list and the test ping work even where no webhooks role runs yet.
+    await ensureWebhookStreams(bus);
     const [serviceAccounts, users, failures] = await Promise.all([
       WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, log),
       WatchedMap.open<unknown>(control.users, log),
@@ -59,7 +65,7 @@ export const apiRole: ModuleDef = {
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks }),
+      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus }),
       websockets: [live.route()],
       maxBodyBytes,
       log,

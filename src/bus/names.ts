@@ -29,6 +29,24 @@ export interface BusNames {
   loginsBucket: string;
   /** Alerts as they fire, for the live feed (core NATS, not stored). */
   alertsLiveSubject(tenant: string): string;
+  /** Webhook endpoint records (docs/webhooks.md). */
+  webhooksBucket: string;
+  /** Events to deliver to webhook endpoints, per tenant: the seed's delivery body, published by alerts and the test ping. */
+  webhookEventsStream: string;
+  webhookEventsSubject(tenant: string): string;
+  webhookEventsWildcard: string;
+  /** One message per (event, endpoint) attempt to make: `new` ones and scheduled `retry` ones, read by two consumers. */
+  webhookDeliveriesStream: string;
+  webhookDeliverySubject(kind: 'new' | 'retry', endpointId: string): string;
+  webhookDeliveryWildcard(kind: 'new' | 'retry'): string;
+  /** Deliveries waiting for a disabled endpoint to be enabled again, per endpoint. */
+  webhookHeldStream: string;
+  webhookHeldSubject(endpointId: string): string;
+  webhookHeldWildcard: string;
+  /** The delivery log: the last 200 attempts per endpoint (one subject each). */
+  webhookLogStream: string;
+  webhookLogSubject(endpointId: string): string;
+  webhookLogWildcard: string;
 }
 
 export function busNames(prefix: string): BusNames {
@@ -53,5 +71,18 @@ export function busNames(prefix: string): BusNames {
     loginsBucket: `${prefix}_logins`,
     apiRateBucket: `${prefix}_api_rate`,
     alertsLiveSubject: (tenant) => `${prefix}.alerts.live.${tenant}`,
+    webhooksBucket: `${prefix}_webhooks`,
+    webhookEventsStream: `${prefix}_webhook_events`,
+    webhookEventsSubject: (tenant) => `${prefix}.webhooks.events.${tenant}`,
+    webhookEventsWildcard: `${prefix}.webhooks.events.*`,
+    webhookDeliveriesStream: `${prefix}_webhook_deliveries`,
+    webhookDeliverySubject: (kind, endpointId) => `${prefix}.webhooks.${kind}.${endpointId}`,
+    webhookDeliveryWildcard: (kind) => `${prefix}.webhooks.${kind}.*`,
+    webhookHeldStream: `${prefix}_webhook_held`,
+    webhookHeldSubject: (endpointId) => `${prefix}.webhooks.held.${endpointId}`,
+    webhookHeldWildcard: `${prefix}.webhooks.held.*`,
+    webhookLogStream: `${prefix}_webhook_log`,
+    webhookLogSubject: (endpointId) => `${prefix}.webhooks.log.${endpointId}`,
+    webhookLogWildcard: `${prefix}.webhooks.log.*`,
   };
 }

@@ -3,6 +3,7 @@ import type { KV } from 'nats';
 import type { Bus } from '../bus/bus.js';
 import type { ErrorCode } from '../errors.js';
 import { hashPassword } from './passwords.js';
+import { WebhookStore } from './webhook-store.js';
 import { planNames, type PlanName } from './plans.js';
 import {
   environments,
@@ -117,16 +118,24 @@ export class ControlPlane {
     readonly users: KV,
     readonly apiKeys: KV,
     readonly serviceAccounts: KV,
+    readonly webhooks: WebhookStore,
   ) {}
 
   static async open(bus: Bus): Promise<ControlPlane> {
-    const [tenants, users, apiKeys, serviceAccounts] = await Promise.all([
+    const [tenants, users, apiKeys, serviceAccounts, webhooks] = await Promise.all([
       bus.kv(bus.names.tenantsBucket),
       bus.kv(bus.names.usersBucket),
       bus.kv(bus.names.apiKeysBucket),
       bus.kv(bus.names.serviceAccountsBucket),
+      bus.kv(bus.names.webhooksBucket),
     ]);
-    return new ControlPlane(tenants, users, apiKeys, serviceAccounts);
+    return new ControlPlane(tenants, users, apiKeys, serviceAccounts, new WebhookStore(webhooks));
+  }
+
+  /** E-mail addresses of a tenant's owners (who hear about a disabled webhook endpoint). */
+  async ownerEmails(tenant: string): Promise<string[]> {
+    const all = await readAll<Partial<UserRecord>>(this.users);
+    return all.filter((u) => typeof u === 'object' && u !== null && u.tenant === tenant && u.role === 'owner' && typeof u.email === 'string').map((u) => u.email as string);
   }
 
   async getTenant(slug: string): Promise<TenantRecord | null> {

@@ -57,3 +57,38 @@ export interface ServiceAccountRecord {
   expires_at: string;
   revoked_at: string | null;
 }
+
+/** The categories of the seed an endpoint can subscribe to; `test.ping` (the test endpoint) is sent regardless. */
+export const webhookCategories = [
+  'qos.rebuffer_spike',
+  'qos.startup_regression',
+  'qos.error_spike',
+  'billing.payment_failure',
+  'billing.churn_spike',
+  'ingest.quota_80pct',
+  'ingest.quota_exceeded',
+  'content.new_release_detected',
+  'content.completion_drop',
+] as const;
+export type WebhookCategory = (typeof webhookCategories)[number];
+export type WebhookFormat = 'json' | 'slack';
+
+export interface WebhookRecord {
+  /** `wh_<20 hex>`. */
+  id: string;
+  tenant: string;
+  url: string;
+  categories: WebhookCategory[];
+  format: WebhookFormat;
+  enabled: boolean;
+  /** `whsec_` + 32 random bytes, base64url: the HMAC key. */
+  secret: string;
+  /** The secret before the last rotation; it also signs until `previous_secret_until`. */
+  previous_secret: string | null;
+  previous_secret_until: string | null;
+  description: string;
+  created_at: string;
+  updated_at: string;
+  /** When the endpoint was last disabled (by failures or by hand); null while enabled. */
+  disabled_at: string | null;
+}

@@ -1,0 +1,71 @@
+import type { WebhookEvent } from './events.js';
+
+const titles: Record<string, string> = {
+  'qos.rebuffer_spike': 'Rebuffering spike',
+  'qos.startup_regression': 'Startup time regression',
+  'qos.error_spike': 'Playback error spike',
+  'billing.payment_failure': 'Payment failures',
+  'billing.churn_spike': 'Churn spike',
+  'ingest.quota_80pct': '80 % of the monthly event quota used',
+  'ingest.quota_exceeded': 'Monthly event quota exceeded',
+  'content.new_release_detected': 'New release detected',
+  'content.completion_drop': 'Completion drop',
+  'test.ping': 'Test message from Darshak',
+};
+
+const num = (v: unknown): string => (typeof v === 'number' ? String(Math.round(v * 100) / 100) : String(v));
+
+/** The current and baseline values of an alert's data, whichever pair its category has. */
+function rates(data: Record<string, unknown>): string | null {
+  const pairs: Array<[string, string, string]> = [
+    ['current_rate', 'baseline_rate', ' %'],
+    ['current_p50_ms', 'baseline_p50_ms', ' ms'],
+    ['current_pct', 'baseline_pct', ' %'],
+    ['cancellations', 'baseline', ''],
+  ];
+  for (const [c, b, unit] of pairs) if (data[c] !== undefined && data[b] !== undefined) return `${num(data[c])}${unit} (baseline ${num(data[b])}${unit})`;
+  if (data.failure_rate !== undefined) return `${num(data.failure_rate)} % failed`;
+  if (data.used !== undefined && data.quota !== undefined) return `${num(data.used)} of ${num(data.quota)} events`;
+  return null;
+}
+
+/** A Slack message: `text` for notifications, `blocks` for the channel (title, severity, where, rates, who, a link). */
+export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text: string; blocks: unknown[] } {
+  const d = event.data;
+  const title = titles[event.type] ?? event.type;
+  const severity = typeof d.severity === 'string' ? d.severity : 'info';
+  const where = [d.region, d.pop].filter((v) => typeof v === 'string' && v !== '').join(' / ');
+  const current = rates(d);
+  const fields: Array<{ type: 'mrkdwn'; text: string }> = [{ type: 'mrkdwn', text: `*Severity*\n${severity}` }];
+  if (where) fields.push({ type: 'mrkdwn', text: `*Region / PoP*\n${where}` });
+  if (current) fields.push({ type: 'mrkdwn', text: `*Current vs baseline*\n${current}` });
+  if (d.affected_sessions !== undefined) fields.push({ type: 'mrkdwn', text: `*Affected sessions*\n${num(d.affected_sessions)}` });
+  if (typeof d.title === 'string') fields.push({ type: 'mrkdwn', text: `*Title*\n${d.title}` });
+  const text = `[${severity}] ${title}${where ? ` in ${where}` : ''}${current ? `: ${current}` : ''} (${event.tenant_slug})`;
+  return {
+    text,
+    blocks: [
+      { type: 'header', text: { type: 'plain_text', text: title } },
+      { type: 'section', fields },
+      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${dashboardUrl}|Open the Darshak dashboard> · ${event.tenant_slug} · ${event.created_at}` }] },
+    ],
+  };
+}
+
+/** Slack's answers that mean "this will never work" (bad payload, revoked or archived webhook): not retried. */
+export const slackPermanent = new Set([400, 403, 404, 410]);
+
+/** At most one message per second per Slack URL, in this process: each send takes the next free one-second slot. */
+export class SlackPacer {
+  private readonly next = new Map<string, number>();
+
+  /** Milliseconds to wait for this URL's slot; a wait above `maxWaitMs` is not reserved (the caller comes back later). */
+  reserve(url: string, now: number, maxWaitMs = 1000): { waitMs: number; reserved: boolean } {
+    const slot = Math.max(now, this.next.get(url) ?? 0);
+    const waitMs = slot - now;
+    if (waitMs > maxWaitMs) return { waitMs, reserved: false };
+    this.next.set(url, slot + 1000);
+    if (this.next.size > 10_000) for (const [u, t] of this.next) if (t < now) this.next.delete(u);
+    return { waitMs, reserved: true };
+  }
+}

@@ -1,0 +1,125 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { verify } from '@octokit/webhooks-methods';
+import t from 'tap';
+import { call, login } from '../helpers/api.js';
+import { eventually, makeTenant, startService } from '../helpers/env.js';
+import { Receiver } from '../helpers/receiver.js';
+
+// Webhook endpoints over HTTP as a customer would use them, delivered to a real receiver by the webhooks role;
+// every answer is checked against docs/openapi.json by `call`.
+
+const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-webhooks-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const svc = await startService({ data_dir: dataDir, webhook_allow_hosts: ['127.0.0.0/8'] }, 'api,webhooks');
+t.teardown(() => svc.stop());
+const receiver = await Receiver.start();
+t.teardown(() => receiver.close());
+const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
+const prefix = svc.config.nats_prefix;
+await makeTenant(prefix, 'acme', 'pro');
+await makeTenant(prefix, 'other', 'pro');
+const owner = await login(base, 'owner@acme.test');
+const otherOwner = await login(base, 'owner@other.test');
+
+const create = (body: unknown, token = owner) => call(base, 'POST', '/v1/webhooks', { token, body });
+
+t.test('create, list, get, update; secrets only at creation and rotation', async (t) => {
+  const r = await create({ url: `${receiver.url}/hooks/a`, categories: ['qos.rebuffer_spike', 'qos.error_spike'], description: 'ops' });
+  t.equal(r.status, 201);
+  t.match(r.json, { url: `${receiver.url}/hooks/a`, format: 'json', enabled: true, categories: ['qos.rebuffer_spike', 'qos.error_spike'] });
+  t.match(String(r.json.id), /^wh_[0-9a-f]{20}$/);
+  t.match(String(r.json.secret), /^whsec_[A-Za-z0-9_-]{43}$/);
+  const id = String(r.json.id);
+  const list = await call(base, 'GET', '/v1/webhooks', { token: owner });
+  t.equal(list.status, 200);
+  t.ok((list.body as Array<{ id: string }>).some((w) => w.id === id));
+  t.notMatch(JSON.stringify(list.body), /whsec_/, 'no secret in the list');
+  const one = await call(base, 'GET', `/v1/webhooks/${id}`, { token: owner });
+  t.match(one.json, { id, description: 'ops', disabled_at: null });
+  const patched = await call(base, 'PATCH', `/v1/webhooks/${id}`, { token: owner, body: { categories: ['billing.churn_spike'], enabled: false } });
+  t.match(patched.json, { categories: ['billing.churn_spike'], enabled: false });
+  t.type(patched.json.disabled_at, 'string');
+  const again = await call(base, 'PATCH', `/v1/webhooks/${id}`, { token: owner, body: { enabled: true } });
+  t.match(again.json, { enabled: true, disabled_at: null });
+  const slack = await create({ url: 'https://hooks.slack.com/services/T000/B000/XXXX', categories: ['qos.rebuffer_spike'] });
+  t.equal(slack.json.format, 'slack', 'a Slack URL means the Slack format');
+});
+
+t.test('bad bodies, other tenants and other scopes are refused', async (t) => {
+  t.equal((await create({ url: 'ftp://example.com/x', categories: ['qos.error_spike'] })).status, 400);
+  t.equal((await create({ url: `https://example.com/${'a'.repeat(2048)}`, categories: ['qos.error_spike'] })).status, 400);
+  t.equal((await create({ url: 'https://example.com/x', categories: [] })).status, 400);
+  t.equal((await create({ url: 'https://example.com/x', categories: ['test.ping'] })).status, 400, 'test.ping is not subscribable');
+  t.equal((await create({ url: 'https://example.com/x', categories: ['qos.error_spike'], colour: 'red' })).status, 400);
+  const mine = await create({ url: 'https://example.com/x', categories: ['qos.error_spike'] });
+  const id = String(mine.json.id);
+  for (const [method, path] of [
+    ['GET', `/v1/webhooks/${id}`],
+    ['PATCH', `/v1/webhooks/${id}`],
+    ['DELETE', `/v1/webhooks/${id}`],
+    ['POST', `/v1/webhooks/${id}/rotate-secret`],
+    ['GET', `/v1/webhooks/${id}/deliveries`],
+    ['POST', `/v1/webhooks/${id}/test`],
+  ] as const) {
+    const r = await call(base, method, path, { token: otherOwner, ...(method === 'PATCH' ? { body: { enabled: true } } : {}) });
+    t.equal(r.status, 404, `${method} ${path} of another tenant`);
+  }
+  t.notOk(((await call(base, 'GET', '/v1/webhooks', { token: otherOwner })).body as Array<{ id: string }>).some((w) => w.id === id));
+  t.equal((await call(base, 'GET', '/v1/webhooks')).status, 401);
+  t.equal((await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=500`, { token: owner })).status, 400);
+  const deleted = await call(base, 'DELETE', `/v1/webhooks/${id}`, { token: owner });
+  t.equal(deleted.status, 200);
+  t.equal((await call(base, 'GET', `/v1/webhooks/${id}`, { token: owner })).status, 404);
+});
+
+t.test('a test ping arrives signed; rotation signs with both secrets; replay keeps X-Service-Delivery', async (t) => {
+  const created = await create({ url: `${receiver.url}/hooks/ping`, categories: ['content.new_release_detected'] });
+  const id = String(created.json.id);
+  const secret = String(created.json.secret);
+  const ping = await call(base, 'POST', `/v1/webhooks/${id}/test`, { token: owner });
+  t.equal(ping.status, 202);
+  const arrived = (deliveryId: string) => receiver.received.filter((r) => r.headers['x-service-delivery'] === deliveryId);
+  t.not(await eventually(async () => arrived(String(ping.json.delivery_id)).length === 1, 10_000), -1, 'delivered');
+  const got = arrived(String(ping.json.delivery_id))[0]!;
+  t.equal(got.headers['content-type'], 'application/json');
+  t.match(JSON.parse(got.body), { id: ping.json.event_id, type: 'test.ping', tenant_slug: 'acme', data: {} });
+  const signature = String(got.headers['x-service-signature']);
+  t.ok(await verify(secret, got.body, signature), 'verified by @octokit/webhooks-methods');
+  const changed = got.body.replace('test.ping', 'test.pinh');
+  t.notOk(await verify(secret, changed, signature), 'one changed byte is rejected');
+  t.ok(Math.abs(Number(got.headers['x-service-timestamp']) - Date.now() / 1000) < 30, 'X-Service-Timestamp is Unix seconds');
+  t.equal(got.headers['x-service-signature-previous'], undefined, 'no previous signature outside a rotation');
+
+  const rotated = await call(base, 'POST', `/v1/webhooks/${id}/rotate-secret`, { token: owner });
+  t.equal(rotated.status, 200);
+  const newSecret = String(rotated.json.secret);
+  t.not(newSecret, secret);
+  const ping2 = await call(base, 'POST', `/v1/webhooks/${id}/test`, { token: owner });
+  t.not(await eventually(async () => arrived(String(ping2.json.delivery_id)).length === 1, 10_000), -1);
+  const got2 = arrived(String(ping2.json.delivery_id))[0]!;
+  t.ok(await verify(newSecret, got2.body, String(got2.headers['x-service-signature'])), 'the new secret signs');
+  t.ok(await verify(secret, got2.body, String(got2.headers['x-service-signature-previous'])), 'the old secret signs X-Service-Signature-Previous');
+  t.notOk(await verify(secret, got2.body, String(got2.headers['x-service-signature'])));
+
+  const log = await call(base, 'GET', `/v1/webhooks/${id}/deliveries`, { token: owner });
+  t.equal(log.status, 200);
+  const attempts = log.body as Array<Record<string, unknown>>;
+  t.equal(attempts.length, 2);
+  t.match(attempts[0], { delivery_id: ping2.json.delivery_id, status: 'succeeded', response_code: 200, attempt: 1, type: 'test.ping', request_body: got2.body, next_attempt_at: null });
+  t.equal(attempts[1]!.delivery_id, ping.json.delivery_id, 'newest first');
+
+  const replay = await call(base, 'POST', `/v1/webhooks/${id}/deliveries/${String(ping.json.delivery_id)}/replay`, { token: owner });
+  t.equal(replay.status, 202);
+  t.not(await eventually(async () => arrived(String(ping.json.delivery_id)).length === 2, 10_000), -1, 'sent again');
+  const replayed = arrived(String(ping.json.delivery_id))[1]!;
+  t.equal(replayed.body, got.body, 'the same body');
+  t.ok(await verify(newSecret, replayed.body, String(replayed.headers['x-service-signature'])), 'signed with the current secret');
+  t.equal((await call(base, 'POST', `/v1/webhooks/${id}/deliveries/dlv_000000000000000000000000/replay`, { token: owner })).status, 404);
+  const paged = await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=1&offset=1`, { token: owner });
+  t.equal((paged.body as unknown[]).length, 1);
+  t.equal(paged.headers.get('x-total-count'), '3');
+  const metrics = await call(base, 'GET', '/metrics');
+  t.match(metrics.body, /darshak_webhook_attempts_total\{outcome="succeeded"\} [1-9]/, 'webhook outcomes in /metrics');
+});
