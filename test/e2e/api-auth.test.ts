@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
 import t, { type Test } from 'tap';
-import { call, login } from '../helpers/api.js';
+import { call, inOneMinute, login } from '../helpers/api.js';
 import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
 
 // Login, tokens, service accounts and API keys at {base_url}, driven over HTTP and the CLI as a user would.
@@ -249,19 +249,23 @@ t.test('service accounts: a 90-day token shown once, refused at once when revoke
 });
 
 t.test('the rate limit of a token is shared by every api process', async (t) => {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 20_000) await new Promise((r) => setTimeout(r, left + 100));
   const second = await startSecondApi(t);
   const token = await login(base, 'owner@other.test');
-  for (let i = 0; i < 150; i++) t.equal((await call(base, 'GET', '/v1/analytics/devices', { token })).status, 200, `first process, request ${i + 1}`);
-  // Counts are shared every USAGE_SYNC_MS (250 ms).
-  await new Promise((r) => setTimeout(r, 800));
-  let last = await call(second, 'GET', '/v1/analytics/devices', { token });
-  t.equal(last.headers.get('ratelimit-remaining'), '149', 'the other process knows of the first 150');
-  for (let i = 1; i < 150; i++) last = await call(second, 'GET', '/v1/analytics/devices', { token });
-  t.equal(last.status, 200);
-  await new Promise((r) => setTimeout(r, 800));
-  const refused = await call(base, 'GET', '/v1/analytics/devices', { token });
+  const { firstHalf, seen, secondHalf, refused } = await inOneMinute(async () => {
+    let firstHalf = 0;
+    for (let i = 0; i < 150; i++) if ((await call(base, 'GET', '/v1/analytics/devices', { token })).status === 200) firstHalf++;
+    // Counts are shared every USAGE_SYNC_MS (250 ms).
+    await new Promise((r) => setTimeout(r, 800));
+    const seen = await call(second, 'GET', '/v1/analytics/devices', { token });
+    let secondHalf = seen.status === 200 ? 1 : 0;
+    for (let i = 1; i < 150; i++) if ((await call(second, 'GET', '/v1/analytics/devices', { token })).status === 200) secondHalf++;
+    await new Promise((r) => setTimeout(r, 800));
+    const refused = await call(base, 'GET', '/v1/analytics/devices', { token });
+    return { firstHalf, seen, secondHalf, refused };
+  });
+  t.equal(firstHalf, 150, 'the first process serves 150');
+  t.equal(seen.headers.get('ratelimit-remaining'), '149', 'the other process knows of the first 150');
+  t.equal(secondHalf, 150, 'the second serves the other 150');
   t.equal(refused.status, 429, 'the 301st request of the minute is refused, whichever process gets it');
 });
 
