@@ -26,13 +26,9 @@ export async function migrate(client: ClickHouseClient, log: Logger, list: reado
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue;
     for (const statement of m.statements) await client.command({ query: statement });
-    // Settings stick to an embedded ClickHouse session: every insert names its own de-duplication token.
-    await client.insert({
-      table: 'schema_migrations',
-      values: [{ version: m.version, name: m.name, applied_at: Date.now() }],
-      format: 'JSONEachRow',
-      clickhouse_settings: { insert_deduplication_token: `migration:${m.version}` },
-    });
+    // No de-duplication token here: settings stick to an embedded ClickHouse session, and a token set at open would
+    // silently drop the next tokenless insert of whoever opened the store (schema_migrations does not de-duplicate).
+    await client.insert({ table: 'schema_migrations', values: [{ version: m.version, name: m.name, applied_at: Date.now() }], format: 'JSONEachRow' });
     log.info({ version: m.version, name: m.name }, 'migration applied');
     applied.push(m.version);
   }

@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { changePct, days, hours, select, type Range } from './range.js';
+import { changePct, days, hours, select, sessionsInRange, type Range } from './range.js';
 
 export interface Overview {
   monthly_active_users: number;
@@ -24,8 +24,8 @@ const viewersSql = `SELECT
     uniqExactIf(viewer, ${sessionIn('month_ms', 'to_ms')}) AS mau,
     uniqExactIf(viewer, ${sessionIn('week1_ms', 'to_ms')}) AS week1,
     uniqExactIf(viewer, ${sessionIn('week0_ms', 'week1_ms')}) AS week0
-  FROM (SELECT viewer, first_ts, last_ts FROM sessions FINAL WHERE tenant = {tenant:String})
-  WHERE viewer != '' AND ${sessionIn('month_ms', 'to_ms')}`;
+  FROM ${sessionsInRange(['viewer', 'first_ts', 'last_ts'], 'month_ms', 'to_ms')}
+  WHERE viewer != ''`;
 
 const watchSql = `SELECT
     sumIf(watch_ms, ${bucketIn('from_s', 'to_s')}) AS range,

@@ -38,11 +38,14 @@ export function rangeParams(tenant: string, r: Range): Record<string, string | n
 /**
  * The sessions of a tenant in a range (docs/metrics.md): their latest row, then first_ts < to and last_ts >= from.
  * Only `columns` are read: FINAL merges every column it is asked for, and at a million sessions that is the cost.
+ * The range is a PREWHERE, applied before FINAL merges versions, so old sessions are never merged at all. That is
+ * exact because a session's versions only widen: `last_ts` never falls and `first_ts` never rises from one version to
+ * the next, so if any version of a session is in the range, its latest is too (docs/store.md).
  */
-export const sessionsInRange = (columns: readonly string[]): string => `(
+export const sessionsInRange = (columns: readonly string[], from = 'from_ms', to = 'to_ms'): string => `(
   SELECT ${columns.join(', ')} FROM sessions FINAL
+  PREWHERE first_ts < fromUnixTimestamp64Milli({${to}:Int64}, 'UTC') AND last_ts >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC')
   WHERE tenant = {tenant:String}
-    AND first_ts < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC') AND last_ts >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC')
 )`;
 
 /** A bucketed time column within the range. */
