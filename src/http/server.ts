@@ -37,8 +37,18 @@ export interface HttpServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export function selectEngine(preference: 'auto' | EngineName, log: Logger): Engine {
+/**
+ * uWebSockets.js where its pinned binary loads, else node:http. A listener with WebSocket endpoints (the api's live
+ * feed) runs on node:http and `ws`: with this uWS build, upgraded sockets were seen to close abnormally (1006) a few
+ * milliseconds after opening, in about 3 of 4 runs under load, and the api listener's traffic does not need uWS's
+ * throughput. Ingest, the hot path, keeps uWS.
+ */
+export function selectEngine(preference: 'auto' | EngineName, log: Logger, websockets = false): Engine {
   if (preference === 'node') return nodeEngine;
+  if (websockets) {
+    if (preference === 'uws') log.warn('HTTP_ENGINE=uws, but this listener serves WebSockets: using node:http and ws');
+    return nodeEngine;
+  }
   const uws = loadUws();
   if (uws.ok) return uws.engine;
   if (preference === 'uws') throw new Error(`HTTP_ENGINE=uws but uWebSockets.js cannot be used: ${uws.reason}`);
@@ -214,7 +224,7 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
 }
 
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
-  const engine = selectEngine(options.engine, options.log);
+  const engine = selectEngine(options.engine, options.log, (options.websockets?.length ?? 0) > 0);
   const dispatch = createDispatcher(options);
   let underway = 0;
   let closing = false;

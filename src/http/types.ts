@@ -82,6 +82,8 @@ export type UpgradeDispatch = (raw: RawRequest) => Promise<{ kind: 'accept'; ses
 
 export interface Engine {
   readonly name: EngineName;
+  /** Whether it serves WebSocket upgrades (node:http through `ws`; see selectEngine for why not uWS). */
+  readonly websockets: boolean;
   /**
    * `bodyCap`: no request body is buffered past this many bytes, whether or not a handler asks for it. `upgrade`:
    * WebSocket upgrades; without it they are answered as ordinary requests.

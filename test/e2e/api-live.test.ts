@@ -9,8 +9,9 @@ import { call, login } from '../helpers/api.js';
 import { makeTenant, natsUrl, post, startService } from '../helpers/env.js';
 import { validateComponent } from '../helpers/openapi.js';
 
-// GET /v1/live on both HTTP engines: concurrency every second, alerts as they fire, tenants apart, tokens checked at
-// the upgrade and every second after.
+// GET /v1/live with HTTP_ENGINE uws and node (the api listener serves WebSockets on node:http either way, see
+// selectEngine): concurrency every second, alerts as they fire, tenants apart, tokens checked at the upgrade and
+// every second after.
 
 const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-live-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -73,7 +74,8 @@ for (const engine of ['uws', 'node'] as const) {
     const svc = await startService({ data_dir: dataDir, http_engine: engine }, 'all');
     t.teardown(() => svc.stop());
     const basePort = svc.started.services.listeners.get('base')!;
-    t.equal(basePort.engine, engine);
+    t.equal(svc.started.services.listeners.get('ingest')!.engine, engine, `ingest runs on ${engine}`);
+    t.equal(basePort.engine, 'node', 'the api listener, which serves WebSockets, runs on node:http and ws whatever HTTP_ENGINE says');
     const base = `http://127.0.0.1:${basePort.port}`;
     const wsBase = `ws://127.0.0.1:${basePort.port}`;
     const prefix = svc.config.nats_prefix;

@@ -123,6 +123,7 @@ function open(ws: WebSocket, session: WsSession): void {
 
 export const nodeEngine: Engine = {
   name: 'node',
+  websockets: true,
   listen(host, port, bodyCap, dispatch, upgrade) {
     const server = createServer({ keepAlive: true, requestTimeout: 30_000, headersTimeout: 15_000 }, (req, res) => {
       let aborted = false;

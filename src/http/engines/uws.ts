@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { STATUS_CODES } from 'node:http';
 import type * as Uws from 'uWebSockets.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
-import type { BodyResult, Engine, EngineServer, RawRequest, UpgradeDispatch, WireReply, WsSession } from '../types.js';
+import type { BodyResult, Engine, EngineServer, RawRequest, WireReply } from '../types.js';
 
 type UwsModule = typeof Uws;
 
@@ -64,7 +64,8 @@ function statusLine(status: number): string {
 function uwsEngine(uws: UwsModule): Engine {
   return {
     name: 'uws',
-    listen(host, port, bodyCap, dispatch, upgrade) {
+    websockets: false,
+    listen(host, port, bodyCap, dispatch) {
       const app = uws.App();
       app.any('/*', (res, req) => {
         // uWS invalidates `req` at the first await: copy what we need now.
@@ -83,7 +84,6 @@ function uwsEngine(uws: UwsModule): Engine {
           write(res, reply);
         });
       });
-      if (upgrade) app.ws<{ session: WsSession }>('/*', websocketBehavior(upgrade));
       return new Promise<EngineServer>((resolve, reject) => {
         app.listen(host, port, (socket) => {
           if (!socket) {
@@ -124,57 +124,6 @@ function toRaw(res: Uws.HttpResponse, req: Uws.HttpRequest, headers: Map<string,
     remoteAddress: normaliseAddress(decoder.decode(res.getRemoteAddressAsText())),
     readBody,
     isAborted,
-  };
-}
-
-const noBody: RawRequest['readBody'] = async () => ({ ok: true, bytes: Buffer.alloc(0) });
-
-function websocketBehavior(upgrade: UpgradeDispatch): Uws.WebSocketBehavior<{ session: WsSession }> {
-  const closed = new WeakSet<Uws.WebSocket<{ session: WsSession }>>();
-  return {
-    maxPayloadLength: 64 * 1024,
-    idleTimeout: 120,
-    sendPingsAutomatically: true,
-    maxBackpressure: 1024 * 1024,
-    upgrade(res, req, context) {
-      let aborted = false;
-      res.onAborted(() => (aborted = true));
-      const headers = readHeaders(req);
-      const key = headers.get('sec-websocket-key') ?? '';
-      const extensions = headers.get('sec-websocket-extensions') ?? '';
-      void upgrade(toRaw(res, req, headers, noBody, () => aborted)).then((r) => {
-        if (aborted) {
-          if (r.kind === 'accept') r.session.closed();
-          return;
-        }
-        if (r.kind === 'reject') {
-          write(res, { ...r.reply, close: true });
-          return;
-        }
-        res.cork(() => {
-          res.writeStatus('101 Switching Protocols');
-          res.writeHeader('x-request-id', r.requestId);
-          res.upgrade({ session: r.session }, key, r.session.protocol ?? '', extensions, context);
-        });
-      });
-    },
-    open(ws) {
-      const session = ws.getUserData().session;
-      session.opened({
-        send(text) {
-          // uWS throws on a closed socket; past maxBackpressure it drops the frame and answers 2.
-          if (closed.has(ws)) return false;
-          return ws.send(text, false) === 1;
-        },
-        close(code, reason) {
-          if (!closed.has(ws)) ws.end(code, reason);
-        },
-      });
-    },
-    close(ws) {
-      closed.add(ws);
-      ws.getUserData().session.closed();
-    },
   };
 }
 
