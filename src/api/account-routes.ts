@@ -30,11 +30,9 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: Ac
         const body = await readJson(req, { email: { type: 'string', required: true }, password: { type: 'string', required: true } });
         if (!body.ok) return body.reply;
         const { email, password } = body.value;
-        // Bounded before any work: scrypt of a huge password is a cheap way to burn our CPU.
-        if (email.length > 254 || password.length > 1024) {
-          await login.login('', '');
-          return replyError(req, 'invalid_credentials');
-        }
+        // Refused before any work: no account has such an e-mail or password, and scrypt of a huge password is a
+        // cheap way to burn our CPU. The quick answer tells nothing about which accounts exist.
+        if (email.length > 254 || password.length > 1024) return replyError(req, 'invalid_credentials');
         const out = await login.login(email, password);
         if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
         if (out.kind === 'too_many_attempts') {

@@ -109,6 +109,8 @@ t.test('malformed login bodies are 400 with a clear code, never 5xx', async (t) 
     t.equal(r.status, 400, body);
     t.match(r.json, { error: { code } }, body);
   }
+  const long = await call(base, 'POST', '/v1/auth/login', { body: { email: `${'x'.repeat(300)}@acme.test`, password: 'p'.repeat(2000) } });
+  t.equal(long.status, 401, 'an e-mail or password longer than any account can have is refused without hashing');
   const huge = await call(base, 'POST', '/v1/auth/login', { body: { email: 'x@acme.test', password: 'p'.repeat(200_000) } });
   t.equal(huge.status, 413, 'a body over the API cap');
 });
