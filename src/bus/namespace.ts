@@ -1,10 +1,13 @@
 import { connect } from 'nats';
+import { configKeys } from '../config/schema.js';
 
 /**
  * Delete every stream, KV bucket and object store (streams named KV_<bucket>, OBJ_<bucket>) of a deployment's namespace
  * (NATS_PREFIX): what a test or a load test leaves behind. Answers the names removed.
  */
 export async function removeNamespace(natsUrl: string, prefix: string): Promise<string[]> {
+  // An empty or odd prefix would match other deployments' names (or, empty, anything starting with "_").
+  if (!new RegExp(configKeys.nats_prefix.pattern ?? '^$').test(prefix)) throw new Error(`not a NATS_PREFIX: ${JSON.stringify(prefix)}`);
   const removed: string[] = [];
   const nc = await connect({ servers: natsUrl, reconnect: false });
   try {
