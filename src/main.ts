@@ -8,7 +8,7 @@ import { UsageError } from './cli/args.js';
 
 const usage = `darshak: real-time analytics for video streaming
 
-  darshak start [--role all|ingest,aggregate,flush] [--shards 0,1]
+  darshak start [--role all|ingest,aggregate,flush,api,webhooks] [--shards 0,1]
   darshak tenant create --slug S --name N --plan free|pro|enterprise --owner-email E --owner-password P
   darshak tenant update --slug S [--plan P] [--status active|inactive] [--monthly-quota N|plan] [--rate-per-minute N|plan] [--name N]
   darshak user add --tenant S --email E --password P --role owner|admin|viewer
