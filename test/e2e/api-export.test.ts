@@ -1,11 +1,13 @@
 import { createHash, createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import { connect } from 'nats';
 import t from 'tap';
+import { ExportService, fileLifetimeMs, jobTimeoutMs } from '../../src/api/exports.js';
 import { busNames } from '../../src/bus/names.js';
+import { createLogger } from '../../src/log.js';
 import { call, login } from '../helpers/api.js';
 import { sendScenario } from '../helpers/compare.js';
 import { cli, drained, eventually, freePort, makeTenant, natsUrl, startService } from '../helpers/env.js';
@@ -89,7 +91,6 @@ async function download(url: string): Promise<{ res: Response; rows: ParquetRow[
   const res = await fetch(url);
   const bytes = Buffer.from(await res.arrayBuffer());
   const path = join(dataDir, `download-${createHash('sha1').update(url).digest('hex')}.parquet`);
-  const { writeFileSync } = await import('node:fs');
   writeFileSync(path, bytes);
   const file = await asyncBufferFromFile(path);
   const meta = await parquetMetadataAsync(file);
@@ -239,4 +240,35 @@ t.test('tampered and expired links are 403 invalid_signature', async (t) => {
   const other = await call(base, 'GET', `/v1/exports/exp_00000000000000000000/file${url.search}`);
   t.equal(other.status, 403, "one export's signature opens no other");
   t.equal(secret!.value.length, 32, 'a 32-byte secret');
+});
+
+t.test('an api start marks stale pending exports interrupted and deletes files older than 24 h', async (t) => {
+  const nc = await connect({ servers: natsUrl });
+  t.teardown(() => nc.close());
+  const kv = await nc.jetstream().views.kv(busNames(prefix).exportsBucket);
+  const record = (id: string, ageMs: number) => ({
+    export_id: id, tenant: 'bravo', status: 'pending', from, to, event_types: [], rows: null, bytes: null,
+    created_at: new Date(Date.now() - ageMs).toISOString(), finished_at: null, error: null, expires_at: null,
+  });
+  const stale = 'exp_aaaaaaaaaaaaaaaaaaaa';
+  const fresh = 'exp_bbbbbbbbbbbbbbbbbbbb';
+  await kv.put(stale, JSON.stringify(record(stale, jobTimeoutMs + 60_000)));
+  await kv.put(fresh, JSON.stringify(record(fresh, 1000)));
+  const otherDir = mkdtempSync(join(tmpdir(), 'darshak-export-sweep-'));
+  t.teardown(() => rmSync(otherDir, { recursive: true, force: true }));
+  mkdirSync(join(otherDir, 'exports'));
+  const old = join(otherDir, 'exports', 'exp_cccccccccccccccccccc.parquet');
+  const young = join(otherDir, 'exports', 'exp_dddddddddddddddddddd.parquet');
+  writeFileSync(old, 'x');
+  writeFileSync(young, 'x');
+  const then = (Date.now() - fileLifetimeMs - 60_000) / 1000;
+  utimesSync(old, then, then);
+  const services = svc.started.services;
+  const second = await ExportService.open(services.get('bus'), services.get('store').client, otherDir, createLogger('silent'));
+  second.start();
+  t.teardown(() => second.stop());
+  t.match(await second.get(stale), { status: 'failed', error: 'interrupted' });
+  t.match(await second.get(fresh), { status: 'pending', error: null }, 'a recent one may still be running elsewhere');
+  t.not(await eventually(async () => !existsSync(old), 5000), -1, 'the old file is deleted');
+  t.ok(existsSync(young), 'a younger one is kept');
 });
