@@ -24,12 +24,12 @@ function dayMs(day: string): number | null {
 function view(r: ExportRecord, baseUrl: string, exports: ExportService, now = Date.now()): Record<string, unknown> {
   const fileExpires = r.expires_at === null ? 0 : Date.parse(r.expires_at);
   const downloadable = r.status === 'ready' && fileExpires > now;
-  const signed = downloadable ? exports.signedQuery(r.export_id, now) : null;
+  const signed = downloadable ? exports.signedQuery(r.export_id, fileExpires, now) : null;
   return {
     export_id: r.export_id,
     status: r.status,
     url: signed ? `${baseUrl.replace(/\/+$/, '')}/v1/exports/${r.export_id}/file?${signed.query}` : null,
-    expires_at: signed ? new Date(Math.min(signed.expiresAt, fileExpires)).toISOString() : r.status === 'ready' ? r.expires_at : null,
+    expires_at: signed ? new Date(signed.expiresAt).toISOString() : r.status === 'ready' ? r.expires_at : null,
     rows: r.rows,
     bytes: r.bytes,
     from: r.from,
@@ -95,7 +95,8 @@ export function exportRoutes(auth: Authenticator, control: ControlPlane, exports
         if (!exports.verify(id, req.query.get('expires'), req.query.get('signature'))) return replyError(req, 'invalid_signature');
         const r = await exports.get(id);
         const size = await stat(exports.filePath(id)).then((s) => s.size, () => null);
-        if (!r || r.status !== 'ready' || size === null) return replyError(req, 'not_found', 'the export file is gone (files are kept 24 hours)');
+        // Past its 24 hours a file may linger until the next sweep; it is gone all the same.
+        if (!r || r.status !== 'ready' || r.expires_at === null || Date.parse(r.expires_at) <= Date.now() || size === null) return replyError(req, 'not_found', 'the export file is gone (files are kept 24 hours)');
         return {
           status: 200,
           headers: {

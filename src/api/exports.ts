@@ -127,9 +127,9 @@ export class ExportService {
     return record;
   }
 
-  /** `?expires=…&signature=…` for the file of `id`, valid one hour from `now`. */
-  signedQuery(id: string, now = Date.now()): { query: string; expiresAt: number } {
-    const expires = Math.floor((now + urlLifetimeMs) / 1000);
+  /** `?expires=…&signature=…` for the file of `id`, valid one hour from `now`, and never past `notAfter` (the file's deletion). */
+  signedQuery(id: string, notAfter: number, now = Date.now()): { query: string; expiresAt: number } {
+    const expires = Math.floor(Math.min(now + urlLifetimeMs, notAfter) / 1000);
     return { query: `expires=${expires}&signature=${this.sign(id, expires)}`, expiresAt: expires * 1000 };
   }
 

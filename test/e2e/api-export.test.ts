@@ -272,3 +272,21 @@ t.test('an api start marks stale pending exports interrupted and deletes files o
   t.not(await eventually(async () => !existsSync(old), 5000), -1, 'the old file is deleted');
   t.ok(existsSync(young), 'a younger one is kept');
 });
+
+t.test('past its 24 hours a ready export has no link, and its old link finds nothing', async (t) => {
+  const created = await call(base, 'POST', '/v1/analytics/export', { token, body: { from: to, to } });
+  const id = String(created.json.export_id);
+  const done = await finished(id);
+  t.ok(Date.parse(String(done.expires_at)) <= Date.now() + 3_600_000, 'the link lasts at most an hour');
+  const nc = await connect({ servers: natsUrl });
+  t.teardown(() => nc.close());
+  const kv = await nc.jetstream().views.kv(busNames(prefix).exportsBucket);
+  const record = JSON.parse((await kv.get(id))!.string()) as Record<string, unknown>;
+  const gone = new Date(Date.now() - 1000).toISOString();
+  await kv.put(id, JSON.stringify({ ...record, expires_at: gone }));
+  const r = await call(base, 'GET', `/v1/analytics/export/${id}`, { token });
+  t.match(r.json, { status: 'ready', url: null, expires_at: gone });
+  const old = new URL(String(done.url));
+  const download = await call(base, 'GET', `${old.pathname}${old.search}`);
+  t.equal(download.status, 404, 'a valid signature, but the file is no longer served');
+});
