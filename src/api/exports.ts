@@ -31,7 +31,7 @@ export interface ExportRecord {
 
 export const exportIdPattern = /^exp_[0-9a-f]{20}$/;
 export const maxPendingPerTenant = 2;
-/** A job still pending after this long at an api start was cut off by a stop or crash of its process. */
+/** A job still pending this long after its request, and not running here, was cut off by a stop or crash of its process. */
 export const jobTimeoutMs = 30 * 60_000;
 export const fileLifetimeMs = 24 * 3_600_000;
 export const urlLifetimeMs = 3_600_000;
@@ -52,6 +52,8 @@ export class ExportService {
   private idle: Promise<void> = Promise.resolve();
   private creating: Promise<void> = Promise.resolve();
   private sweeper: NodeJS.Timeout | undefined;
+  /** The export whose job is running here. */
+  private current: string | undefined;
 
   private constructor(
     private readonly records: KV,
@@ -70,10 +72,14 @@ export class ExportService {
     return service;
   }
 
-  /** Start the hourly-ish file sweep (and run it once now). */
+  /** Sweep every 10 minutes (and once now): stale pending exports, and files past their 24 hours. */
   start(): void {
-    void this.sweep();
-    this.sweeper = setInterval(() => void this.sweep(), sweepEveryMs);
+    const sweep = async (): Promise<void> => {
+      await this.failInterrupted().catch((err: unknown) => this.log.warn({ err }, 'cannot check for interrupted exports'));
+      await this.sweep();
+    };
+    void sweep();
+    this.sweeper = setInterval(() => void sweep(), sweepEveryMs);
     this.sweeper.unref();
   }
 
@@ -159,6 +165,15 @@ export class ExportService {
   }
 
   private async run(id: string): Promise<void> {
+    this.current = id;
+    try {
+      await this.runJob(id);
+    } finally {
+      this.current = undefined;
+    }
+  }
+
+  private async runJob(id: string): Promise<void> {
     const record = await this.get(id);
     if (!record || record.status !== 'pending') return;
     const log = this.log.child({ export_id: id, tenant: record.tenant });
@@ -179,10 +194,14 @@ export class ExportService {
     }
   }
 
-  /** Pending exports older than the job timeout belong to a process that stopped: mark them failed. */
+  /**
+   * Pending exports older than the job timeout, and not this process's own, belong to a process that stopped: mark
+   * them failed, so they no longer count against their tenant's two. At open and then with every sweep.
+   */
   private async failInterrupted(now = Date.now()): Promise<void> {
     for (const r of await readAll<ExportRecord>(this.records)) {
       if (r.status !== 'pending' || now - Date.parse(r.created_at) < jobTimeoutMs) continue;
+      if (r.export_id === this.current || this.queue.includes(r.export_id)) continue;
       const e = await this.records.get(r.export_id);
       if (!e || e.operation !== 'PUT') continue;
       try {
