@@ -36,6 +36,7 @@ export const jobTimeoutMs = 30 * 60_000;
 export const fileLifetimeMs = 24 * 3_600_000;
 export const urlLifetimeMs = 3_600_000;
 const sweepEveryMs = 10 * 60_000;
+const recordLifetimeMs = 7 * 86_400_000;
 
 export class TooManyExportsError extends Error {
   override name = 'TooManyExportsError';
@@ -64,7 +65,8 @@ export class ExportService {
   ) {}
 
   static async open(bus: Bus, client: ClickHouseClient, dataDir: string, log: Logger): Promise<ExportService> {
-    const [records, secrets] = await Promise.all([bus.kv(bus.names.exportsBucket), bus.kv(bus.names.exportSecretBucket)]);
+    // Records expire a week after their last write: the files are gone long before, and every POST reads them all.
+    const [records, secrets] = await Promise.all([bus.kv(bus.names.exportsBucket, recordLifetimeMs), bus.kv(bus.names.exportSecretBucket)]);
     const dir = resolve(dataDir, 'exports');
     mkdirSync(dir, { recursive: true });
     const service = new ExportService(records, await sharedSecret(secrets), client, dir, log);
@@ -83,7 +85,7 @@ export class ExportService {
     this.sweeper.unref();
   }
 
-  /** Stop sweeping and wait for the job under way; queued jobs stay pending and the next start marks them failed. */
+  /** Stop sweeping and wait for the job under way; queued jobs stay pending until a sweep elsewhere fails them. */
   async stop(): Promise<void> {
     clearInterval(this.sweeper);
     this.queue.length = 0;
