@@ -24,6 +24,9 @@ export const errorRegistry = {
   unauthorized: { status: 401, message: 'Bearer token missing, malformed, expired, revoked or not signed by this service' },
   insufficient_scope: { status: 403, message: 'The token lacks the scope this endpoint needs' },
   invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has a bad value' },
+  plan_required: { status: 403, message: 'This feature needs a higher plan (exports: enterprise)' },
+  too_many_exports: { status: 429, message: 'Two exports of this tenant are already pending; retry when one is finished' },
+  invalid_signature: { status: 403, message: 'The download link is tampered with or expired; ask GET /v1/analytics/export/{id} for a new one' },
   // Ingest
   invalid_json: { status: 400, message: 'Request body is not valid UTF-8 JSON' },
   invalid_body: { status: 400, message: 'Request body must be an object with an "events" array' },

@@ -12,6 +12,8 @@ import type { Route } from '../http/types.js';
 import { accountRoutes, type AccountDeps } from './account-routes.js';
 import { analyticsRoutes } from './analytics-routes.js';
 import { Authenticator } from './auth.js';
+import { exportRoutes } from './export-routes.js';
+import { ExportService } from './exports.js';
 import { LiveFeed } from './live.js';
 import { Login, LoginFailures, loginWindowMs } from './login.js';
 import { openApiRoute } from './openapi.js';
@@ -28,11 +30,21 @@ export interface ApiRouteDeps extends AccountDeps {
   live: LiveFeed;
   checks: () => readonly ReadinessCheck[];
   bus: Bus;
+  exports: ExportService;
+  publicBaseUrl: string;
 }
 
 /** Every HTTP route of the `{base_url}` listener (the live feed's upgrade aside). */
 export function apiRoutes(deps: ApiRouteDeps): Route[] {
-  return [...accountRoutes(deps), ...webhookRoutes(deps), ...analyticsRoutes(deps.auth, deps.client), deps.live.httpRoute(), openApiRoute(), ...opsRoutes(deps.checks)];
+  return [
+    ...accountRoutes(deps),
+    ...webhookRoutes(deps),
+    ...analyticsRoutes(deps.auth, deps.client),
+    ...exportRoutes(deps.auth, deps.control, deps.exports, deps.publicBaseUrl),
+    deps.live.httpRoute(),
+    openApiRoute(),
+    ...opsRoutes(deps.checks),
+  ];
 }
 
 export const apiRole: ModuleDef = {
@@ -60,22 +72,25 @@ export const apiRole: ModuleDef = {
     const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
     const login = await Login.create(control, new LoginFailures(failures), tokens);
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
+    const exports = await ExportService.open(bus, store.client, config.data_dir, log.child({ module: 'export' }));
     const server = await createHttpServer({
       listener: 'base',
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus }),
+      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url }),
       websockets: [live.route()],
       maxBodyBytes,
       log,
     });
     live.start();
+    exports.start();
     services.listeners.set('base', { port: server.port, engine: server.engine });
     return {
       async stop() {
         live.stop();
         await server.close(5000);
+        await exports.stop();
         offReconnect();
         serviceAccounts.stop();
         users.stop();

@@ -47,6 +47,10 @@ export interface BusNames {
   webhookLogStream: string;
   webhookLogSubject(endpointId: string): string;
   webhookLogWildcard: string;
+  /** Parquet export records (docs/export.md). */
+  exportsBucket: string;
+  /** The HMAC secret of signed export URLs, created once and shared by every api process. */
+  exportSecretBucket: string;
 }
 
 export function busNames(prefix: string): BusNames {
@@ -84,5 +88,7 @@ export function busNames(prefix: string): BusNames {
     webhookLogStream: `${prefix}_webhook_log`,
     webhookLogSubject: (endpointId) => `${prefix}.webhooks.log.${endpointId}`,
     webhookLogWildcard: `${prefix}.webhooks.log.*`,
+    exportsBucket: `${prefix}_exports`,
+    exportSecretBucket: `${prefix}_export_secret`,
   };
 }

@@ -5,7 +5,7 @@ import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
-import type { BodyResult, Engine, EngineName, HttpReply, HttpRequest, RawRequest, Route, UpgradeDispatch, WireReply, WsRoute } from './types.js';
+import { FileBody, type BodyResult, type Engine, type EngineName, type HttpReply, type HttpRequest, type RawRequest, type Route, type UpgradeDispatch, type WireReply, type WsRoute } from './types.js';
 
 export interface CorsOptions {
   /** `*` answers any origin (ingest); a list answers only those. */
@@ -99,10 +99,10 @@ class Request implements HttpRequest {
 
 function serialize(reply: HttpReply, extra: Array<[string, string]>): WireReply {
   const headers: Array<[string, string]> = [...extra];
-  let body: Buffer | string;
+  let body: WireReply['body'];
   let type: string | undefined;
   if (reply.body === undefined) body = '';
-  else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) body = reply.body;
+  else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body) || reply.body instanceof FileBody) body = reply.body;
   else {
     body = JSON.stringify(reply.body);
     type = 'application/json; charset=utf-8';
@@ -243,7 +243,14 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       }
       underway++;
       try {
-        return await dispatch(raw);
+        const reply = await dispatch(raw);
+        // uWS streams no files here: only the api listener serves them, and it always runs on node:http.
+        if (reply.body instanceof FileBody && engine.name === 'uws') {
+          const requestId = reply.headers.find(([k]) => k === 'x-request-id')?.[1] ?? requestIdOf(raw);
+          options.log.error({ request_id: requestId, path: raw.path }, 'a file reply on the uWS engine, which does not stream files: answering 500');
+          return serialize(replyError({ requestId }, 'internal_error'), [['x-request-id', requestId]]);
+        }
+        return reply;
       } finally {
         underway--;
         if (underway === 0) drained?.();

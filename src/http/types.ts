@@ -27,20 +27,28 @@ export interface HttpRequest {
   isAborted(): boolean;
 }
 
+/** A reply body streamed from a file of known size (engines send it with Content-Length). */
+export class FileBody {
+  constructor(
+    readonly path: string,
+    readonly size: number,
+  ) {}
+}
+
 export interface HttpReply {
   status: number;
   headers?: Record<string, string>;
-  /** Serialized as JSON unless it is a string or Buffer. */
+  /** Serialized as JSON unless it is a string, a Buffer or a FileBody. */
   body?: unknown;
   /** Close the connection after answering (the request body was not read to the end). */
   close?: boolean;
 }
 
-/** What engines write: a finished reply with a byte body. */
+/** What engines write: a finished reply with a byte body, or a file to stream. */
 export interface WireReply {
   status: number;
   headers: Array<[string, string]>;
-  body: Buffer | string;
+  body: Buffer | string | FileBody;
   close: boolean;
 }
 

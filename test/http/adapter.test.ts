@@ -1,14 +1,24 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as rawRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { registry } from '../../src/metrics.js';
 import { createHttpServer, replyError } from '../../src/http/server.js';
 import type { HttpServer } from '../../src/http/server.js';
-import type { Route } from '../../src/http/types.js';
+import { FileBody, type Route } from '../../src/http/types.js';
 
 // The same suite on both engines: handlers must not be able to tell them apart.
 
 const log = createLogger('silent');
+const fileDir = mkdtempSync(join(tmpdir(), 'darshak-adapter-'));
+t.teardown(() => rmSync(fileDir, { recursive: true, force: true }));
+// Larger than a socket buffer, so it really streams.
+const fileBytes = randomBytes(3 * 1024 * 1024 + 17);
+const filePath = join(fileDir, 'data.bin');
+writeFileSync(filePath, fileBytes);
 let abortedSeen: (v: boolean) => void = () => undefined;
 
 const routes: Route[] = [
@@ -31,6 +41,11 @@ const routes: Route[] = [
       abortedSeen(req.isAborted());
       return { status: 200, body: 'late' };
     },
+  },
+  {
+    method: 'GET',
+    path: '/file',
+    handler: () => ({ status: 200, headers: { 'content-type': 'application/octet-stream' }, body: new FileBody(filePath, fileBytes.length) }),
   },
   {
     method: 'GET',
@@ -133,6 +148,19 @@ for (const engine of ['uws', 'node'] as const) {
       t.equal(res.status, 500);
       t.equal(((await res.json()) as { error: { code: string } }).error.code, 'internal_error');
       t.equal((await fetch(`${base}/hello`)).status, 200);
+    });
+
+    t.test('a file body: streamed with Content-Length on node:http, 500 on uWS (which streams no files)', async (t) => {
+      const res = await fetch(`${base}/file`);
+      if (engine === 'node') {
+        t.equal(res.status, 200);
+        t.equal(res.headers.get('content-length'), String(fileBytes.length));
+        t.equal(res.headers.get('content-type'), 'application/octet-stream');
+        t.ok(Buffer.from(await res.arrayBuffer()).equals(fileBytes), 'every byte');
+      } else {
+        t.equal(res.status, 500);
+        t.equal(((await res.json()) as { error: { code: string } }).error.code, 'internal_error');
+      }
     });
 
     t.test('a client that goes away is noticed, and nothing is written to it', async (t) => {

@@ -1,8 +1,10 @@
+import { createReadStream } from 'node:fs';
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { BodyResult, Engine, EngineServer, RawRequest, UpgradeDispatch, WireReply, WsSession } from '../types.js';
+import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type UpgradeDispatch, type WireReply, type WsSession } from '../types.js';
 import { normaliseAddress } from './uws.js';
 
 function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
@@ -39,9 +41,17 @@ function write(res: ServerResponse, reply: WireReply): void {
   if (reply.close) res.shouldKeepAlive = false;
   const headers: Record<string, string> = {};
   for (const [k, v] of reply.headers) headers[k] = v;
-  headers['content-length'] = String(Buffer.byteLength(reply.body));
+  const body = reply.body;
+  if (body instanceof FileBody) {
+    headers['content-length'] = String(body.size);
+    res.writeHead(reply.status, headers);
+    // A read error mid-file can only cut the connection: the status is sent. The client sees a short body.
+    pipeline(createReadStream(body.path), res).catch(() => res.destroy());
+    return;
+  }
+  headers['content-length'] = String(Buffer.byteLength(body));
   res.writeHead(reply.status, headers);
-  res.end(reply.body);
+  res.end(body);
 }
 
 function toRaw(req: IncomingMessage, bodyCap: number, isAborted: () => boolean): RawRequest {
@@ -64,9 +74,11 @@ function toRaw(req: IncomingMessage, bodyCap: number, isAborted: () => boolean):
 
 /** A refused upgrade: an ordinary HTTP answer written on the raw socket, which then closes. */
 function writeRaw(socket: Duplex, reply: WireReply): void {
+  // Refusals are error bodies, never files.
+  const body = reply.body instanceof FileBody ? '' : reply.body;
   const lines = [`HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? 'Unknown'}`, ...reply.headers.map(([k, v]) => `${k}: ${v}`)];
-  lines.push(`content-length: ${Buffer.byteLength(reply.body)}`, 'connection: close', '', '');
-  socket.end(Buffer.concat([Buffer.from(lines.join('\r\n')), Buffer.from(reply.body)]));
+  lines.push(`content-length: ${Buffer.byteLength(body)}`, 'connection: close', '', '');
+  socket.end(Buffer.concat([Buffer.from(lines.join('\r\n')), Buffer.from(body)]));
 }
 
 function handleUpgrades(upgrade: UpgradeDispatch, bodyCap: number) {

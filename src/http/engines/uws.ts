@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { STATUS_CODES } from 'node:http';
 import type * as Uws from 'uWebSockets.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
-import type { BodyResult, Engine, EngineServer, RawRequest, WireReply } from '../types.js';
+import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type WireReply } from '../types.js';
 
 type UwsModule = typeof Uws;
 
@@ -131,7 +131,8 @@ function write(res: Uws.HttpResponse, reply: WireReply): void {
   res.cork(() => {
     res.writeStatus(statusLine(reply.status));
     for (const [k, v] of reply.headers) res.writeHeader(k, v);
-    res.end(reply.body, reply.close);
+    // createHttpServer answers 500 in place of a file on this engine (it streams none), so a FileBody never gets here.
+    res.end(reply.body instanceof FileBody ? '' : reply.body, reply.close);
   });
 }
 
