@@ -1,4 +1,4 @@
-import { connect, StorageType, DiscardPolicy, RetentionPolicy, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection } from 'nats';
+import { connect, StorageType, DiscardPolicy, RetentionPolicy, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection } from 'nats';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { busNames, type BusNames } from './names.js';
@@ -121,6 +121,17 @@ export class Bus {
   }
 
   /** A KV bucket, created on first use. `ttlMs` expires entries (counters of past minutes). */
+  /** Create a durable consumer, or bring one made by an older version to these settings (it keeps its position). */
+  async ensureConsumer(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+    try {
+      await this.jsm.consumers.info(stream, config.durable_name);
+      await this.jsm.consumers.update(stream, config.durable_name, config);
+    } catch (err) {
+      if (!/consumer not found/i.test((err as Error).message)) throw err;
+      await this.jsm.consumers.add(stream, config);
+    }
+  }
+
   kv(bucket: string, ttlMs?: number): Promise<KV> {
     let kv = this.kvs.get(bucket);
     if (!kv) {

@@ -24,6 +24,9 @@ const flushLatency = new Histogram({
   registers: [registry],
 });
 
+/** How long a delivered message may go unacknowledged (and without a heartbeat) before JetStream sends it again. */
+const ackWaitMs = 15_000;
+
 export interface FlusherOptions {
   /** Output messages being written at once, at most. */
   maxInflight: number;
@@ -57,11 +60,11 @@ export class Flusher {
 
   async start(): Promise<void> {
     const name = 'flush';
-    await this.bus.jsm.consumers.add(this.bus.names.rawStream, {
+    await this.bus.ensureConsumer(this.bus.names.rawStream, {
       durable_name: name,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
-      ack_wait: 60_000_000_000,
+      ack_wait: ackWaitMs * 1_000_000,
       max_ack_pending: 1000,
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
@@ -91,6 +94,17 @@ export class Flusher {
   }
 
   private async write(m: JsMsg): Promise<void> {
+    // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its
+    // unacknowledged messages go to another within the ack wait, not a minute later.
+    const heartbeat = setInterval(() => m.working(), ackWaitMs / 3);
+    try {
+      await this.writeOnce(m);
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  private async writeOnce(m: JsMsg): Promise<void> {
     const out = decodeOutput(m.data);
     const started = process.hrtime.bigint();
     const writes: Array<Promise<void>> = [];

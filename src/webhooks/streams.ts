@@ -62,16 +62,7 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
 export async function ensureWebhookConsumers(bus: Bus): Promise<void> {
   const n = bus.names;
   const explicit = { ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All };
-  // Created, or brought to this version's settings (a durable made by an older version keeps its position).
-  const ensure = async (stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> => {
-    try {
-      await bus.jsm.consumers.info(stream, config.durable_name);
-      await bus.jsm.consumers.update(stream, config.durable_name, config);
-    } catch (err) {
-      if (!/consumer not found/i.test((err as Error).message)) throw err;
-      await bus.jsm.consumers.add(stream, config);
-    }
-  };
+  const ensure = (stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> => bus.ensureConsumer(stream, config);
   await ensure(n.webhookEventsStream, { ...explicit, durable_name: 'webhooks-fanout', ack_wait: nanos(30_000), max_ack_pending: 1000 });
   await ensure(n.webhookDeliveriesStream, {
     ...explicit,
