@@ -39,19 +39,15 @@ export const registry: ModuleRegistry = {
     role: false,
     async start(services) {
       const control = services.get('control');
+      const bus = services.get('bus');
       const log = services.log.child({ module: 'directory' });
       const [keys, tenants] = await Promise.all([
-        WatchedMap.open<ApiKeyRecord>(control.apiKeys, log, (_k, v) => v.key_hash),
-        WatchedMap.open<TenantRecord>(control.tenants, log),
+        WatchedMap.open<ApiKeyRecord>(control.apiKeys, bus, log, (_k, v) => v.key_hash),
+        WatchedMap.open<TenantRecord>(control.tenants, bus, log),
       ]);
       services.set('directory', { keys, tenants });
-      const offReconnect = services.get('bus').on('reconnect', () => {
-        keys.restart();
-        tenants.restart();
-      });
       return {
         async stop() {
-          offReconnect();
           keys.stop();
           tenants.stop();
         },

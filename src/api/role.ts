@@ -60,14 +60,10 @@ export const apiRole: ModuleDef = {
     // The deliveries list and the test ping work even where no webhooks role runs yet.
     await ensureWebhookStreams(bus);
     const [serviceAccounts, users, failures] = await Promise.all([
-      WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, log),
-      WatchedMap.open<unknown>(control.users, log),
+      WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, bus, log),
+      WatchedMap.open<unknown>(control.users, bus, log),
       bus.kv(bus.names.loginsBucket, loginWindowMs),
     ]);
-    const offReconnect = bus.on('reconnect', () => {
-      serviceAccounts.restart();
-      users.restart();
-    });
     const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
     const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
     const login = await Login.create(control, new LoginFailures(failures), tokens);
@@ -91,7 +87,6 @@ export const apiRole: ModuleDef = {
         live.stop();
         await server.close(5000);
         await exports.stop();
-        offReconnect();
         serviceAccounts.stop();
         users.stop();
         tokens.stop();

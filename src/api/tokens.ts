@@ -74,7 +74,7 @@ export class TokenService {
     const kid = await calculateJwkThumbprint(jwk);
     const kv = await bus.kv(bus.names.jwksBucket);
     await kv.put(kid, encodeRecord({ ...jwk, kid, alg: algorithm, use: 'sig' }));
-    const keys = await WatchedMap.open<JWK>(kv, log);
+    const keys = await WatchedMap.open<JWK>(kv, bus, log);
     return new TokenService(privateKey, kid, config.public_base_url, keys);
   }
 

@@ -1,4 +1,5 @@
 import type { KV, KvEntry } from 'nats';
+import type { Bus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { decodeRecord } from './control-plane.js';
 
@@ -10,6 +11,7 @@ import { decodeRecord } from './control-plane.js';
 export class WatchedMap<T> {
   private map = new Map<string, T>();
   private stopped = false;
+  private offReconnect: (() => void) | undefined;
   private current: { stop(): void } | undefined;
 
   private constructor(
@@ -18,10 +20,14 @@ export class WatchedMap<T> {
     private readonly index: (key: string, value: T) => string,
   ) {}
 
-  /** `index` gives the key to look records up by (e.g. a key hash instead of the bucket key). */
-  static async open<T>(kv: KV, log: Logger, index: (key: string, value: T) => string = (k) => k): Promise<WatchedMap<T>> {
+  /**
+   * `index` gives the key to look records up by (e.g. a key hash instead of the bucket key). A reconnect of `bus`
+   * restarts the watch: a restarted server has lost its consumer, which may stall rather than end.
+   */
+  static async open<T>(kv: KV, bus: Pick<Bus, 'on'>, log: Logger, index: (key: string, value: T) => string = (k) => k): Promise<WatchedMap<T>> {
     const m = new WatchedMap<T>(kv, log, index);
     await m.watch();
+    m.offReconnect = bus.on('reconnect', () => m.restart());
     return m;
   }
 
@@ -90,13 +96,14 @@ export class WatchedMap<T> {
     }, 500);
   }
 
-  /** Reopen the watch (after a reconnect) and rebuild the map; the current map serves until the new one is whole. */
-  restart(): void {
+  /** Reopen the watch and rebuild the map; the current map serves until the new one is whole. */
+  private restart(): void {
     this.current?.stop();
   }
 
   stop(): void {
     this.stopped = true;
+    this.offReconnect?.();
     this.current?.stop();
   }
 }

@@ -115,7 +115,7 @@ export class WebhookService {
   static async start(bus: Bus, control: ControlPlane, mailer: Mailer, log: Logger, options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>): Promise<WebhookService> {
     await ensureWebhookStreams(bus);
     await ensureWebhookConsumers(bus);
-    const endpoints = await WatchedMap.open<WebhookRecord>(control.webhooks.kv, log);
+    const endpoints = await WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log);
     const service = new WebhookService(bus, control, endpoints, mailer, { ...defaultServiceOptions, ...options }, log);
     service.run();
     return service;
