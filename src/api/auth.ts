@@ -9,7 +9,10 @@ export type Scope = 'analytics:read' | 'alerts:write' | 'keys:manage' | 'setting
 
 export type Authorized = { ok: true; principal: Principal; headers: Record<string, string> } | { ok: false; reply: HttpReply };
 
-const bearer = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i;
+/** A compact JWS: three base64url parts. */
+const jwt = '[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+';
+export const jwtShape = new RegExp(`^${jwt}$`);
+const bearer = new RegExp(`^Bearer (${jwt})$`, 'i');
 
 /** The bearer token of a request, or null when the header is missing or not `Bearer <jwt>`. */
 export function bearerToken(req: HttpRequest): string | null {

@@ -6,7 +6,7 @@ import type { HttpReply, HttpRequest, Route, UpgradeResult, WsRoute, WsSocket } 
 import type { Logger } from '../log.js';
 import { select } from '../store/queries/range.js';
 import type { Authenticator } from './auth.js';
-import { bearerToken } from './auth.js';
+import { bearerToken, jwtShape } from './auth.js';
 import type { Principal } from './tokens.js';
 
 export const liveProtocol = 'darshak.v1';
@@ -19,8 +19,6 @@ interface Listener {
   principal: Principal;
   socket: WsSocket;
 }
-
-const jwtShape = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** The token of an upgrade: `?token=`, else offered in Sec-WebSocket-Protocol next to `darshak.v1`, else a Bearer header. */
 function upgradeToken(req: HttpRequest): { token: string | null; protocol: string | null } {

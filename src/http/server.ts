@@ -144,14 +144,19 @@ function requestIdOf(raw: RawRequest): string {
 /** Upgrades go to the WebSocket route of their path; refusals are ordinary answers with the error body. */
 export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes: number, log: Logger): UpgradeDispatch {
   return async (raw) => {
+    const started = process.hrtime.bigint();
     const requestId = requestIdOf(raw);
     const req = new Request(raw, requestId, {}, maxBodyBytes);
     const route = routes.find((r) => r.path === raw.path);
+    const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
     let reply: HttpReply;
     try {
       if (route) {
         const r = await route.upgrade(req);
-        if (r.kind === 'accept') return { ...r, requestId };
+        if (r.kind === 'accept') {
+          observe('upgrade', route.path, raw.method, '101', seconds());
+          return { ...r, requestId };
+        }
         reply = r.reply;
       } else {
         reply = replyError(req, 'not_found');
@@ -160,7 +165,7 @@ export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes
       log.error({ err, request_id: requestId, path: raw.path }, 'upgrade failed');
       reply = replyError(req, 'internal_error');
     }
-    observe('upgrade', route?.path ?? 'unmatched', raw.method, String(reply.status), 0);
+    observe('upgrade', route?.path ?? 'unmatched', raw.method, String(reply.status), seconds());
     return { kind: 'reject', reply: serialize(reply, [['x-request-id', requestId]]) };
   };
 }
