@@ -24,11 +24,11 @@ function dayMs(day: string): number | null {
 function view(r: ExportRecord, baseUrl: string, exports: ExportService, now = Date.now()): Record<string, unknown> {
   const fileExpires = r.expires_at === null ? 0 : Date.parse(r.expires_at);
   const downloadable = r.status === 'ready' && fileExpires > now;
-  const signed = downloadable ? exports.signedQuery(r.export_id, fileExpires, now) : null;
+  const signed = downloadable ? exports.link(r, baseUrl, fileExpires, now) : null;
   return {
     export_id: r.export_id,
     status: r.status,
-    url: signed ? `${baseUrl.replace(/\/+$/, '')}/v1/exports/${r.export_id}/file?${signed.query}` : null,
+    url: signed ? signed.url : null,
     expires_at: signed ? new Date(signed.expiresAt).toISOString() : r.status === 'ready' ? r.expires_at : null,
     rows: r.rows,
     bytes: r.bytes,

@@ -7,7 +7,8 @@ import type { KV } from 'nats';
 import type { Bus } from '../bus/bus.js';
 import { decodeRecord, encodeRecord, readAll } from '../control/control-plane.js';
 import type { Logger } from '../log.js';
-import { writeParquet } from '../store/export.js';
+import { writeParquet, writeParquetS3 } from '../store/export.js';
+import { parseS3Url, presign, type S3Target } from '../store/s3.js';
 
 export type ExportStatus = 'pending' | 'ready' | 'failed';
 
@@ -27,6 +28,10 @@ export interface ExportRecord {
   error: string | null;
   /** When the file is deleted (24 h after it was written). */
   expires_at: string | null;
+  /** Where the file is: this api process's DATA_DIR/exports (absent: older records), or the EXPORT_S3_URL store. */
+  storage?: 'file' | 's3';
+  /** Set once an S3 object past its 24 hours is deleted. */
+  deleted_at?: string | null;
 }
 
 export const exportIdPattern = /^exp_[0-9a-f]{20}$/;
@@ -45,7 +50,8 @@ export class TooManyExportsError extends Error {
 /**
  * Exports of raw events to Parquet: records in NATS KV (every api process sees every export), jobs run one at a time
  * by the api process that took the request (a bulk export is disk- and store-bound; running two at once only slows
- * both), files under `DATA_DIR/exports`, links signed with a secret shared through KV.
+ * both). Files go under `DATA_DIR/exports`, with links signed with a secret shared through KV; or, with
+ * `EXPORT_S3_URL`, to an S3-compatible store, with S3 presigned links (any api process can then hand them out).
  */
 export class ExportService {
   private readonly queue: string[] = [];
@@ -61,15 +67,18 @@ export class ExportService {
     private readonly secret: Buffer,
     private readonly client: ClickHouseClient,
     readonly dir: string,
+    private readonly s3: S3Target | null,
     private readonly log: Logger,
   ) {}
 
-  static async open(bus: Bus, client: ClickHouseClient, dataDir: string, log: Logger): Promise<ExportService> {
+  /** `s3Url`: EXPORT_S3_URL, or '' for files under DATA_DIR/exports. */
+  static async open(bus: Bus, client: ClickHouseClient, dataDir: string, s3Url: string, log: Logger): Promise<ExportService> {
+    const s3 = s3Url === '' ? null : parseS3Url(s3Url);
     // Records expire a week after their last write: the files are gone long before, and every POST reads them all.
     const [records, secrets] = await Promise.all([bus.kv(bus.names.exportsBucket, recordLifetimeMs), bus.kv(bus.names.exportSecretBucket)]);
     const dir = resolve(dataDir, 'exports');
     mkdirSync(dir, { recursive: true });
-    const service = new ExportService(records, await sharedSecret(secrets), client, dir, log);
+    const service = new ExportService(records, await sharedSecret(secrets), client, dir, s3, log);
     await service.failInterrupted();
     return service;
   }
@@ -135,10 +144,14 @@ export class ExportService {
     return record;
   }
 
-  /** `?expires=…&signature=…` for the file of `id`, valid one hour from `now`, and never past `notAfter` (the file's deletion). */
-  signedQuery(id: string, notAfter: number, now = Date.now()): { query: string; expiresAt: number } {
+  /**
+   * The download link of a ready export, valid one hour from `now` and never past `notAfter` (the file's deletion):
+   * `{base_url}/v1/exports/{id}/file?expires=…&signature=…`, or an S3 presigned URL for a file in the store.
+   */
+  link(r: ExportRecord, baseUrl: string, notAfter: number, now = Date.now()): { url: string; expiresAt: number } {
     const expires = Math.floor(Math.min(now + urlLifetimeMs, notAfter) / 1000);
-    return { query: `expires=${expires}&signature=${this.sign(id, expires)}`, expiresAt: expires * 1000 };
+    if (r.storage === 's3' && this.s3) return { url: presign(this.s3, 'GET', objectKey(r), expires - Math.floor(now / 1000), now), expiresAt: expires * 1000 };
+    return { url: `${baseUrl.replace(/\/+$/, '')}/v1/exports/${r.export_id}/file?expires=${expires}&signature=${this.sign(r.export_id, expires)}`, expiresAt: expires * 1000 };
   }
 
   /** Whether a link's expiry and signature are this service's and still valid; compared in constant time. */
@@ -180,19 +193,29 @@ export class ExportService {
     if (!record || record.status !== 'pending') return;
     const log = this.log.child({ export_id: id, tenant: record.tenant });
     const started = Date.now();
+    const filter = { tenant: record.tenant, fromMs: Date.parse(`${record.from}T00:00:00Z`), toMs: Date.parse(`${record.to}T00:00:00Z`) + 86_400_000, eventTypes: record.event_types };
+    const storage = this.s3 ? 's3' : 'file';
     try {
-      const { rows, bytes } = await writeParquet(
-        this.client,
-        { tenant: record.tenant, fromMs: Date.parse(`${record.from}T00:00:00Z`), toMs: Date.parse(`${record.to}T00:00:00Z`) + 86_400_000, eventTypes: record.event_types },
-        this.filePath(id),
-      );
+      const { rows, bytes } = this.s3 ? await writeParquetS3(this.client, filter, this.s3, objectKey(record)) : await writeParquet(this.client, filter, this.filePath(id));
       const finished = Date.now();
-      await this.records.put(id, encodeRecord({ ...record, status: 'ready', rows, bytes, finished_at: new Date(finished).toISOString(), expires_at: new Date(finished + fileLifetimeMs).toISOString() }));
+      await this.records.put(
+        id,
+        encodeRecord({ ...record, status: 'ready', rows, bytes, storage, finished_at: new Date(finished).toISOString(), expires_at: new Date(finished + fileLifetimeMs).toISOString() }),
+      );
       log.info({ rows, bytes, ms: finished - started }, 'export ready');
     } catch (err) {
       log.error({ err }, 'export failed');
       await rm(this.filePath(id), { force: true });
       await this.records.put(id, encodeRecord({ ...record, status: 'failed', finished_at: new Date().toISOString(), error: 'export_failed' })).catch((e: unknown) => log.error({ err: e }, 'cannot record the failure'));
+    }
+  }
+
+  private async sweepS3(s3: S3Target, now: number): Promise<void> {
+    for (const r of await readAll<ExportRecord>(this.records)) {
+      if (r.storage !== 's3' || r.deleted_at || r.expires_at === null || Date.parse(r.expires_at) > now) continue;
+      const res = await fetch(presign(s3, 'DELETE', objectKey(r), 60, now), { method: 'DELETE' });
+      if (!res.ok && res.status !== 404) throw new Error(`DELETE of ${objectKey(r)} answered ${res.status}`);
+      await this.records.put(r.export_id, encodeRecord({ ...r, deleted_at: new Date(now).toISOString() }));
     }
   }
 
@@ -215,8 +238,12 @@ export class ExportService {
     }
   }
 
-  /** Delete this process's files older than 24 h (each api process has its own DATA_DIR/exports). */
+  /**
+   * Delete this process's files older than 24 h (each api process has its own DATA_DIR/exports), and the store's
+   * objects of exports past their 24 hours (any api process may; deleting twice is harmless).
+   */
   private async sweep(now = Date.now()): Promise<void> {
+    if (this.s3) await this.sweepS3(this.s3, now).catch((err: unknown) => this.log.warn({ err }, 'export object sweep failed'));
     try {
       for (const name of await readdir(this.dir)) {
         const path = join(this.dir, name);
@@ -227,6 +254,9 @@ export class ExportService {
     }
   }
 }
+
+/** An export's object key in the store, under EXPORT_S3_URL's prefix. */
+const objectKey = (r: ExportRecord): string => `${r.tenant}/${r.export_id}.parquet`;
 
 /** The URL-signing secret: 32 random bytes, created by the first api process, read by every other. */
 async function sharedSecret(kv: KV): Promise<Buffer> {

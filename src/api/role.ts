@@ -68,7 +68,7 @@ export const apiRole: ModuleDef = {
     const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
     const login = await Login.create(control, new LoginFailures(failures), tokens);
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
-    const exports = await ExportService.open(bus, store.client, config.data_dir, log.child({ module: 'export' }));
+    const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
     const server = await createHttpServer({
       listener: 'base',
       host: config.host,

@@ -27,6 +27,7 @@ export interface Config {
   aggregate_flush_interval_ms: number;
   jwt_key_file: string;
   analytics_rate_per_minute: number;
+  export_s3_url: string;
 }
 
 interface KeySpec {
@@ -125,6 +126,11 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 1,
     maximum: 1000000,
     description: 'requests per minute per token at the api listener before 429 `rate_limited`',
+  },
+  export_s3_url: {
+    type: 'string',
+    pattern: '^(https?://.+)?$',
+    description: 'S3-compatible store for exports, `https://KEY:SECRET@host/bucket[/prefix][?region=R]`; empty keeps files under `DATA_DIR/exports`',
   },
 };
 

@@ -1,8 +1,7 @@
-import { createHash, createHmac } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import { connect } from 'nats';
 import t from 'tap';
 import { ExportService, fileLifetimeMs, jobTimeoutMs } from '../../src/api/exports.js';
@@ -11,8 +10,8 @@ import { createLogger } from '../../src/log.js';
 import { call, login } from '../helpers/api.js';
 import { sendScenario } from '../helpers/compare.js';
 import { cli, drained, eventually, freePort, makeTenant, natsUrl, startService } from '../helpers/env.js';
-import type { OracleEvent } from '../helpers/oracle.js';
 import { makeScenario } from '../helpers/scenario.js';
+import { checksum, columns, downloadParquet, line, rowLine } from '../helpers/parquet.js';
 
 // Raw event export to Parquet over HTTP: the file read back with an independent reader (hyparquet) and compared
 // with the scenario's de-duplicated events; plan gating, tenancy, signed links, the pending limit.
@@ -41,41 +40,6 @@ const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 const to = day(now);
 const from = day(now - 30 * DAY);
 
-/** The columns of the file, in order (docs/export.md). */
-const columns = [
-  'tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'anonymous_id', 'user_id', 'session_id', 'content_id',
-  'content_type', 'content_title', 'position_sec', 'bitrate_kbps', 'country', 'region', 'device', 'app_version', 'os', 'browser', 'player',
-  'cdn', 'pop', 'user_agent', 'properties', 'ingest_seq', 'ingest_index',
-];
-
-function sorted(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sorted);
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, sorted(v)]));
-}
-
-/** One line per event of the fields the scenario decides; the checksum is over the sorted lines. */
-function line(e: OracleEvent): string {
-  return JSON.stringify([
-    e.tenant, e.event_type, e.ts, e.event_id ?? '', e.session_id ?? '', e.user_id ?? '', e.anonymous_id ?? '', e.content_id ?? '',
-    e.content_type ?? '', e.content_title ?? '', e.position_sec ?? null, e.bitrate_kbps ?? null, e.context?.pop ?? '', sorted(e.properties ?? {}),
-  ]);
-}
-
-type ParquetRow = Record<string, unknown>;
-
-function rowLine(r: ParquetRow): string {
-  const str = (k: string) => r[k] as string;
-  return line({
-    tenant: str('tenant'), event_type: str('event_type'), ts: (r.ts as Date).getTime(), event_id: str('event_id'), session_id: str('session_id'),
-    user_id: str('user_id'), anonymous_id: str('anonymous_id'), content_id: str('content_id'), content_type: str('content_type'),
-    content_title: str('content_title'), position_sec: (r.position_sec as number | null) ?? undefined, bitrate_kbps: (r.bitrate_kbps as number | null) ?? undefined,
-    context: { pop: str('pop') }, properties: JSON.parse(str('properties')) as Record<string, unknown>,
-  });
-}
-
-const checksum = (lines: string[]): string => createHash('sha256').update(lines.sort().join('\n')).digest('hex');
-
 async function finished(id: string, who = token): Promise<Record<string, unknown>> {
   let last: Record<string, unknown> = {};
   const done = await eventually(async () => {
@@ -87,15 +51,7 @@ async function finished(id: string, who = token): Promise<Record<string, unknown
   return last;
 }
 
-async function download(url: string): Promise<{ res: Response; rows: ParquetRow[]; names: string[] }> {
-  const res = await fetch(url);
-  const bytes = Buffer.from(await res.arrayBuffer());
-  const path = join(dataDir, `download-${createHash('sha1').update(url).digest('hex')}.parquet`);
-  writeFileSync(path, bytes);
-  const file = await asyncBufferFromFile(path);
-  const meta = await parquetMetadataAsync(file);
-  return { res, rows: (await parquetReadObjects({ file })) as ParquetRow[], names: meta.schema.slice(1).map((s) => s.name) };
-}
+const download = (url: string) => downloadParquet(url, dataDir);
 
 t.test('an export holds the de-duplicated events of the range, read back with another Parquet reader', async (t) => {
   const created = await call(base, 'POST', '/v1/analytics/export', { token, body: { from, to } });
@@ -264,7 +220,7 @@ t.test('an api start marks stale pending exports interrupted and deletes files o
   const then = (Date.now() - fileLifetimeMs - 60_000) / 1000;
   utimesSync(old, then, then);
   const services = svc.started.services;
-  const second = await ExportService.open(services.get('bus'), services.get('store').client, otherDir, createLogger('silent'));
+  const second = await ExportService.open(services.get('bus'), services.get('store').client, otherDir, '', createLogger('silent'));
   second.start();
   t.teardown(() => second.stop());
   t.match(await second.get(stale), { status: 'failed', error: 'interrupted' });
