@@ -5,17 +5,27 @@
 //    endpoint and delivers them: signed, through the SSRF guard, each attempt logged. The receiver is a node:http
 //    server in a child process (answers 200). Deliveries/s = N / time from the service's start to the last log entry.
 // 2. Latency: one event every 20 ms; the time from publishWebhookEvent's call (what the alerts role does when an alert
-//    fires) to the receiver having the request. p50/p99. Detection itself is the alerts role's and not measured here.
+//    fires) to the receiver having the request. p50/p99.
+// 3. Detection to delivery: the ingest, aggregate (4 shards) and alerts roles join the webhooks role in this process.
+//    Every 25 ms a client posts the first play of a title never seen before: the event that crosses a threshold
+//    (content.new_release_detected). The time from the POST to the receiver having the alert's webhook, p50/p99. The
+//    path is the whole of an alert's: ingest → events stream → aggregator batch (sealed every 500 ms) → signals →
+//    alerts role → webhook event → fan-out → signed delivery.
 //
 //   npm run bench:webhooks [-- --events 20000 --probes 200 --concurrency 64]
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpus, totalmem } from 'node:os';
+import { mkdtempSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Bus } from '../src/bus/bus.js';
 import { removeNamespace } from '../src/bus/namespace.js';
+import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
 import { createLogger } from '../src/log.js';
+import { Services, startModules, type Started } from '../src/modules.js';
+import { registry } from '../src/registry.js';
 import { newEventId, publishWebhookEvent } from '../src/webhooks/events.js';
 import { Mailer } from '../src/webhooks/mailer.js';
 import { WebhookService } from '../src/webhooks/service.js';
@@ -39,10 +49,12 @@ const receiverCode = `
 const http = require('node:http');
 let count = 0;
 const server = http.createServer((req, res) => {
-  req.resume();
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
     count++;
     if (req.url === '/probe') process.send({ probe: req.headers['x-service-delivery'], at: Date.now() });
+    if (req.url === '/detect') process.send({ detect: JSON.parse(Buffer.concat(chunks).toString()).data.content_id, at: Date.now() });
     res.writeHead(200).end();
   });
 });
@@ -83,6 +95,7 @@ const prefix = `bench${Date.now().toString(36)}`;
 const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log);
 const { child, port } = await startReceiver();
 let service: WebhookService | undefined;
+let roles: Started | undefined;
 try {
   const control = await ControlPlane.open(bus);
   await control.createTenant({ slug: 'bench', name: 'Bench', plan: 'enterprise', ownerEmail: 'owner@bench.test', ownerPassword: 'correct horse battery' });
@@ -124,7 +137,35 @@ try {
   while (latencies.length < probes && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   latencies.sort((a, b) => a - b);
   console.log(`latency (publishWebhookEvent → received), ${latencies.length}/${probes} probes: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${latencies.at(-1)} ms`);
+
+  // Detection to delivery, through the roles that carry an alert.
+  const config = loadConfig({ overrides: { nats_url: natsUrl, nats_prefix: prefix, ingest_port: 0, base_port: 0, data_dir: mkdtempSync(join(tmpdir(), 'bench-detect-')) } });
+  roles = await startModules(registry, ['ingest', 'aggregate', 'alerts'], new Services(config, log));
+  const ingestUrl = `http://127.0.0.1:${roles.services.listeners.get('ingest')!.port}/v1/ingest/events`;
+  const key = await control.createApiKey({ tenant: 'bench', name: 'bench', environment: 'production' });
+  await control.webhooks.create('bench', { url: `http://127.0.0.1:${port}/detect`, categories: ['content.new_release_detected'] });
+  await new Promise((r) => setTimeout(r, 1000));
+  const posted = new Map<string, number>();
+  const detected: number[] = [];
+  child.on('message', (m: { detect?: string; at?: number }) => {
+    const t0 = m.detect ? posted.get(m.detect) : undefined;
+    if (t0 !== undefined && m.at !== undefined) detected.push(m.at - t0);
+  });
+  const sends: Array<Promise<unknown>> = [];
+  for (let i = 0; i < probes; i++) {
+    const title = `premiere-${i}`;
+    const body = JSON.stringify({ events: [{ event_type: 'play_start', ts: new Date().toISOString(), session_id: `s-${i}`, anonymous_id: `a-${i}`, content_id: title }] });
+    posted.set(title, Date.now());
+    sends.push(fetch(ingestUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body }));
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await Promise.all(sends);
+  const until = Date.now() + 15_000;
+  while (detected.length < probes && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  detected.sort((a, b) => a - b);
+  console.log(`detection to delivery (ingest POST → webhook received), ${detected.length}/${probes} alerts: p50 ${pct(detected, 50)} ms, p99 ${pct(detected, 99)} ms, max ${detected.at(-1)} ms`);
 } finally {
+  await roles?.stop();
   await service?.stop();
   child.send('exit');
   await bus.close();

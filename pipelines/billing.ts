@@ -1,4 +1,5 @@
-import { type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { pct, round, severityOf, windowFields, type WindowDetector } from '../src/alerts/detector.js';
 
 const kinds = new Set([
   'subscription_started',
@@ -28,11 +29,84 @@ export const billingEvents: TableSpec = {
   ],
 };
 
+const hour = 3600;
+const day = 86_400;
+
+/** 15 minutes (by default) of payments: failed / all. Severity is the failure rate against the threshold. */
+export const paymentFailure: WindowDetector = {
+  kind: 'window',
+  category: 'billing.payment_failure',
+  source: 'billing',
+  signal: 'billing',
+  bucketMinutes: 1,
+  historyBuckets: 60,
+  running: 1,
+  params: {
+    window_minutes: 'payments of this many minutes are counted',
+    min_failure_pct: 'failed payments are at least this percentage of all payments',
+    min_failures: 'and at least this many',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const span = t.window_minutes!;
+    const cur = windowFields(w, span);
+    const failed = cur.failed ?? 0;
+    if (failed < t.min_failures!) return null;
+    const rate = pct(failed, cur.payments ?? 0);
+    if (rate < t.min_failure_pct!) return null;
+    const severity = severityOf(rate, t.min_failure_pct!);
+    return {
+      severity,
+      title: 'Payment failures',
+      description: `${failed} of ${cur.payments} payments failed in the last ${span} minutes (${round(rate)} %).`,
+      data: { severity, failure_rate: round(rate), failed_payments: failed, window_minutes: span },
+    };
+  },
+};
+
+/** Cancellations in the current UTC hour against the mean of the same hour on the 7 days before. */
+export const churnSpike: WindowDetector = {
+  kind: 'window',
+  category: 'billing.churn_spike',
+  source: 'billing',
+  signal: 'billing',
+  bucketMinutes: 60,
+  historyBuckets: 7 * 24 + 1,
+  running: 1,
+  params: {
+    ratio: 'the hour\u2019s cancellations are at least this many times the mean of the same hour on the 7 days before',
+    min_cancellations: 'and at least this many',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const n = w.at(w.bucket)?.cancellations ?? 0;
+    // A baseline needs the 7 days behind it: until then every hour would look like a spike.
+    if (n < t.min_cancellations! || w.since > w.bucket - 7 * day) return null;
+    let total = 0;
+    for (let d = 1; d <= 7; d++) total += w.at(w.bucket - d * day)?.cancellations ?? 0;
+    const base = total / 7;
+    if (n < t.ratio! * base) return null;
+    const severity = severityOf(n, base);
+    return {
+      severity,
+      title: 'Churn spike',
+      description: `${n} cancellations this hour against ${round(base)} in the same hour on the last 7 days.`,
+      data: { severity, cancellations: n, baseline: round(base), window_minutes: hour / 60 },
+    };
+  },
+};
+
 export const billing: Pipeline = {
   name: 'billing',
   tables: [billingEvents],
+  detectors: [paymentFailure, churnSpike],
   event(e, out) {
     if (!kinds.has(e.event_type) || !e.user_id) return;
+    // Detector signal `billing` [tenant] per minute: payments (failed or not), failed, cancellations.
+    const payment = e.event_type === 'payment_succeeded' || e.event_type === 'payment_failed';
+    const failed = e.event_type === 'payment_failed';
+    const cancelled = e.event_type === 'subscription_cancelled';
+    if (payment || cancelled) out.signal('billing', [e.tenant], minuteOf(e.ts), { payments: payment ? 1 : 0, failed: failed ? 1 : 0, cancellations: cancelled ? 1 : 0 });
     const amount = e.properties?.amount_inr;
     const plan = e.properties?.plan;
     out.append(billingEvents, [e.tenant, e.ts, e.user_id, e.event_type, typeof amount === 'number' ? amount : 0, typeof plan === 'string' ? plan : '']);

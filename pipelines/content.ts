@@ -1,4 +1,5 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 /** Watch time per content and minute. */
@@ -30,9 +31,77 @@ export const contentCatalog: TableSpec = {
   ],
 };
 
+/** A closed session's completion (docs/metrics.md "Top content"), or null when its length is unknown. */
+export function completionOf(a: SessionAttrs): number | null {
+  if (a.ended) return 100;
+  if (a.duration_sec === null) return null;
+  return Math.min(100, (a.furthest_sec / a.duration_sec) * 100);
+}
+
+/** First playback (or publication) of a content id the cluster has never seen. */
+export const newRelease: OnceDetector = {
+  kind: 'once',
+  category: 'content.new_release_detected',
+  source: 'content',
+  signal: 'content_seen',
+  params: {},
+  mark: ([contentId]) => contentId!,
+  label: ([contentId, title]) => [contentId!, title ?? ''],
+  finding([contentId, title, contentType]) {
+    return {
+      severity: 'info',
+      title: `New release: ${title || contentId}`,
+      description: `First playback of ${JSON.stringify(contentId)}.`,
+      data: { severity: 'info', content_id: contentId, title: title || null, content_type: contentType || null },
+    };
+  },
+};
+
+const day = 86_400;
+
+/** Completion of the sessions that closed in the current UTC hour against the 7 days before it. */
+export const completionDrop: WindowDetector = {
+  kind: 'window',
+  category: 'content.completion_drop',
+  source: 'content',
+  signal: 'completion',
+  bucketMinutes: 60,
+  historyBuckets: 7 * 24 + 1,
+  running: 1,
+  params: {
+    drop_points: 'the hour\u2019s completion is at least this many points under the 7-day completion',
+    min_sessions: 'closed sessions in the hour (and in the 7 days), at least',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const cur = w.at(w.bucket);
+    if (!cur || (cur.sessions ?? 0) < t.min_sessions!) return null;
+    const base = sumFields(w, w.bucket - 7 * day, w.bucket, true);
+    if ((base.sessions ?? 0) < t.min_sessions!) return null;
+    const now = cur.pct! / cur.sessions!;
+    const before = base.pct! / base.sessions!;
+    if (now > before - t.drop_points!) return null;
+    const [contentId] = w.key;
+    const title = w.label(contentId!);
+    const severity = now > 0 && before / now < 3 ? 'warning' : 'critical';
+    return {
+      severity,
+      title: `Completion drop: ${title || contentId}`,
+      description: `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).`,
+      data: { severity, content_id: contentId, title: title || null, current_pct: round(now), baseline_pct: round(before) },
+    };
+  },
+};
+
 export const content: Pipeline = {
   name: 'content',
   tables: [contentMinutes, contentCatalog],
+  detectors: [newRelease, completionDrop],
+  session(a, sign, out) {
+    // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion.
+    const c = a.closed_at === null || a.content_id === '' ? null : completionOf(a);
+    if (c !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at!), { sessions: sign, pct: sign * c });
+  },
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0 || attrs.content_id === '') return;
@@ -41,6 +110,10 @@ export const content: Pipeline = {
   event(e, out) {
     if (!e.content_id) return;
     const published = e.event_type === 'content_published';
+    // Detector signal `content_seen` [tenant, content, title, type] per minute: plays and publications.
+    if (published || e.event_type === 'play_start') {
+      out.signal('content_seen', [e.tenant, e.content_id, e.content_title ?? '', e.content_type ?? ''], minuteOf(e.ts), { events: 1 });
+    }
     const d = e.properties?.duration_sec;
     const duration = published && typeof d === 'number' && d > 0 ? d : null;
     if (!published && !e.content_title && !e.content_type) return;

@@ -1,5 +1,6 @@
-import { minuteOf, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { State } from '../src/aggregate/session.js';
+import { median, pct, round, severityOf, sumFields, windowFields, type Window, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -41,20 +42,188 @@ export function startupBucket(ms: number): number {
 
 const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [a.tenant, minuteOf(ms), a.region, a.pop];
 
+// Detector signals (docs/alerts.md), per event-time minute:
+// - `qos_pop` [tenant, region, pop]: watch_ms, rebuffer_ms; sessions (distinct, with any event in the minute);
+//   stalled (distinct, with a rebuffer_start in it).
+// - `qos_region` [tenant, region]: starts, fatal (sessions), startups and their histogram (`b<bucket>`), and fatal
+//   errors by code (`code:<code>`).
+const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
+const regionKey = (a: SessionAttrs): string[] => [a.tenant, a.region];
+
+/** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
+export function startupPercentile(f: Fields, p: number): number {
+  const buckets = Object.keys(f)
+    .filter((k) => k.startsWith('b') && f[k]! > 0)
+    .map((k) => [Number(k.slice(1)), f[k]!] as const)
+    .sort((a, b) => a[0] - b[0]);
+  const n = buckets.reduce((s, [, c]) => s + c, 0);
+  let seen = 0;
+  for (const [b, c] of buckets) {
+    seen += c;
+    if (seen >= p * n) return Math.round(bucketGrowth ** b);
+  }
+  return 0;
+}
+
+const minute = 60;
+
+/** The first minute of the window of `span` minutes ending with `w.bucket`, and of the baseline before it. */
+const baselineRange = (w: Window, span: number): [number, number] => {
+  const end = w.bucket - (span - 1) * minute;
+  return [end - w.thresholds.baseline_minutes! * minute, end];
+};
+
+/** The window's counts (`window_minutes` ending with `w.bucket`) and its baseline's, firing minutes left out. */
+function windowAndBaseline(w: Window): { cur: Fields; base: Fields } {
+  const span = w.thresholds.window_minutes!;
+  const [from, to] = baselineRange(w, span);
+  return { cur: windowFields(w, span), base: sumFields(w, from, to, true) };
+}
+
+export const rebufferSpike: WindowDetector = {
+  kind: 'window',
+  category: 'qos.rebuffer_spike',
+  source: 'qos',
+  signal: 'qos_pop',
+  bucketMinutes: 1,
+  historyBuckets: 64,
+  running: 2,
+  params: {
+    ratio: 'the rebuffer rate of the minute is at least this many times the baseline',
+    min_points: 'and at least this many percentage points above it',
+    min_sessions: 'sessions with an event in the minute, at least',
+    baseline_minutes: 'the baseline is the median of the per-minute rates of this many minutes before',
+    min_baseline_minutes: 'minutes with watch time the baseline needs, at least',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const cur = w.at(w.bucket);
+    if (!cur || (cur.sessions ?? 0) < t.min_sessions! || !cur.watch_ms) return null;
+    const rate = pct(cur.rebuffer_ms ?? 0, cur.watch_ms);
+    const [from, to] = baselineRange(w, 1);
+    const rates: number[] = [];
+    for (let b = from; b < to; b += minute) {
+      const f = w.at(b);
+      if (f?.watch_ms && f.watch_ms > 0 && !w.firing(b)) rates.push(pct(f.rebuffer_ms ?? 0, f.watch_ms));
+    }
+    if (rates.length < t.min_baseline_minutes!) return null;
+    const base = median(rates);
+    if (rate < t.ratio! * base || rate < base + t.min_points!) return null;
+    const [region, pop] = w.key;
+    const severity = severityOf(rate, base);
+    return {
+      severity,
+      title: `Rebuffering spike in ${region} / ${pop}`,
+      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.`,
+      // Stalled sessions of the minute, or of the minute before when more (this one may have just begun).
+      data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0) },
+    };
+  },
+};
+
+export const startupRegression: WindowDetector = {
+  kind: 'window',
+  category: 'qos.startup_regression',
+  source: 'qos',
+  signal: 'qos_region',
+  bucketMinutes: 1,
+  historyBuckets: 64,
+  running: 1,
+  params: {
+    window_minutes: 'startups of this many minutes are compared',
+    ratio: 'their p50 is at least this many times the baseline p50',
+    min_increase_ms: 'and at least this many milliseconds more',
+    min_starts: 'startups in the window (and in the baseline), at least',
+    baseline_minutes: 'the baseline is the startups of this many minutes before the window',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const { cur, base } = windowAndBaseline(w);
+    if ((cur.startups ?? 0) < t.min_starts! || (base.startups ?? 0) < t.min_starts!) return null;
+    const p50 = startupPercentile(cur, 0.5);
+    const baseP50 = startupPercentile(base, 0.5);
+    if (p50 < t.ratio! * baseP50 || p50 < baseP50 + t.min_increase_ms!) return null;
+    const [region] = w.key;
+    const severity = severityOf(p50, baseP50);
+    return {
+      severity,
+      title: `Startup time regression in ${region}`,
+      description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over ${cur.startups} startups.`,
+      data: { severity, region, current_p50_ms: p50, baseline_p50_ms: baseP50, current_p95_ms: startupPercentile(cur, 0.95), affected_sessions: cur.startups },
+    };
+  },
+};
+
+export const errorSpike: WindowDetector = {
+  kind: 'window',
+  category: 'qos.error_spike',
+  source: 'qos',
+  signal: 'qos_region',
+  bucketMinutes: 1,
+  historyBuckets: 64,
+  running: 1,
+  params: {
+    window_minutes: 'sessions started in this many minutes are compared',
+    ratio: 'their fatal error rate is at least this many times the baseline',
+    min_points: 'and at least this many percentage points above it',
+    min_sessions: 'sessions started in the window (and in the baseline), at least',
+    min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
+    baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
+  },
+  evaluate(w) {
+    const t = w.thresholds;
+    const { cur, base } = windowAndBaseline(w);
+    if ((cur.starts ?? 0) < t.min_sessions! || (cur.fatal ?? 0) < t.min_errors! || (base.starts ?? 0) < t.min_sessions!) return null;
+    const rate = pct(cur.fatal ?? 0, cur.starts!);
+    const baseRate = pct(base.fatal ?? 0, base.starts!);
+    if (rate < t.ratio! * baseRate || rate < baseRate + t.min_points!) return null;
+    let top = '';
+    for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
+    const [region] = w.key;
+    const severity = severityOf(rate, baseRate);
+    return {
+      severity,
+      title: `Playback error spike in ${region}`,
+      description: `Fatal errors in ${round(rate)} % of sessions against a baseline of ${round(baseRate)} %.`,
+      data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: cur.fatal ?? 0, top_error_code: top.slice(5) || null },
+    };
+  },
+};
+
 export const qos: Pipeline = {
   name: 'qos',
   tables: [qosMinutes, qosStartupHistogram],
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0) return;
-    out.add(qosMinutes, key(attrs, seg.to!), [sign * ms, seg.state === State.rebuffering ? sign * ms : 0, 0, 0, 0, 0]);
+    const rebuffer = seg.state === State.rebuffering ? sign * ms : 0;
+    out.add(qosMinutes, key(attrs, seg.to!), [sign * ms, rebuffer, 0, 0, 0, 0]);
+    out.signal('qos_pop', popKey(attrs), minuteOf(seg.to!), { watch_ms: sign * ms, rebuffer_ms: rebuffer });
   },
   session(a, sign, out) {
-    if (a.started_at !== null) out.add(qosMinutes, key(a, a.started_at), [0, 0, sign, 0, 0, 0]);
-    if (a.fatal_at !== null) out.add(qosMinutes, key(a, a.fatal_at), [0, 0, 0, sign, 0, 0]);
+    if (a.started_at !== null) {
+      out.add(qosMinutes, key(a, a.started_at), [0, 0, sign, 0, 0, 0]);
+      out.signal('qos_region', regionKey(a), minuteOf(a.started_at), { starts: sign });
+    }
+    if (a.fatal_at !== null) {
+      out.add(qosMinutes, key(a, a.fatal_at), [0, 0, 0, sign, 0, 0]);
+      out.signal('qos_region', regionKey(a), minuteOf(a.fatal_at), { fatal: sign });
+    }
     if (a.startup_ms !== null && a.startup_at !== null) {
+      const b = startupBucket(a.startup_ms);
       out.add(qosMinutes, key(a, a.startup_at), [0, 0, 0, 0, sign, sign * a.startup_ms]);
-      out.add(qosStartupHistogram, [...key(a, a.startup_at), startupBucket(a.startup_ms)], [sign]);
+      out.add(qosStartupHistogram, [...key(a, a.startup_at), b], [sign]);
+      out.signal('qos_region', regionKey(a), minuteOf(a.startup_at), { startups: sign, [`b${b}`]: sign });
     }
   },
+  activity(a, e, marks, out) {
+    const m = minuteOf(e.ts);
+    if (marks.first('pop', m)) out.signal('qos_pop', popKey(a), m, { sessions: 1 });
+    if (e.event_type === 'rebuffer_start' && marks.first('stall', m)) out.signal('qos_pop', popKey(a), m, { stalled: 1 });
+    if (e.event_type === 'error' && e.properties?.fatal === true) {
+      const code = e.properties.code;
+      out.signal('qos_region', regionKey(a), m, { [`code:${typeof code === 'string' || typeof code === 'number' ? String(code).slice(0, 64) : 'unknown'}`]: 1 });
+    }
+  },
+  detectors: [rebufferSpike, startupRegression, errorSpike],
 };

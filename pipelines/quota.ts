@@ -1,4 +1,5 @@
 import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import type { Finding } from '../src/alerts/detector.js';
 
 /** Stored (de-duplicated) events per tenant and minute of arrival: monthly usage is a sum of these. */
 export const quotaMinutes: TableSpec = {
@@ -18,3 +19,22 @@ export const quota: Pipeline = {
     out.add(quotaMinutes, [e.tenant, minuteOf(e.received_at)], [1]);
   },
 };
+
+/**
+ * Quota alerts read ingest's shared monthly counter (what limits ingest), not a signal: the alerts role compares it
+ * with each tenant's quota every second and raises each level once per UTC month.
+ */
+export const quotaLevels = [
+  { category: 'ingest.quota_80pct', share: 0.8, severity: 'warning' },
+  { category: 'ingest.quota_exceeded', share: 1, severity: 'critical' },
+] as const;
+
+export function quotaFinding(level: (typeof quotaLevels)[number], used: number, quota: number, period: string): Finding {
+  const share = level.share * 100;
+  return {
+    severity: level.severity,
+    title: level.share < 1 ? `${share} % of the monthly event quota used` : 'Monthly event quota exceeded',
+    description: `${used} of ${quota} events accepted in ${period}.`,
+    data: { severity: level.severity, used, quota, period },
+  };
+}

@@ -5,6 +5,7 @@ import { UsageCounters } from './control/usage.js';
 import { KeyUsage } from './control/key-usage.js';
 import { WatchedMap } from './control/watched-map.js';
 import { aggregateRole } from './aggregate/role.js';
+import { alertsRole } from './alerts/role.js';
 import { apiRole } from './api/role.js';
 import { flushRole } from './flush/role.js';
 import { ingestRole } from './ingest/role.js';
@@ -94,6 +95,7 @@ export const registry: ModuleRegistry = {
   ingest: ingestRole,
   aggregate: aggregateRole,
   flush: flushRole,
+  alerts: alertsRole,
   api: apiRole,
   webhooks: webhooksRole,
 };

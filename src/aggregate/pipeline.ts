@@ -1,4 +1,5 @@
 import type { WireEvent } from '../bus/wire.js';
+import type { Detector } from '../alerts/detector.js';
 import type { Segment } from './session.js';
 
 // What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
@@ -37,6 +38,8 @@ export interface SessionAttrs {
   readonly startup_at: number | null;
   /** ts of the first fatal error, or null. */
   readonly fatal_at: number | null;
+  /** ts of the first event that closed the session (fatal error, ended, session_end), or null. */
+  readonly closed_at: number | null;
   readonly ended: boolean;
   readonly furthest_sec: number;
   readonly duration_sec: number | null;
@@ -52,6 +55,26 @@ export interface SessionView {
 
 export type Cell = string | number | null;
 
+/** Named counters of a detector signal (docs/alerts.md): summed per key and minute, across output and shards. */
+export type Fields = Record<string, number>;
+
+/**
+ * One row of detector input: counters for a key (its first part is the tenant) and an event-time minute (Unix
+ * seconds of its start). Signals are deltas like `sum` rows: a late event retracts and re-adds what it changes.
+ */
+export interface SignalRow {
+  name: string;
+  key: readonly string[];
+  minute: number;
+  fields: Fields;
+}
+
+/** Per-session marks, for counting a session once per minute and kind (distinct sessions, summable over shards). */
+export interface Marks {
+  /** True the first time this session reaches (`kind`, `minute`); a session lives in one shard only. */
+  first(kind: string, minute: number): boolean;
+}
+
 /** Where pipelines put their output; the runtime merges it per table and key until the next flush. */
 export interface Emitter {
   /** Add signed deltas to a `sum` table row. `key` holds the key columns in order (ts as Unix seconds). */
@@ -62,6 +85,8 @@ export interface Emitter {
   put(table: TableSpec, row: readonly Cell[]): void;
   /** Append a row to an `append` table. */
   append(table: TableSpec, row: readonly Cell[]): void;
+  /** Add to a detector signal (read by the alerts role, never stored in ClickHouse). */
+  signal(name: string, key: readonly string[], minute: number, fields: Fields): void;
 }
 
 export interface Pipeline {
@@ -75,6 +100,10 @@ export interface Pipeline {
   snapshot?(session: SessionView, out: Emitter): void;
   /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */
   event?(e: WireEvent, out: Emitter): void;
+  /** A session event, once, after de-duplication, with the session's attributes after it: for detector signals. */
+  activity?(attrs: SessionAttrs, e: WireEvent, marks: Marks, out: Emitter): void;
+  /** Alert conditions over the signals this pipeline emits, run by the alerts role (docs/alerts.md). */
+  detectors?: readonly Detector[];
 }
 
 export const minuteOf = (ms: number): number => Math.floor(ms / 60_000) * 60;

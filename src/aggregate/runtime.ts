@@ -1,5 +1,5 @@
 import type { WireEvent } from '../bus/wire.js';
-import type { Cell, Emitter, Pipeline, SessionAttrs, TableSpec } from './pipeline.js';
+import type { Cell, Emitter, Fields, Marks, Pipeline, SessionAttrs, SignalRow, TableSpec } from './pipeline.js';
 import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment } from './session.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
@@ -14,13 +14,21 @@ interface Session {
   tl: number[];
   lastReceived: number;
   dirty: boolean;
+  /** Detector marks: per kind, the last minute this session was counted in. */
+  marks: Record<string, number>;
 }
 
 /** The rows of one flush, per table name, in the table's column order. */
 export type Rows = Map<string, Cell[][]>;
 
+/** What one flush hands on: snapshot rows for ClickHouse and detector signals for the alerts role. */
+export interface Output {
+  rows: Rows;
+  signals: SignalRow[];
+}
+
 /** A session as a checkpoint stores it. */
-type SavedSession = [key: string, attrs: SessionAttrs, at: number[], user: string, anon: string, tl: number[], lastReceived: number];
+type SavedSession = [key: string, attrs: SessionAttrs, at: number[], user: string, anon: string, tl: number[], lastReceived: number, marks: Record<string, number>];
 
 export interface SavedState {
   watermark: number;
@@ -41,6 +49,7 @@ const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
   startup_ms: null,
   startup_at: null,
   fatal_at: null,
+  closed_at: null,
   ended: false,
   furthest_sec: 0,
   duration_sec: null,
@@ -62,6 +71,7 @@ export class Aggregation {
   private readonly sessionPipes: Pipeline[];
   private readonly snapshotPipes: Pipeline[];
   private readonly eventPipes: Pipeline[];
+  private readonly activityPipes: Pipeline[];
   /** The latest arrival time applied: the shard's clock, for idle eviction. */
   watermark = 0;
   private nextSweep = 0;
@@ -75,6 +85,7 @@ export class Aggregation {
     this.sessionPipes = pipelines.filter((p) => p.session);
     this.snapshotPipes = pipelines.filter((p) => p.snapshot);
     this.eventPipes = pipelines.filter((p) => p.event);
+    this.activityPipes = pipelines.filter((p) => p.activity);
   }
 
   get sessionCount(): number {
@@ -89,7 +100,7 @@ export class Aggregation {
     const key = `${e.tenant}\u0000${e.session_id}`;
     let s = this.sessions.get(key);
     if (!s) {
-      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false };
+      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
       this.sessions.set(key, s);
     }
     const before = s.attrs;
@@ -110,6 +121,10 @@ export class Aggregation {
         p.session!(after, 1, out);
       }
       s.attrs = after;
+    }
+    if (this.activityPipes.length > 0) {
+      const marks = sessionMarks(s);
+      for (const p of this.activityPipes) p.activity!(after, e, marks, out);
     }
     if (e.received_at > s.lastReceived) s.lastReceived = e.received_at;
     s.dirty = true;
@@ -149,13 +164,14 @@ export class Aggregation {
       }
     }
     if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) edit()!.fatal_at = e.ts;
+    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) edit()!.closed_at = e.ts;
     if (r === rank.ended && !a.ended) edit()!.ended = true;
     if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) edit()!.furthest_sec = e.position_sec;
     return next ?? a;
   }
 
-  /** The rows merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
-  drain(version: number): Rows {
+  /** The output merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
+  drain(version: number): Output {
     for (const s of this.sessions.values()) if (s.dirty) this.snapshot(s);
     return this.acc.drain(version);
   }
@@ -187,7 +203,7 @@ export class Aggregation {
 
   save(): SavedState {
     const sessions: SavedSession[] = [];
-    for (const [key, s] of this.sessions) sessions.push([key, s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived]);
+    for (const [key, s] of this.sessions) sessions.push([key, s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived, s.marks]);
     return { watermark: this.watermark, next_sweep: this.nextSweep, sessions };
   }
 
@@ -197,8 +213,8 @@ export class Aggregation {
     this.acc.clear();
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
-    for (const [key, attrs, at, user, anon, tl, lastReceived] of state.sessions) {
-      this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false });
+    for (const [key, attrs, at, user, anon, tl, lastReceived, marks] of state.sessions) {
+      this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
     }
   }
 
@@ -207,6 +223,17 @@ export class Aggregation {
     this.acc.clear();
     for (const s of this.sessions.values()) s.dirty = false;
   }
+}
+
+function sessionMarks(s: Session): Marks {
+  return {
+    first(kind, minute) {
+      if (s.marks[kind] === minute) return false;
+      // Only the latest minute is remembered: sessions move forward in time, and the marks stay small.
+      s.marks[kind] = minute;
+      return true;
+    },
+  };
 }
 
 /** Startup: the first first_frame at or after the first play_start (docs/metrics.md). */
@@ -238,6 +265,17 @@ class Accumulator implements Emitter {
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
   private readonly puts = new Map<TableSpec, Map<string, readonly Cell[]>>();
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
+  private readonly signals = new Map<string, SignalRow>();
+
+  signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
+    const k = `${name}\u0001${key.join('\u0001')}\u0001${minute}`;
+    const row = this.signals.get(k);
+    if (!row) {
+      this.signals.set(k, { name, key, minute, fields: { ...fields } });
+      return;
+    }
+    for (const f in fields) row.fields[f] = (row.fields[f] ?? 0) + fields[f]!;
+  }
 
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
     let rows = this.sums.get(table);
@@ -269,7 +307,7 @@ class Accumulator implements Emitter {
     rows.push(row);
   }
 
-  drain(version: number): Rows {
+  drain(version: number): Output {
     const out: Rows = new Map();
     const push = (table: TableSpec, row: Cell[]): void => {
       let list = out.get(table.name);
@@ -291,8 +329,9 @@ class Accumulator implements Emitter {
     }
     for (const [table, rows] of this.puts) for (const row of rows.values()) push(table, [...row, version]);
     for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
+    const signals = [...this.signals.values()].filter((r) => Object.values(r.fields).some((v) => v !== 0));
     this.clear();
-    return out;
+    return { rows: out, signals };
   }
 
   clear(): void {
@@ -300,5 +339,6 @@ class Accumulator implements Emitter {
     this.seconds.clear();
     this.puts.clear();
     this.appends.clear();
+    this.signals.clear();
   }
 }

@@ -1,14 +1,14 @@
-import { Packr } from 'msgpackr';
-import { DeliverPolicy, headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore } from 'nats';
+import { DeliverPolicy, headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
+import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, encodeEvent, encodeRow, frameOutput, inputSeqHeader, outputOverhead, type RawEvent } from '../bus/wire.js';
+import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameOutput, inputSeqHeader, outputOverhead, type RawEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
 import type { Pipeline } from './pipeline.js';
-import { Aggregation, type Rows, type SavedState } from './runtime.js';
+import { Aggregation, type Output, type SavedState } from './runtime.js';
 
 const events = new Counter({
   name: 'darshak_aggregate_events_total',
@@ -75,20 +75,20 @@ export interface ShardOptions {
 }
 
 interface Checkpoint {
-  v: 2;
+  v: 3;
   shard: number;
   passed_up_to: number;
   ids: Array<[string, number]>;
   state: SavedState;
 }
 
-const checkpointCodec = new Packr({ useRecords: false });
-
 interface Batch {
   /** Input (from, upTo] is what it holds. */
   from: number;
   upTo: number;
   parts: Buffer[];
+  /** Its detector signals, published after the parts (the alerts role's input). */
+  signals: Buffer;
   /** The state right after it, when a checkpoint is due. */
   checkpoint?: Buffer;
 }
@@ -103,6 +103,8 @@ interface Batch {
  * - The raw stream is thus the durable record of progress: its last message for the shard says which input was
  *   passed on last. If that message is not a batch's last part, the batch is regenerated (the output is a function
  *   of the state and the input) and only its missing parts are published.
+ * - After a batch's parts, its detector signals go to the signals stream (`Nats-Msg-Id` `<shard>:<upTo>:s`). A batch
+ *   whose parts are all out but whose signals are not is regenerated the same way, and only its signals published.
  * - Every CHECKPOINT_INTERVAL_MS the state after a batch is written to the object store, once the batch is
  *   acknowledged. At start the checkpoint is loaded, the input after it is replayed without output, and reading
  *   resumes after the last input passed on. A kill -9 at any point neither loses nor doubles anything.
@@ -145,7 +147,7 @@ export class ShardAggregator {
   }
 
   async start(): Promise<void> {
-    this.store = await this.bus.js.views.os(this.bus.names.checkpointBucket);
+    this.store = await this.bus.objectStore(this.bus.names.checkpointBucket);
     await this.rebuild();
     this.loop = this.run();
     this.sealTimer = setInterval(() => this.seal(), this.options.flushIntervalMs);
@@ -153,13 +155,14 @@ export class ShardAggregator {
 
   /** Load the checkpoint, replay the input after it, and finish a batch a crash left half published. */
   private async rebuild(): Promise<void> {
-    this.failure = undefined;
     this.pending = [];
     this.pendingBytes = 0;
     const last = await this.lastOutput();
+    // The last input whose batch is wholly out, signals included.
+    const done = last.complete && (await this.lastSignalled()) >= last.upTo ? last.upTo : last.from;
     const checkpoint = await this.loadCheckpoint();
     // A checkpoint ahead of the raw stream (the stream was purged) describes output that no longer exists.
-    const usable = checkpoint !== null && checkpoint.passed_up_to <= last.from ? checkpoint : null;
+    const usable = checkpoint !== null && checkpoint.passed_up_to <= done ? checkpoint : null;
     this.dedup = new DedupWindow();
     this.agg = new Aggregation(this.options.pipelines, this.options.sessionRetainMs);
     if (usable) {
@@ -168,47 +171,48 @@ export class ShardAggregator {
     }
     this.checkpointedUpTo = usable?.passed_up_to ?? -1;
     const from = usable ? { seq: usable.passed_up_to + 1 } : { time: Date.now() - dedupWindowMs };
-    let count = await this.replay(from, last.from, false);
+    let count = await this.replay(from, done, false);
     this.agg.discard();
-    this.passedUpTo = this.appliedUpTo = this.sealedUpTo = last.from;
-    if (last.upTo > last.from) {
-      // A batch (from, upTo] is partly published: regenerate it exactly and publish the parts that are missing.
-      count += await this.replay({ seq: last.from + 1 }, last.upTo, true);
+    this.passedUpTo = this.appliedUpTo = this.sealedUpTo = done;
+    if (last.upTo > done) {
+      // A batch (from, upTo] is partly published: regenerate it exactly and publish what is missing.
+      count += await this.replay({ seq: done + 1 }, last.upTo, true);
       this.appliedUpTo = last.upTo;
       const batch = this.sealBatch();
       if (batch) {
-        this.log.warn({ from: batch.from, up_to: batch.upTo, parts: batch.parts.length, published: last.part + 1 }, 'completing a half-published batch');
-        await this.publish(batch, last.part + 1);
+        const published = last.complete ? batch.parts.length : last.part + 1;
+        this.log.warn({ from: batch.from, up_to: batch.upTo, parts: batch.parts.length, published }, 'completing a half-published batch');
+        await this.publish(batch, published);
       }
     }
+    // Only now: a rebuild that fails part-way (the bus is electing leaders) must be done again before reading on.
+    this.failure = undefined;
     replayed.set({ shard: String(this.shard) }, count);
     openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
     this.log.info({ passed_up_to: this.passedUpTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size, sessions: this.agg.sessionCount }, 'shard state rebuilt');
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
-    try {
-      const blob = await this.store?.getBlob(`shard-${this.shard}`);
-      if (!blob) return null;
-      const cp = checkpointCodec.unpack(blob) as Checkpoint;
-      return cp.v === 2 && cp.shard === this.shard ? cp : null;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'checkpoint unreadable; rebuilding from the stream');
-      return null;
-    }
+    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => cp.v === 3 && cp.shard === this.shard, this.log) : null;
   }
 
-  /**
-   * Where output stands: the last message of the shard's raw subject. `from` is the last input whose batch is
-   * complete; when that message is not its batch's last part, `upTo` and `part` describe the incomplete batch.
-   */
-  private async lastOutput(): Promise<{ from: number; upTo: number; part: number }> {
+  /** Where output stands: the mark of the last message of the shard's raw subject (its batch, and which part). */
+  private async lastOutput(): Promise<OutputMark> {
+    const m = await this.lastMessage(this.bus.names.rawStream, this.bus.names.rawSubject(this.shard));
+    return m ? outputMark(m.header) : { from: 0, upTo: 0, part: 0, complete: true };
+  }
+
+  /** The last input whose signals are published. */
+  private async lastSignalled(): Promise<number> {
+    const m = await this.lastMessage(this.bus.names.signalsStream, this.bus.names.signalsSubject(this.shard));
+    return m ? decodeSignals(m.data).up_to : 0;
+  }
+
+  private async lastMessage(stream: string, subject: string): Promise<StoredMsg | null> {
     try {
-      const m = await this.bus.jsm.streams.getMessage(this.bus.names.rawStream, { last_by_subj: this.bus.names.rawSubject(this.shard) });
-      const mark = outputMark(m.header);
-      return mark.complete ? { from: mark.upTo, upTo: mark.upTo, part: 0 } : mark;
+      return await this.bus.jsm.streams.getMessage(stream, { last_by_subj: subject });
     } catch (err) {
-      if (/no message found/i.test((err as Error).message)) return { from: 0, upTo: 0, part: 0 };
+      if (/no message found/i.test((err as Error).message)) return null;
       throw err;
     }
   }
@@ -306,7 +310,11 @@ export class ShardAggregator {
 
   /** Seal the output so far into a batch and queue it for publishing (in order, behind earlier batches). */
   private seal(): void {
-    if (this.failure) return;
+    if (this.failure) {
+      // Output failed to publish: rebuild and publish it again now, not when the next input happens to arrive.
+      if (this.inflight === 0) this.loop?.interrupt();
+      return;
+    }
     const batch = this.sealBatch();
     if (!batch) return;
     this.inflight++;
@@ -321,23 +329,35 @@ export class ShardAggregator {
 
   private sealBatch(): Batch | undefined {
     if (this.appliedUpTo === this.sealedUpTo) return undefined;
-    const rows = this.agg.drain(this.appliedUpTo);
-    const batch: Batch = { from: this.sealedUpTo, upTo: this.appliedUpTo, parts: this.split(this.pending, rows) };
+    const output = this.agg.drain(this.appliedUpTo);
+    const batch: Batch = {
+      from: this.sealedUpTo,
+      upTo: this.appliedUpTo,
+      parts: this.split(this.pending, output),
+      signals: encodeSignals({
+        v: 1,
+        shard: this.shard,
+        from: this.sealedUpTo,
+        up_to: this.appliedUpTo,
+        clock: this.agg.watermark,
+        signals: output.signals.map((r) => [r.name, [...r.key], r.minute, r.fields]),
+      }),
+    };
     this.pending = [];
     this.pendingBytes = 0;
     this.sealedUpTo = this.appliedUpTo;
     if (Date.now() - this.lastCheckpointAt >= this.options.checkpointEveryMs) {
       this.lastCheckpointAt = Date.now();
       // Taken now, between two inputs, so it is exact for `upTo`; written once the batch is acknowledged.
-      const cp: Checkpoint = { v: 2, shard: this.shard, passed_up_to: batch.upTo, ids: this.dedup.entries(), state: this.agg.save() };
-      batch.checkpoint = checkpointCodec.pack(cp);
+      const cp: Checkpoint = { v: 3, shard: this.shard, passed_up_to: batch.upTo, ids: this.dedup.entries(), state: this.agg.save() };
+      batch.checkpoint = packCheckpoint(cp);
     }
     openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
     return batch;
   }
 
   /** Cut raw events and rows into messages under the size limit, always in the same way for the same output. */
-  private split(raw: readonly Buffer[], rows: Rows): Buffer[] {
+  private split(raw: readonly Buffer[], { rows }: Output): Buffer[] {
     const parts: Buffer[] = [];
     let evs: Buffer[] = [];
     let tables = new Map<string, Buffer[]>();
@@ -369,7 +389,10 @@ export class ShardAggregator {
     return parts;
   }
 
-  /** Publish a batch's parts from `fromPart` on; then it is the progress mark, and its checkpoint can be written. */
+  /**
+   * Publish a batch's parts from `fromPart` on, then its signals; then it is the progress mark, and its checkpoint
+   * can be written.
+   */
   private async publish(batch: Batch, fromPart: number): Promise<void> {
     const started = process.hrtime.bigint();
     const n = batch.parts.length;
@@ -379,18 +402,14 @@ export class ShardAggregator {
       h.set(batchHeader, `${batch.from}:${i}/${n}`);
       await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i]!, { msgID: `${this.shard}:${batch.upTo}:${i}`, headers: h });
     }
+    await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, { msgID: `${this.shard}:${batch.upTo}:s` });
     batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
     this.passedUpTo = batch.upTo;
     if (batch.checkpoint) await this.writeCheckpoint(batch.upTo, batch.checkpoint);
   }
 
   private async writeCheckpoint(upTo: number, blob: Buffer): Promise<void> {
-    try {
-      await this.store?.putBlob({ name: `shard-${this.shard}` }, blob);
-      this.checkpointedUpTo = upTo;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'checkpoint not written; the next one will be');
-    }
+    if (this.store && (await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log))) this.checkpointedUpTo = upTo;
   }
 
   /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */
@@ -401,8 +420,8 @@ export class ShardAggregator {
     this.seal();
     await this.publishing;
     if (!this.failure && this.passedUpTo !== this.checkpointedUpTo) {
-      const cp: Checkpoint = { v: 2, shard: this.shard, passed_up_to: this.passedUpTo, ids: this.dedup.entries(), state: this.agg.save() };
-      await this.writeCheckpoint(this.passedUpTo, checkpointCodec.pack(cp));
+      const cp: Checkpoint = { v: 3, shard: this.shard, passed_up_to: this.passedUpTo, ids: this.dedup.entries(), state: this.agg.save() };
+      await this.writeCheckpoint(this.passedUpTo, packCheckpoint(cp));
     }
   }
 }

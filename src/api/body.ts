@@ -2,8 +2,8 @@ import { ControlError } from '../control/control-plane.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
 
-export type BodyField = 'string' | 'string[]' | 'boolean';
-type FieldValue<F extends BodyField> = F extends 'string' ? string : F extends 'boolean' ? boolean : string[];
+export type BodyField = 'string' | 'string[]' | 'boolean' | 'object';
+type FieldValue<F extends BodyField> = F extends 'string' ? string : F extends 'boolean' ? boolean : F extends 'object' ? Record<string, unknown> : string[];
 type Spec = Record<string, { type: BodyField; required: boolean }>;
 export type BodyOf<S extends Spec> = { [K in keyof S]: S[K]['required'] extends true ? FieldValue<S[K]['type']> : FieldValue<S[K]['type']> | undefined };
 
@@ -12,6 +12,7 @@ const fatal = new TextDecoder('utf-8', { fatal: true });
 function typeOk(value: unknown, type: BodyField): boolean {
   if (type === 'string') return typeof value === 'string';
   if (type === 'boolean') return typeof value === 'boolean';
+  if (type === 'object') return typeof value === 'object' && value !== null && !Array.isArray(value);
   return Array.isArray(value) && value.every((v) => typeof v === 'string');
 }
 
@@ -43,7 +44,7 @@ export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promi
       if (field.required) return bad(`${key} is required`, key);
       continue;
     }
-    if (!typeOk(value, field.type)) return bad(`${key} must be ${field.type === 'string[]' ? 'an array of strings' : `a ${field.type}`}`, key);
+    if (!typeOk(value, field.type)) return bad(`${key} must be ${field.type === 'string[]' ? 'an array of strings' : field.type === 'object' ? 'an object' : `a ${field.type}`}`, key);
   }
   return { ok: true, value: record as BodyOf<S> };
 }

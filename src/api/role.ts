@@ -10,6 +10,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { ReadinessCheck } from '../http/ops.js';
 import type { Route } from '../http/types.js';
 import { accountRoutes, type AccountDeps } from './account-routes.js';
+import { alertSettingsRoutes } from './alert-settings-routes.js';
 import { analyticsRoutes } from './analytics-routes.js';
 import { Authenticator } from './auth.js';
 import { exportRoutes } from './export-routes.js';
@@ -39,6 +40,7 @@ export function apiRoutes(deps: ApiRouteDeps): Route[] {
   return [
     ...accountRoutes(deps),
     ...webhookRoutes(deps),
+    ...alertSettingsRoutes(deps),
     ...analyticsRoutes(deps.auth, deps.client),
     ...exportRoutes(deps.auth, deps.control, deps.exports, deps.publicBaseUrl),
     deps.live.httpRoute(),

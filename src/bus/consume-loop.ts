@@ -1,4 +1,4 @@
-import type { Consumer, ConsumerMessages, JsMsg } from 'nats';
+import { ConsumerEvents, type Consumer, type ConsumerMessages, type JsMsg } from 'nats';
 import type { Logger } from '../log.js';
 
 export interface ConsumeLoopOptions {
@@ -16,6 +16,27 @@ export interface ConsumeLoopOptions {
 export interface ConsumeLoop {
   /** Stop reading and wait for the message under way. */
   stop(): Promise<void>;
+  /** End the current read: the loop opens a new one at once (`open` decides where it resumes). */
+  interrupt(): void;
+}
+
+/** A pull waits this long; the server sends a heartbeat every half of it while it has nothing to send. */
+const pullExpiresMs = 10_000;
+
+/**
+ * End a read whose consumer is gone: when the server holding it dies, its heartbeats stop (or it is reported
+ * missing), and nats.js only reports it. Seen on a three-server cluster: a shard's reader stayed silent for minutes
+ * after its server was killed. Ending the read makes the loop open a new one (`open` decides where it resumes).
+ */
+async function watch(messages: ConsumerMessages, log: Logger): Promise<void> {
+  for await (const s of await messages.status()) {
+    const lost = s.type === ConsumerEvents.HeartbeatsMissed ? Number(s.data) >= 2 : s.type === ConsumerEvents.ConsumerNotFound || s.type === ConsumerEvents.ConsumerDeleted || s.type === ConsumerEvents.StreamNotFound;
+    if (lost) {
+      log.warn({ event: s.type, data: s.data }, 'consumer lost; reading again');
+      messages.stop();
+      return;
+    }
+  }
 }
 
 /** The read loop every JetStream reader here shares: message by message, reopened after a failure, stoppable. */
@@ -25,8 +46,10 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
   const run = async (): Promise<void> => {
     while (!stopped) {
       try {
-        messages = await (await options.open()).consume({ max_messages: options.readAhead });
-        for await (const m of messages) {
+        const current = await (await options.open()).consume({ max_messages: options.readAhead, expires: pullExpiresMs });
+        messages = current;
+        void watch(current, options.log);
+        for await (const m of current) {
           await options.handle(m);
           if (stopped) break;
         }
@@ -45,6 +68,9 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
       stopped = true;
       messages?.stop();
       await loop;
+    },
+    interrupt() {
+      messages?.stop();
     },
   };
 }

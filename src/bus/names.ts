@@ -27,6 +27,19 @@ export interface BusNames {
   apiRateBucket: string;
   /** Failed logins per e-mail, for the 10-per-15-minutes limit. */
   loginsBucket: string;
+  /** Detector signals: one message per aggregator batch (`signalsSubject(shard)`) and the alerts role's clock ticks. */
+  signalsStream: string;
+  signalsSubject(shard: number): string;
+  signalsTickSubject: string;
+  signalsWildcard: string;
+  /** Alert versions as the alerts role writes them, for the flush role to store (per tenant). */
+  alertsStream: string;
+  alertRowsSubject(tenant: string): string;
+  alertRowsWildcard: string;
+  /** Once-only marks of the alerts role: content seen, quota thresholds crossed per month. */
+  alertMarksBucket: string;
+  /** The alerts role's leadership lease (one active per cluster). */
+  alertsLeaseBucket: string;
   /** Alerts as they fire, for the live feed (core NATS, not stored). */
   alertsLiveSubject(tenant: string): string;
   /** Webhook endpoint records (docs/webhooks.md). */
@@ -74,6 +87,15 @@ export function busNames(prefix: string): BusNames {
     serviceAccountsBucket: `${prefix}_service_accounts`,
     loginsBucket: `${prefix}_logins`,
     apiRateBucket: `${prefix}_api_rate`,
+    signalsStream: `${prefix}_signals`,
+    signalsSubject: (shard) => `${prefix}.signals.${shard}`,
+    signalsTickSubject: `${prefix}.signals.tick`,
+    signalsWildcard: `${prefix}.signals.*`,
+    alertsStream: `${prefix}_alerts`,
+    alertRowsSubject: (tenant) => `${prefix}.alerts.rows.${tenant}`,
+    alertRowsWildcard: `${prefix}.alerts.rows.*`,
+    alertMarksBucket: `${prefix}_alert_marks`,
+    alertsLeaseBucket: `${prefix}_alerts_lease`,
     alertsLiveSubject: (tenant) => `${prefix}.alerts.live.${tenant}`,
     webhooksBucket: `${prefix}_webhooks`,
     webhookEventsStream: `${prefix}_webhook_events`,

@@ -140,3 +140,24 @@ export const outputOverhead = 64 + 15 * 48;
 export function decodeOutput(data: Uint8Array): OutputMessage {
   return packr.unpack(data) as OutputMessage;
 }
+
+/**
+ * One aggregator batch's detector signals (docs/alerts.md): {v: 1, shard, from, up_to, clock, signals}. `clock` is
+ * the latest arrival time the shard had applied, so a regenerated batch carries the same one.
+ */
+export interface SignalMessage {
+  v: 1;
+  shard: number;
+  from: number;
+  up_to: number;
+  clock: number;
+  signals: Array<[name: string, key: string[], minute: number, fields: Record<string, number>]>;
+}
+
+export function encodeSignals(m: SignalMessage): Buffer {
+  return packr.pack(m);
+}
+
+export function decodeSignals(data: Uint8Array): SignalMessage {
+  return packr.unpack(data) as SignalMessage;
+}

@@ -16,6 +16,16 @@ function overrideFlag(value: string | undefined, name: string): number | null | 
   return integerFlag(value, name);
 }
 
+/** `--alert-thresholds '{"qos.rebuffer_spike":{"min_sessions":10}}'` replaces the overrides; `default` drops them. */
+function jsonFlag(value: string, name: string): Record<string, Record<string, number>> | null {
+  if (value === 'default') return null;
+  try {
+    return JSON.parse(value) as Record<string, Record<string, number>>;
+  } catch {
+    throw new UsageError(`--${name} must be JSON (or "default")`);
+  }
+}
+
 export const adminCommands: Record<string, Record<string, Command>> = {
   tenant: {
     async create(control, argv) {
@@ -42,6 +52,7 @@ export const adminCommands: Record<string, Record<string, Command>> = {
           status: { type: 'string' },
           'monthly-quota': { type: 'string' },
           'rate-per-minute': { type: 'string' },
+          'alert-thresholds': { type: 'string' },
         },
         ['slug'],
       );
@@ -51,10 +62,20 @@ export const adminCommands: Record<string, Record<string, Command>> = {
         ...(f.status !== undefined && { status: f.status as TenantStatus }),
         ...(f['monthly-quota'] !== undefined && { monthly_quota: overrideFlag(f['monthly-quota'], 'monthly-quota') }),
         ...(f['rate-per-minute'] !== undefined && { rate_per_minute: overrideFlag(f['rate-per-minute'], 'rate-per-minute') }),
+        ...(f['alert-thresholds'] !== undefined && { alert_thresholds: jsonFlag(f['alert-thresholds'], 'alert-thresholds') }),
       };
-      if (Object.keys(patch).length === 0) throw new UsageError('nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute or --name');
+      if (Object.keys(patch).length === 0) throw new UsageError('nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute, --alert-thresholds or --name');
       const t = await control.updateTenant(f.slug as string, patch);
-      return { tenant_slug: t.slug, name: t.name, plan: t.plan, status: t.status, monthly_quota: t.monthly_quota, rate_per_minute: t.rate_per_minute, updated_at: t.updated_at };
+      return {
+        tenant_slug: t.slug,
+        name: t.name,
+        plan: t.plan,
+        status: t.status,
+        monthly_quota: t.monthly_quota,
+        rate_per_minute: t.rate_per_minute,
+        alert_thresholds: t.alert_thresholds ?? null,
+        updated_at: t.updated_at,
+      };
     },
   },
   user: {

@@ -15,7 +15,7 @@ export interface LoadOptions {
   overrides?: Partial<Config>;
 }
 
-function defaultConfigDir(): string {
+export function defaultConfigDir(): string {
   // Compiled code runs from dist/src/config, sources from src/config: both sit below the project's config/.
   const compiled = new URL('../../../config', import.meta.url).pathname;
   return existsSync(join(compiled, 'default.json')) ? compiled : new URL('../../config', import.meta.url).pathname;

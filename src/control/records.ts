@@ -19,6 +19,8 @@ export interface TenantRecord {
   monthly_quota: number | null;
   /** Overrides the plan's ingest rate when set. */
   rate_per_minute: number | null;
+  /** Overrides of config/alerts.json (docs/alerts.md), absent when none. */
+  alert_thresholds?: Record<string, Record<string, number>> | null;
   created_at: string;
   updated_at: string;
 }

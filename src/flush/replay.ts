@@ -103,7 +103,7 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
     events++;
     if (e.session_id !== undefined && rankOf(e.event_type, false) >= 0 && e.ts >= req.from - reachMs && e.ts < req.to) sessions.add(e.session_id);
   }
-  const rows = agg.drain(0);
+  const rows = agg.drain(0).rows;
   const written: Record<string, number> = {};
   const token = randomUUID();
   for (const table of snapshotTables) {

@@ -1,4 +1,5 @@
 import type { ModuleDef } from '../modules.js';
+import { AlertWriter } from './alerts.js';
 import { Flusher } from './flusher.js';
 import { serveReplay } from './replay-service.js';
 
@@ -10,11 +11,14 @@ export const flushRole: ModuleDef = {
     const store = services.get('store');
     const flusher = new Flusher(bus, store, services.log);
     await flusher.start();
+    const alerts = new AlertWriter(bus, store, services.log);
+    await alerts.start();
     const replay = serveReplay(bus, store, services.log);
     return {
       async stop() {
         await replay.drain();
         await flusher.stop();
+        await alerts.stop();
       },
     };
   },

@@ -21,7 +21,7 @@ export const newMaxAckPending = 1_000;
  */
 export async function ensureWebhookStreams(bus: Bus): Promise<void> {
   const n = bus.names;
-  const base = { storage: StorageType.File, num_replicas: 1, discard: DiscardPolicy.Old };
+  const base = { storage: StorageType.File, discard: DiscardPolicy.Old };
   const streams: Array<Partial<StreamConfig> & { name: string }> = [
     // Duplicate window: an alert republished within an hour (same event id) is fanned out once.
     { ...base, name: n.webhookEventsStream, subjects: [n.webhookEventsWildcard], retention: RetentionPolicy.Limits, max_age: nanos(7 * 24 * hour), duplicate_window: nanos(hour) },
@@ -44,18 +44,7 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
       max_age: nanos(90 * 24 * hour),
     },
   ];
-  for (const config of streams) {
-    try {
-      await bus.jsm.streams.info(config.name);
-      await bus.jsm.streams.update(config.name, config);
-    } catch (err) {
-      if (!/stream not found/i.test((err as Error).message)) throw err;
-      await bus.jsm.streams.add(config).catch(async (e: Error) => {
-        // Another process created it meanwhile.
-        if (!/already in use|already exists/i.test(e.message)) throw e;
-      });
-    }
-  }
+  for (const config of streams) await bus.ensureStream(config);
 }
 
 /** The durable consumers of the webhooks role (shared by every webhooks process). */

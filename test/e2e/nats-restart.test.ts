@@ -2,7 +2,6 @@
 // ingest answers 503 ingest_degraded (never another 5xx) and /readyz 503; afterwards everything recovers by
 // itself (publishing, /readyz, the control-plane KV watches, the shared usage counters), and the stream holds
 // exactly the events that were answered "accepted", each once.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,60 +10,9 @@ import t from 'tap';
 import { connect, type NatsConnection } from 'nats';
 import { monthOf } from '../../src/control/usage.js';
 import { cli, eventually, makeTenant, readEventStream, startService, type Service, freePort } from '../helpers/env.js';
-
-const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
-
+import { PrivateNats } from '../helpers/private-nats.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A private nats-server with JetStream; resolves once JetStream answers. */
-class PrivateNats {
-  private child: ChildProcess | undefined;
-  private exited: Promise<unknown> = Promise.resolve();
-  log = '';
-  constructor(
-    readonly port: number,
-    readonly storeDir: string,
-  ) {}
-
-  get url(): string {
-    return `nats://127.0.0.1:${this.port}`;
-  }
-
-  async start(): Promise<void> {
-    const child = spawn(natsServerBin, ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
-    this.exited = new Promise((r) => child.once('exit', r));
-    const keep = (d: Buffer): void => {
-      this.log = (this.log + d.toString()).slice(-20_000);
-    };
-    child.stdout?.on('data', keep);
-    child.stderr?.on('data', keep);
-    const ready = await eventually(
-      async () => {
-        let nc: NatsConnection | undefined;
-        try {
-          nc = await connect({ servers: this.url, reconnect: false, timeout: 500 });
-          await (await nc.jetstreamManager({ timeout: 1000 })).getAccountInfo();
-          return true;
-        } catch {
-          return false;
-        } finally {
-          await nc?.close().catch(() => undefined);
-        }
-      },
-      15_000,
-      100,
-    );
-    if (ready < 0) throw new Error(`nats-server did not start on ${this.url}:\n${this.log}`);
-  }
-
-  async kill(): Promise<void> {
-    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGKILL');
-    await this.exited;
-  }
-}
 
 interface Answer {
   sender: number;

@@ -66,7 +66,7 @@ t.test('start --role ingest with HTTP_ENGINE=node', async (t) => {
 t.test('unknown role and unreachable NATS without autostart: a message and exit 1', async (t) => {
   const bad = darshak(['start', '--role', 'ingest,telepathy'], { NATS_URL: natsUrl, NATS_PREFIX: uniquePrefix() });
   t.equal(await bad.exited, 1);
-  t.match(bad.output(), /unknown role "telepathy"; roles: all, ingest, aggregate, flush, api, webhooks/);
+  t.match(bad.output(), /unknown role "telepathy"; roles: all, ingest, aggregate, flush, alerts, api, webhooks/);
   const port = await freePort();
   const none = darshak(['start'], { NATS_URL: `nats://127.0.0.1:${port}`, NATS_AUTOSTART: 'false', INGEST_PORT: String(await freePort()) });
   t.equal(await none.exited, 1);

@@ -44,5 +44,5 @@ export const at = (s: number): number => Math.floor((t0 + s * 1000) / 1000);
 export function feed(pipeline: Pipeline, events: readonly WireEvent[]): Record<string, Array<[string, unknown]>> {
   const agg = new Aggregation([pipeline], 86_400_000);
   for (const e of events) agg.apply(e);
-  return net([agg.drain(1)]) as Record<string, Array<[string, unknown]>>;
+  return net([agg.drain(1).rows]) as Record<string, Array<[string, unknown]>>;
 }

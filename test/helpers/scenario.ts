@@ -37,7 +37,7 @@ const BATCH_MAX = 200;
 // ---- PRNG -----------------------------------------------------------------------------------------------------
 
 /** mulberry32: tiny, fast, good enough for test data. */
-class Rng {
+export class Rng {
   private state: number;
 
   constructor(seed: number) {

@@ -59,9 +59,9 @@ function run(events: readonly WireEvent[], flushEvery: number): Record<string, u
   const flushes: Rows[] = [];
   events.forEach((e, i) => {
     agg.apply(e);
-    if ((i + 1) % flushEvery === 0) flushes.push(agg.drain(i));
+    if ((i + 1) % flushEvery === 0) flushes.push(agg.drain(i).rows);
   });
-  flushes.push(agg.drain(events.length));
+  flushes.push(agg.drain(events.length).rows);
   return net(flushes);
 }
 
@@ -83,11 +83,11 @@ t.test('a checkpoint taken between flushes resumes to the same rows', async (t) 
   const flushes: Rows[] = [];
   const half = Math.floor(events.length / 2);
   for (const e of events.slice(0, half)) a.apply(e);
-  flushes.push(a.drain(1));
+  flushes.push(a.drain(1).rows);
   const saved = structuredClone(a.save());
   const b = new Aggregation(pipelines, 86_400_000);
   b.load(saved);
   for (const e of events.slice(half)) b.apply(e);
-  flushes.push(b.drain(2));
+  flushes.push(b.drain(2).rows);
   t.same(net(flushes), whole);
 });

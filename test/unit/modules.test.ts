@@ -5,9 +5,9 @@ import { registry } from '../../src/registry.js';
 const fake = (deps: string[], role = false) => ({ deps, role, start: async () => ({ stop: async () => undefined }) });
 
 t.test('all expands to every role; unknown roles are refused by name', async (t) => {
-  t.same(resolveTargets(registry, 'all'), ['ingest', 'aggregate', 'flush', 'api', 'webhooks']);
+  t.same(resolveTargets(registry, 'all'), ['ingest', 'aggregate', 'flush', 'alerts', 'api', 'webhooks']);
   t.same(resolveTargets(registry, 'ingest'), ['ingest']);
-  t.throws(() => resolveTargets(registry, 'ingest,bogus'), /unknown role "bogus"; roles: all, ingest, aggregate, flush, api, webhooks/);
+  t.throws(() => resolveTargets(registry, 'ingest,bogus'), /unknown role "bogus"; roles: all, ingest, aggregate, flush, alerts, api, webhooks/);
   t.throws(() => resolveTargets(registry, 'bus'), /unknown role "bus"/, 'shared modules are not roles');
 });
 
@@ -21,4 +21,8 @@ t.test('dependencies start first, once each; cycles are refused', async (t) => {
 
 t.test('the webhooks role needs only NATS: it runs anywhere', async (t) => {
   t.same(startOrder(registry, ['webhooks']), ['bus', 'control', 'webhooks']);
+});
+
+t.test('the alerts role needs only NATS: it runs anywhere', async (t) => {
+  t.same(startOrder(registry, ['alerts']), ['bus', 'control', 'directory', 'usage', 'alerts']);
 });

@@ -1,0 +1,159 @@
+import t from 'tap';
+import { thresholdsProblem, loadThresholds } from '../../src/alerts/thresholds.js';
+import type { WireEvent } from '../../src/bus/wire.js';
+import { detect, type Raised } from '../helpers/detection.js';
+import { normal, payments, playback, type Audience, type Conditions } from '../helpers/traffic.js';
+
+// Detection on generated traffic, through the aggregator runtime and the alerts engine exactly as the roles wire
+// them (test/helpers/detection.ts), on event time. Each problem is injected in one place of a steady audience.
+
+const t0 = Date.UTC(2026, 10, 20, 12, 0, 0);
+const minute = 60_000;
+const contents = ['c1', 'c2', 'c3', 'c4'];
+
+function audience(conditions?: Audience['conditions']): Audience {
+  return { tenant: 'acme', places: { Maharashtra: ['mum1', 'mum2'], Karnataka: ['blr1'] }, perPop: 60, contents, ...(conditions && { conditions }) };
+}
+
+/** Conditions that differ from normal in one place between `from` and `to` (minutes after t0). */
+function injected(from: number, to: number, where: (region: string, pop: string) => boolean, change: Partial<Conditions>): Audience['conditions'] {
+  return (ts, region, pop) => (ts >= t0 + from * minute && ts < t0 + to * minute && where(region, pop) ? { ...normal, ...change } : normal);
+}
+
+const of = (list: Raised[], category: string): Raised[] => list.filter((r) => r.category === category);
+
+t.test('two hours of steady traffic with normal noise raise no alert (a title is new once)', async (t) => {
+  const events = [...playback(audience(), t0, t0 + 120 * minute), ...payments('acme', t0, t0 + 120 * minute, 20, 0.05, 4)].sort((a, b) => a.received_at - b.received_at);
+  const { raised } = detect(events);
+  t.same(
+    raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category} ${r.row.title}`),
+    [],
+  );
+  const releases = of(raised, 'content.new_release_detected');
+  t.same(releases.map((r) => r.row.data.content_id).sort(), contents, 'each title is a new release once');
+  t.same(releases[0]!.row.data, { severity: 'info', content_id: releases[0]!.row.data.content_id, title: `Title ${releases[0]!.row.data.content_id}`, content_type: null });
+});
+
+t.test('a rebuffer spike in one pop is alerted within 2 minutes, once, and resolves 5 minutes after it clears', async (t) => {
+  const spike = injected(40, 48, (_r, pop) => pop === 'mum2', { stallChance: 0.6, stallMs: 6000 });
+  const { raised, resolved } = detect(playback(audience(spike), t0, t0 + 60 * minute));
+  const alerts = of(raised, 'qos.rebuffer_spike');
+  t.equal(alerts.length, 1, 'raised once');
+  const a = alerts[0]!;
+  t.ok(a.at - (t0 + 40 * minute) <= 2 * minute, `raised ${(a.at - t0 - 40 * minute) / 1000} s after the spike began`);
+  t.match(a.row.data, { region: 'Maharashtra', pop: 'mum2', severity: 'critical' });
+  t.ok((a.row.data.current_rate as number) >= 2 * (a.row.data.baseline_rate as number) + 0.01);
+  t.ok((a.row.data.affected_sessions as number) >= 10);
+  t.same(Object.keys(a.row.data).sort(), ['affected_sessions', 'baseline_rate', 'current_rate', 'pop', 'region', 'severity']);
+  const r = of(resolved, 'qos.rebuffer_spike');
+  t.equal(r.length, 1, 'resolved once');
+  t.ok(r[0]!.at >= t0 + 48 * minute + 5 * minute - minute && r[0]!.at <= t0 + 48 * minute + 7 * minute, 'resolved about 5 minutes after the spike ended');
+  t.equal(r[0]!.row.id, a.row.id);
+  t.same(
+    raised.filter((x) => x.category.startsWith('qos.') && x.category !== 'qos.rebuffer_spike').map((x) => x.category),
+    [],
+    'nothing else fires',
+  );
+});
+
+t.test('a startup regression in one region is alerted once, as soon as the 5-minute median moves', async (t) => {
+  const slow = injected(40, 48, (region) => region === 'Karnataka', { startupMs: 2600 });
+  const { raised } = detect(playback(audience(slow), t0, t0 + 55 * minute));
+  const alerts = of(raised, 'qos.startup_regression');
+  t.equal(alerts.length, 1);
+  const a = alerts[0]!;
+  // §7's 5-minute p50 moves only once half the window is slow: after 2 to 2.5 minutes of a regression, not sooner
+  // (docs/alerts.md). The other QoS categories are held to 2 minutes.
+  t.ok(a.at - (t0 + 40 * minute) <= 3 * minute, `raised ${(a.at - t0 - 40 * minute) / 1000} s after it began`);
+  t.match(a.row.data, { region: 'Karnataka' });
+  t.ok((a.row.data.current_p50_ms as number) >= 1.5 * (a.row.data.baseline_p50_ms as number));
+  t.ok((a.row.data.current_p95_ms as number) >= (a.row.data.current_p50_ms as number));
+  t.same(Object.keys(a.row.data).sort(), ['affected_sessions', 'baseline_p50_ms', 'current_p50_ms', 'current_p95_ms', 'region', 'severity']);
+});
+
+t.test('an error spike in one region is alerted within 2 minutes, once, with its top error code', async (t) => {
+  const failing = injected(40, 48, (region) => region === 'Maharashtra', { fatalChance: 0.4 });
+  const { raised } = detect(playback(audience(failing), t0, t0 + 55 * minute));
+  const alerts = of(raised, 'qos.error_spike');
+  t.equal(alerts.length, 1);
+  const a = alerts[0]!;
+  t.ok(a.at - (t0 + 40 * minute) <= 2 * minute, `raised ${(a.at - t0 - 40 * minute) / 1000} s after the spike began`);
+  t.match(a.row.data, { region: 'Maharashtra', top_error_code: 'MEDIA_ERR_DECODE' });
+  t.same(Object.keys(a.row.data).sort(), ['affected_sessions', 'baseline_rate', 'current_rate', 'region', 'severity', 'top_error_code']);
+});
+
+t.test('events more than 10 minutes old on arrival feed baselines but raise nothing', async (t) => {
+  const spike = injected(40, 48, (_r, pop) => pop === 'mum2', { stallChance: 0.6, stallMs: 6000 });
+  const late = (e: WireEvent): WireEvent => (e.ts >= t0 + 38 * minute ? { ...e, received_at: e.ts + 11 * minute } : e);
+  const events = playback(audience(spike), t0, t0 + 50 * minute)
+    .map(late)
+    .sort((a, b) => a.received_at - b.received_at);
+  const { raised } = detect(events);
+  t.same(of(raised, 'qos.rebuffer_spike'), []);
+});
+
+t.test('a restart from a checkpoint in the middle of an incident does not raise it again', async (t) => {
+  const spike = injected(40, 50, (_r, pop) => pop === 'mum2', { stallChance: 0.6, stallMs: 6000 });
+  const { raised, resolved } = detect(playback(audience(spike), t0, t0 + 60 * minute), { restartAt: t0 + 45 * minute });
+  t.equal(of(raised, 'qos.rebuffer_spike').length, 1);
+  t.equal(of(resolved, 'qos.rebuffer_spike').length, 1, 'and the restarted engine resolves it');
+});
+
+t.test('payment failures and a churn spike fire once each', async (t) => {
+  const steady = payments('acme', t0, t0 + 30 * minute, 20, 0.05, 0);
+  const failing = payments('acme', t0 + 30 * minute, t0 + 45 * minute, 20, 0.5, 0, 3);
+  const { raised } = detect([...steady, ...failing].sort((a, b) => a.received_at - b.received_at));
+  const pay = of(raised, 'billing.payment_failure');
+  t.equal(pay.length, 1);
+  // The 15-minute window passes 20 % once about 5 minutes of 50 % failures are in it.
+  t.ok(pay[0]!.at - (t0 + 30 * minute) <= 6 * minute, `raised ${(pay[0]!.at - t0 - 30 * minute) / 1000} s after failures rose`);
+  t.same(Object.keys(pay[0]!.row.data).sort(), ['failed_payments', 'failure_rate', 'severity', 'window_minutes']);
+  t.equal(pay[0]!.row.data.window_minutes, 15);
+
+  // Eight days at about 4 cancellations an hour, then 30 in one hour.
+  const day = 24 * 60 * minute;
+  const history = payments('acme', t0 - 8 * day, t0, 0, 0, 4, 5);
+  const burst: WireEvent[] = Array.from({ length: 30 }, (_, i) => {
+    const ts = t0 + 10 * minute + i * 60_000;
+    return { tenant: 'acme', env: 'production', event_type: 'subscription_cancelled', ts, client_ts: null, received_at: ts + 200, country: 'IN', region: '', device: '', user_id: `x${i}` };
+  });
+  const churn = detect([...history, ...burst]);
+  const c = of(churn.raised, 'billing.churn_spike');
+  t.equal(c.length, 1, 'the burst, and no hour of the steady week');
+  t.match(c[0]!.row.data, { window_minutes: 60 });
+  t.ok((c[0]!.row.data.cancellations as number) >= 10);
+  t.ok((c[0]!.row.data.baseline as number) < 10);
+});
+
+t.test('a completion drop on one title fires once', async (t) => {
+  const dropping: Audience['conditions'] = (ts) => (ts >= t0 + 80 * minute ? { ...normal, endChance: 0.02, abandonAt: 0.1 } : normal);
+  // The drop affects every pop, but only the sessions of one title: keep that by giving c4 its own audience.
+  const rest = playback({ ...audience(), contents: ['c1', 'c2', 'c3'] }, t0, t0 + 130 * minute);
+  const c4 = playback({ tenant: 'acme', places: { Delhi: ['del1'] }, perPop: 40, contents: ['c4'], conditions: dropping, seed: 9 }, t0, t0 + 130 * minute);
+  const { raised } = detect([...rest, ...c4].sort((a, b) => a.received_at - b.received_at));
+  const drops = of(raised, 'content.completion_drop');
+  t.equal(drops.length, 1);
+  t.match(drops[0]!.row.data, { content_id: 'c4', title: 'Title c4' });
+  t.ok((drops[0]!.row.data.current_pct as number) <= (drops[0]!.row.data.baseline_pct as number) - 20);
+});
+
+t.test('a tenant override changes its threshold', async (t) => {
+  // A mild spike (about 1 % against 0.4 %) fires only when the tenant asks for a ratio of 1.5 and half a point.
+  const mild = injected(40, 48, (_r, pop) => pop === 'mum2', { stallChance: 0.08, stallMs: 2000 });
+  const events = playback(audience(mild), t0, t0 + 50 * minute);
+  t.same(of(detect(events).raised, 'qos.rebuffer_spike').length, 0);
+  const relaxed = of(detect(events, { overrides: { 'qos.rebuffer_spike': { ratio: 1.5, min_points: 0.5 } } }).raised, 'qos.rebuffer_spike');
+  t.equal(relaxed.filter((a) => a.row.data.pop === 'mum2').length, 1);
+});
+
+t.test('thresholds are checked: unknown categories and names, bad values and windows that do not fit', async (t) => {
+  const defaults = loadThresholds();
+  t.equal(thresholdsProblem(defaults, true), null);
+  t.match(thresholdsProblem({ 'qos.nope': {} }, false), /unknown category "qos.nope"/);
+  t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratioo: 2 } }, false), /has no threshold "ratioo"/);
+  t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: -1 } }, false), /must be a number, 0 or more/);
+  t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: '2' } }, false), /must be a number/);
+  t.match(thresholdsProblem({ 'qos.error_spike': { baseline_minutes: 90 } }, false, defaults), /window_minutes \+ baseline_minutes must be at most 63/);
+  t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: 2 } }, true), /is missing/);
+  t.match(thresholdsProblem([], false), /must be an object/);
+});

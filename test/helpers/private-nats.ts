@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect, type NatsConnection } from 'nats';
+import { eventually } from './env.js';
+
+const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
+
+/** A private nats-server with JetStream (to kill and restart); `start` resolves once JetStream answers. */
+export class PrivateNats {
+  private child: ChildProcess | undefined;
+  private exited: Promise<unknown> = Promise.resolve();
+  log = '';
+  constructor(
+    readonly port: number,
+    readonly storeDir: string,
+    /** More nats-server options (a cluster's name, listen address and routes). */
+    private readonly extraArgs: readonly string[] = [],
+  ) {}
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    this.launch();
+    await this.ready();
+  }
+
+  /** Start the process without waiting: a cluster's servers answer JetStream only once a quorum of them runs. */
+  launch(): void {
+    const child = spawn(natsServerBin, ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    this.exited = new Promise((r) => child.once('exit', r));
+    const keep = (d: Buffer): void => {
+      this.log = (this.log + d.toString()).slice(-20_000);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+  }
+
+  /** Resolves once JetStream answers on this server. */
+  async ready(): Promise<void> {
+    const ready = await eventually(
+      async () => {
+        let nc: NatsConnection | undefined;
+        try {
+          nc = await connect({ servers: this.url, reconnect: false, timeout: 500 });
+          await (await nc.jetstreamManager({ timeout: 1000 })).getAccountInfo();
+          return true;
+        } catch {
+          return false;
+        } finally {
+          await nc?.close().catch(() => undefined);
+        }
+      },
+      15_000,
+      100,
+    );
+    if (ready < 0) throw new Error(`nats-server did not start on ${this.url}:\n${this.log}`);
+  }
+
+  async kill(): Promise<void> {
+    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}

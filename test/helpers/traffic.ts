@@ -1,0 +1,108 @@
+import type { WireEvent } from '../../src/bus/wire.js';
+import { Rng } from './scenario.js';
+
+/** A seeded generator: the same traffic on every run. */
+function rng(seed: number): () => number {
+  const r = new Rng(seed);
+  return () => r.next();
+}
+
+/** How playback behaves in one (region, pop) at one instant. */
+export interface Conditions {
+  /** Chance that a heartbeat interval holds a stall, and how long stalls last. */
+  stallChance: number;
+  stallMs: number;
+  /** Startup time: about this, ±25 %. */
+  startupMs: number;
+  /** Chance that a session ends in a fatal error. */
+  fatalChance: number;
+  /** Chance that a session plays to the end (else it is closed at a random position). */
+  endChance: number;
+  /** How far the sessions closed early get, as a share of the content. */
+  abandonAt: number;
+}
+
+export const normal: Conditions = { stallChance: 0.03, stallMs: 2000, startupMs: 800, fatalChance: 0.002, endChance: 0.6, abandonAt: 0.4 };
+
+export interface Audience {
+  tenant: string;
+  /** Region → its pops. */
+  places: Record<string, string[]>;
+  /** Sessions playing at once per pop. */
+  perPop: number;
+  contents: readonly string[];
+  /** Conditions at `ts` in a region and pop (normal unless a test injects a problem). */
+  conditions?(ts: number, region: string, pop: string): Conditions;
+  heartbeatMs?: number;
+  seed?: number;
+}
+
+const contentSeconds = 1200;
+
+/**
+ * Playback of a steady audience from `from` to `to` (ms): each pop holds `perPop` sessions back to back (2 to 6
+ * minutes each), with heartbeats, stalls, startups, fatal errors and endings drawn from its conditions. Events
+ * arrive 200 ms after they happen; the list is in arrival order.
+ */
+export function playback(a: Audience, from: number, to: number): WireEvent[] {
+  const r = rng(a.seed ?? 1);
+  const hb = a.heartbeatMs ?? 15_000;
+  const out: WireEvent[] = [];
+  let n = 0;
+  for (const [region, pops] of Object.entries(a.places)) {
+    for (const pop of pops) {
+      for (let slot = 0; slot < a.perPop; slot++) {
+        // Stagger the slots so that sessions do not all start together.
+        let t = from + Math.floor(r() * 240_000) - 240_000;
+        while (t < to) {
+          const c = a.conditions?.(t, region, pop) ?? normal;
+          const session_id = `s${++n}`;
+          const content_id = a.contents[n % a.contents.length]!;
+          const base = { tenant: a.tenant, env: 'production' as const, client_ts: null, country: 'IN', region, device: 'tv', session_id, context: { pop } };
+          const push = (event_type: string, ts: number, extra: Partial<WireEvent> = {}): void => {
+            if (ts >= from && ts < to) out.push({ ...base, event_type, ts, received_at: ts + 200, ...extra });
+          };
+          const fatal = r() < c.fatalChance;
+          // A fatal error usually strikes early (a stream that cannot play); other sessions last 2 to 6 minutes.
+          const length = fatal ? 5000 + Math.floor(r() * 30_000) : 120_000 + Math.floor(r() * 240_000);
+          const ends = r() < c.endChance;
+          push('play_start', t, { content_id, anonymous_id: `a${n}`, content_title: `Title ${content_id}`, properties: { duration_sec: contentSeconds } });
+          const startup = Math.round(c.startupMs * (0.75 + r() * 0.5));
+          push('first_frame', t + startup);
+          let at = t + startup;
+          const stop = t + length;
+          while (at + hb < stop) {
+            const cond = a.conditions?.(at, region, pop) ?? normal;
+            if (r() < cond.stallChance) {
+              const s = at + 2000;
+              push('rebuffer_start', s);
+              push('rebuffer_end', s + Math.round(cond.stallMs * (0.5 + r())));
+            }
+            at += hb;
+            push('heartbeat', at, { position_sec: Math.round((at - t) / 1000) });
+          }
+          if (fatal) push('error', stop, { properties: { fatal: true, code: r() < 0.7 ? 'MEDIA_ERR_DECODE' : 'NETWORK_ERROR' } });
+          else if (ends) push('ended', stop, { position_sec: contentSeconds });
+          else push('session_end', stop, { position_sec: Math.round(contentSeconds * c.abandonAt * r()) });
+          t = stop + 1000;
+        }
+      }
+    }
+  }
+  return out.sort((x, y) => x.received_at - y.received_at);
+}
+
+/** Payments every minute (some failing) and an occasional cancellation, from `from` to `to`. */
+export function payments(tenant: string, from: number, to: number, perMinute: number, failChance: number, cancelsPerHour: number, seed = 2): WireEvent[] {
+  const r = rng(seed);
+  const out: WireEvent[] = [];
+  let n = 0;
+  const push = (event_type: string, ts: number, properties: Record<string, unknown>): void => {
+    out.push({ tenant, env: 'production', event_type, ts, client_ts: null, received_at: ts + 200, country: 'IN', region: '', device: '', user_id: `u${++n}`, properties });
+  };
+  for (let m = from; m < to; m += 60_000) {
+    for (let i = 0; i < perMinute; i++) push(r() < failChance ? 'payment_failed' : 'payment_succeeded', m + Math.floor(r() * 60_000), { amount_inr: 199 });
+    if (r() < cancelsPerHour / 60) push('subscription_cancelled', m + Math.floor(r() * 60_000), {});
+  }
+  return out.sort((x, y) => x.received_at - y.received_at);
+}
