@@ -21,11 +21,13 @@ export class Bus {
     readonly jsm: JetStreamManager,
     readonly names: BusNames,
     private readonly log: Logger,
+    /** Copies JetStream keeps of every stream, bucket and object store (STREAM_REPLICAS: 3 on a cluster). */
+    readonly replicas: number,
   ) {
     void this.watchStatus();
   }
 
-  static async connect(config: Pick<Config, 'nats_url' | 'nats_prefix'>, log: Logger, name = 'darshak'): Promise<Bus> {
+  static async connect(config: Pick<Config, 'nats_url' | 'nats_prefix'> & Partial<Pick<Config, 'stream_replicas'>>, log: Logger, name = 'darshak'): Promise<Bus> {
     let nc: NatsConnection;
     try {
       nc = await connect({
@@ -45,7 +47,7 @@ export class Bus {
       void nc.close();
       throw new BusUnavailableError(`NATS at ${config.nats_url} has no JetStream (start nats-server with -js): ${err.message}`);
     });
-    return new Bus(nc, nc.jetstream(), jsm, busNames(config.nats_prefix), log.child({ module: 'bus' }));
+    return new Bus(nc, nc.jetstream(), jsm, busNames(config.nats_prefix), log.child({ module: 'bus' }), config.stream_replicas ?? 1);
   }
 
   /** True while the connection is established; publishes are refused (not buffered) otherwise. */
@@ -105,7 +107,7 @@ export class Bus {
 
   /** Create a stream, or bring one made by an older version (or another process) to this configuration. */
   async ensureStream(stream: Partial<StreamConfig> & { name: string }): Promise<void> {
-    const config = { ...stream, num_replicas: 1 };
+    const config = { ...stream, num_replicas: this.replicas };
     try {
       await this.jsm.streams.info(config.name);
       await this.jsm.streams.update(config.name, config);
@@ -133,7 +135,7 @@ export class Bus {
   kv(bucket: string, ttlMs?: number): Promise<KV> {
     let kv = this.kvs.get(bucket);
     if (!kv) {
-      const opts = ttlMs === undefined ? { history: 1 } : { history: 1, ttl: ttlMs };
+      const opts = ttlMs === undefined ? { history: 1, replicas: this.replicas } : { history: 1, ttl: ttlMs, replicas: this.replicas };
       kv = this.js.views.kv(bucket, opts);
       this.kvs.set(bucket, kv);
       kv.catch(() => this.kvs.delete(bucket));
@@ -143,7 +145,7 @@ export class Bus {
 
   /** An object store (aggregator and alerts checkpoints), created on first use. */
   objectStore(bucket: string): Promise<ObjectStore> {
-    return this.js.views.os(bucket);
+    return this.js.views.os(bucket, { replicas: this.replicas });
   }
 
   async close(): Promise<void> {

@@ -17,6 +17,7 @@ export interface Config {
   http_engine: 'auto' | 'uws' | 'node';
   shards: number;
   stream_max_age_hours: number;
+  stream_replicas: number;
   publish_timeout_ms: number;
   publish_max_inflight: number;
   publish_max_message_bytes: number;
@@ -71,6 +72,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   },
   shards: { type: 'integer', minimum: 1, maximum: 1024, description: 'event stream partitions; fixed for the life of the stream' },
   stream_max_age_hours: { type: 'integer', minimum: 1, maximum: 8760, description: 'how long JetStream keeps raw event messages' },
+  stream_replicas: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 5,
+    description: 'copies JetStream keeps of every stream, KV bucket and object store: 1 on one server, 3 on a cluster',
+  },
   publish_timeout_ms: {
     type: 'integer',
     minimum: 100,

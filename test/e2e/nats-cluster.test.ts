@@ -1,0 +1,66 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { eventually, freePort, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
+import { PrivateNats } from '../helpers/private-nats.js';
+
+// The distributed layout's bus: a three-server JetStream cluster, STREAM_REPLICAS=3. Every stream, KV bucket and
+// object store Darshak makes is kept on all three servers, and ingest goes on, losing nothing it accepted, when one
+// of them is killed.
+
+t.test('three NATS servers, replicas 3: everything replicated; one server lost, no accepted event lost', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const ports = await Promise.all([0, 1, 2].map(() => freePort()));
+  const routesPorts = await Promise.all([0, 1, 2].map(() => freePort()));
+  const routes = routesPorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
+  const servers = ports.map(
+    (port, i) =>
+      new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routesPorts[i]}`, '--routes', routes]),
+  );
+  t.teardown(() => Promise.all(servers.map((s) => s.kill())));
+  for (const s of servers) s.launch();
+  await Promise.all(servers.map((s) => s.ready()));
+  const url = servers.map((s) => s.url).join(',');
+
+  const svc = await startService({ nats_url: url, stream_replicas: 3, data_dir: join(dir, 'node') }, 'ingest,aggregate');
+  t.teardown(() => svc.stop());
+  const bus = svc.started.services.get('bus');
+  const prefix = svc.config.nats_prefix;
+  const tenant = await makeTenant(prefix, 'acme', 'pro', url);
+
+  for (const name of [bus.names.eventsStream, bus.names.rawStream, bus.names.signalsStream, `KV_${bus.names.tenantsBucket}`, `OBJ_${bus.names.checkpointBucket}`]) {
+    const info = await bus.jsm.streams.info(name);
+    t.equal(info.config.num_replicas, 3, `${name}: 3 replicas`);
+    t.equal((info.cluster?.replicas ?? []).length, 2, `${name}: a leader and 2 followers`);
+  }
+
+  const send = async (from: number, n: number): Promise<void> => {
+    for (let i = from; i < from + n; i++) {
+      const r = await post(`${svc.ingestUrl}/v1/ingest/events`, { events: [{ event_type: 'heartbeat', session_id: `s${i}`, anonymous_id: 'v' }] }, { 'x-api-key': tenant.key });
+      t.equal(r.status, 200);
+    }
+  };
+  await send(0, 20);
+  // A follower or the leader of the events stream: either way a quorum of two remains.
+  await servers[0]!.kill();
+  t.not(await eventually(async () => (await post(`${svc.ingestUrl}/v1/ingest/events`, { events: [{ event_type: 'heartbeat', session_id: 'probe', anonymous_id: 'v' }] }, { 'x-api-key': tenant.key })).status === 200, 30_000, 200), -1, 'ingest answers 200 again with two servers');
+  await send(20, 20);
+  // Not asserted yet: that the aggregators pass on every event after the kill. They usually do within seconds (a
+  // lost consumer is now noticed by its missing heartbeats and read again), but in about one run in three a shard
+  // stays silent past a minute while the cluster elects new stream leaders (issue 8's note).
+  // Reading may time out while the cluster still moves leaders about (a JetStream API timeout, not a lost message), so
+  // it is retried.
+  let events: Awaited<ReturnType<typeof readEventStream>> = [];
+  const read = await eventually(
+    async () => {
+      events = await readEventStream(prefix, servers[1]!.url, 'events').catch(() => []);
+      return events.length > 0;
+    },
+    60_000,
+    500,
+  );
+  t.not(read, -1, 'the events stream can be read with two servers');
+  t.equal(new Set(events.flatMap((m) => m.events.map((e) => String(e.session_id)))).size, 41, 'every accepted event is in the replicated events stream');
+});
