@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +5,7 @@ import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
 import { compareWithOracle, storeAnswers, sendScenario } from '../helpers/compare.js';
-import { cli, drained, eventually, freePort, mainJs, makeTenant, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { cli, drained, eventually, freePort, makeTenant, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
 import { makeScenario, type Scenario } from '../helpers/scenario.js';
 
 // The distributed layout: ingest, two aggregator processes (shards 0,1 and 2,3) and a flusher, each its own
@@ -23,25 +22,16 @@ t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the a
   const dirs = [mkdtempSync(join(tmpdir(), 'darshak-ding-')), mkdtempSync(join(tmpdir(), 'darshak-dfl-'))] as const;
   t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
   // Checkpoints every second, so restarts load one and replay only after it.
-  const env = { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: 'error', CHECKPOINT_INTERVAL_MS: '1000' };
-  const procs = new Set<ChildProcess>();
-  t.teardown(() => procs.forEach((p) => p.kill('SIGKILL')));
-  const role = (args: string[], extra: Record<string, string> = {}): ChildProcess => {
-    const p = spawn(process.execPath, [mainJs, 'start', ...args], { env: { ...env, ...extra }, stdio: 'ignore' });
-    procs.add(p);
-    p.once('exit', () => procs.delete(p));
-    return p;
-  };
+  const procs = new RoleProcesses({ NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '1000' });
+  t.teardown(() => procs.stopAll());
+  const role = (args: string[], extra: Record<string, string> = {}) => procs.start(args, extra);
   role(['--role', 'ingest'], { INGEST_PORT: String(ingestPort), DATA_DIR: dirs[0] });
   const aggregators = [role(['--role', 'aggregate', '--shards', '0,1']), role(['--role', 'aggregate', '--shards', '2,3'])];
   let flusher = role(['--role', 'flush'], { DATA_DIR: dirs[1] });
   const ingestUrl = `http://127.0.0.1:${ingestPort}`;
-  t.not(await eventually(async () => (await fetch(`${ingestUrl}/readyz`).catch(() => null))?.ok === true, 15_000, 100), -1);
+  t.ok(await ready(ingestUrl));
 
-  const kill9 = async (p: ChildProcess): Promise<void> => {
-    p.kill('SIGKILL');
-    await new Promise((r) => p.once('exit', r));
-  };
+  const kill9 = (p: ReturnType<typeof role>) => procs.stop(p);
   const scenario = makeScenario({ seed: 11, tenants, now: Date.now(), sessionsPerTenant: 30 });
   const third = Math.ceil(scenario.batches.length / 3);
   const part = (i: number): Scenario => ({ ...scenario, batches: scenario.batches.slice(i * third, (i + 1) * third) });
@@ -64,8 +54,7 @@ t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the a
   await last;
 
   t.not(await eventually(() => drained(prefix), 60_000, 250), -1, 'aggregated and flushed');
-  flusher.kill('SIGTERM');
-  await new Promise((r) => flusher.once('exit', r));
+  await procs.stop(flusher, 'SIGTERM');
   // With no flush role running, `darshak replay` opens the store itself; replaying all history changes nothing.
   const to = Math.floor(Date.now() / 60_000) * 60_000 + 60_000;
   const replay = await cli(['replay', '--tenant', 'delta', '--from', new Date(to - 60 * 86_400_000).toISOString(), '--to', new Date(to).toISOString()], {

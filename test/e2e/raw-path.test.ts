@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,7 +5,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
-import { drained, eventually, freePort, mainJs, makeTenant, natsUrl, post, removeNamespace, startService, uniquePrefix } from '../helpers/env.js';
+import { drained, eventually, freePort, makeTenant, post, ready, removeNamespace, RoleProcesses, startService, uniquePrefix } from '../helpers/env.js';
 
 // Ingest → JetStream → aggregate (dedup) → raw stream → flush → ClickHouse `events`: every accepted event is
 // stored once; an event_id sent again within 24 h is stored once; nothing is lost or doubled when an aggregator or
@@ -60,14 +59,9 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   t.teardown(() => removeNamespace(prefix));
   const tenant = await makeTenant(prefix, 'crashy', 'enterprise');
   const ingestPort = await freePort();
-  const env = { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: 'error' };
-  const procs: ChildProcess[] = [];
-  t.teardown(() => procs.forEach((p) => p.kill('SIGKILL')));
-  const role = (args: string[], extra: Record<string, string> = {}): ChildProcess => {
-    const p = spawn(process.execPath, [mainJs, 'start', ...args], { env: { ...env, ...extra }, stdio: 'ignore' });
-    procs.push(p);
-    return p;
-  };
+  const procs = new RoleProcesses({ NATS_PREFIX: prefix });
+  t.teardown(() => procs.stopAll());
+  const role = (args: string[], extra: Record<string, string> = {}) => procs.start(args, extra);
   const ingestDir = mkdtempSync(join(tmpdir(), 'darshak-ing-'));
   const flushDir = mkdtempSync(join(tmpdir(), 'darshak-fl-'));
   t.teardown(() => [ingestDir, flushDir].forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -75,7 +69,7 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   let aggregator = role(['--role', 'aggregate']);
   let flusher = role(['--role', 'flush'], { DATA_DIR: flushDir });
   const url = `http://127.0.0.1:${ingestPort}/v1/ingest/events`;
-  t.not(await eventually(async () => (await fetch(`http://127.0.0.1:${ingestPort}/readyz`).catch(() => null))?.ok === true, 15_000, 100), -1);
+  t.ok(await ready(`http://127.0.0.1:${ingestPort}`));
 
   const accepted = new Set<string>();
   let running = true;
@@ -91,9 +85,7 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   const senders = Array.from({ length: 4 }, () => sender());
   const restart = async (which: 'aggregate' | 'flush'): Promise<void> => {
     await new Promise((r) => setTimeout(r, 1200));
-    const victim = which === 'aggregate' ? aggregator : flusher;
-    victim.kill('SIGKILL');
-    await new Promise((r) => victim.once('exit', r));
+    await procs.stop(which === 'aggregate' ? aggregator : flusher);
     await new Promise((r) => setTimeout(r, 500));
     if (which === 'aggregate') aggregator = role(['--role', 'aggregate']);
     else flusher = role(['--role', 'flush'], { DATA_DIR: flushDir });
@@ -109,8 +101,7 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   // Wait until the aggregators have passed on every input and the flusher has written it all, then read ClickHouse
   // once the flusher has let go of its directory.
   t.not(await eventually(() => drained(prefix), 60_000, 500), -1, 'the pipeline drains');
-  flusher.kill('SIGTERM');
-  await new Promise((r) => flusher.once('exit', r));
+  await procs.stop(flusher, 'SIGTERM');
   const store = await Store.open({ clickhouse_url: '', data_dir: flushDir, events_retention_days: 30 }, createLogger('silent'));
   const stored = await storedIds(store, 'crashy');
   await store.close();

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
@@ -63,6 +63,40 @@ export async function startService(overrides: Partial<Config> = {}, roles = 'ing
       await removeNamespace(config.nats_prefix, config.nats_url);
     },
   };
+}
+
+/**
+ * `darshak start` processes of one namespace, as an operator runs them: each with the namespace's environment plus
+ * its own (ports, DATA_DIR). All are killed when the test ends.
+ */
+export class RoleProcesses {
+  private readonly running = new Set<ChildProcess>();
+
+  constructor(private readonly env: Record<string, string>) {}
+
+  start(args: string[], extra: Record<string, string> = {}): ChildProcess {
+    const p = spawn(process.execPath, [mainJs, 'start', ...args], { env: { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, LOG_LEVEL: 'error', ...this.env, ...extra }, stdio: 'ignore' });
+    this.running.add(p);
+    p.once('exit', () => this.running.delete(p));
+    return p;
+  }
+
+  /** Stop one: SIGKILL (a crash) or SIGTERM (a drain); resolves when it has exited. */
+  async stop(p: ChildProcess, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
+    if (p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill(signal);
+    await exited;
+  }
+
+  async stopAll(signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
+    await Promise.all([...this.running].map((p) => this.stop(p, signal)));
+  }
+}
+
+/** Resolves once `url`/readyz answers 200 (false after `ms`). */
+export async function ready(url: string, ms = 20_000): Promise<boolean> {
+  return (await eventually(async () => (await fetch(`${url}/readyz`).catch(() => null))?.ok === true, ms, 100)) >= 0;
 }
 
 export interface CliResult {
