@@ -4,52 +4,27 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
 import { connect, type JetStreamManager, type NatsConnection } from 'nats';
+import { Rng as SeededRng } from '../../bench/simulator/rng.js';
 import { makeTenant, natsUrl, startService, type Service, type Tenant } from '../helpers/env.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded PRNG (mulberry32) and helpers
 
-class Rng {
-  private s: number;
-  constructor(seed: number) {
-    this.s = seed >>> 0;
-  }
-  next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let x = this.s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  }
-  int(n: number): number {
+/** The shared seeded generator, plus what fuzzing needs. */
+class Rng extends SeededRng {
+  /** An integer in [0, n). */
+  below(n: number): number {
     return Math.floor(this.next() * n);
-  }
-  range(lo: number, hi: number): number {
-    return lo + this.int(hi - lo + 1);
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(a: readonly T[]): T {
-    return a[this.int(a.length)] as T;
   }
   bytes(n: number): Buffer {
     const b = Buffer.alloc(n);
-    for (let i = 0; i < n; i++) b[i] = this.int(256);
+    for (let i = 0; i < n; i++) b[i] = this.below(256);
     return b;
-  }
-  hex(n: number): string {
-    let s = '';
-    for (let i = 0; i < n; i++) s += '0123456789abcdef'[this.int(16)];
-    return s;
   }
   word(n: number): string {
     let s = '';
-    for (let i = 0; i < n; i++) s += 'abcdefghijklmnopqrstuvwxyz0123456789'[this.int(36)];
+    for (let i = 0; i < n; i++) s += 'abcdefghijklmnopqrstuvwxyz0123456789'[this.below(36)];
     return s;
-  }
-  uuid(): string {
-    return `${this.hex(8)}-${this.hex(4)}-4${this.hex(3)}-a${this.hex(3)}-${this.hex(12)}`;
   }
 }
 
@@ -78,17 +53,17 @@ function unparseable(b: Buffer): boolean {
 // Valid events (the raw material) and the ways one event is made invalid
 
 const now = Date.now();
-const isoAt = (r: Rng): string => new Date(now - r.int(20_000)).toISOString();
+const isoAt = (r: Rng): string => new Date(now - r.below(20_000)).toISOString();
 
 function validEvent(r: Rng): Record<string, unknown> {
   const base: Record<string, unknown> = { event_id: r.uuid(), ts: isoAt(r) };
-  switch (r.int(7)) {
+  switch (r.below(7)) {
     case 0:
-      return { ...base, event_type: 'heartbeat', session_id: `s_${r.word(8)}`, anonymous_id: `a_${r.word(6)}`, position_sec: r.int(5000), context: { device_type: 'mobile', country: 'IN', region: 'Maharashtra', os: 'Android' }, properties: { k: r.word(4), n: r.int(10) } };
+      return { ...base, event_type: 'heartbeat', session_id: `s_${r.word(8)}`, anonymous_id: `a_${r.word(6)}`, position_sec: r.below(5000), context: { device_type: 'mobile', country: 'IN', region: 'Maharashtra', os: 'Android' }, properties: { k: r.word(4), n: r.below(10) } };
     case 1:
       return { ...base, event_type: 'play_start', session_id: `s_${r.word(8)}`, content_id: `c_${r.word(5)}`, anonymous_id: `a_${r.word(6)}`, content_type: 'movie', content_title: 'A Title', properties: { duration_sec: 5400 } };
     case 2:
-      return { ...base, event_type: 'bitrate_change', session_id: `s_${r.word(8)}`, bitrate_kbps: r.int(8000) };
+      return { ...base, event_type: 'bitrate_change', session_id: `s_${r.word(8)}`, bitrate_kbps: r.below(8000) };
     case 3:
       return { ...base, event_type: 'subscription_started', user_id: `u_${r.word(6)}`, properties: { amount_inr: 199, plan: 'monthly' } };
     case 4:
@@ -140,7 +115,7 @@ const unknownKeys = ['foo', '__proto__', 'constructor', 'prototype', 'toString',
 const loneSurrogates = ['\ud800', 'abc\udbff', '\udc00x', 'x\ud800\ud800', '\udfff\ud800', 'ok\ud83d', '\ude00ok'];
 
 function hugeString(r: Rng): string {
-  const n = r.range(513, 4000);
+  const n = r.int(513, 4000);
   const unit = r.pick(['x', 'é', '中', 'ab', 'a b']);
   return unit.repeat(Math.ceil(n / unit.length)).slice(0, Math.max(513, n));
 }
@@ -154,7 +129,7 @@ function deepObject(depth: number): Json {
 /** Make one event invalid in one way (every way below fails validation on its own). */
 function poison(r: Rng, e: Record<string, unknown>): Json {
   const type = String(e.event_type);
-  switch (r.int(13)) {
+  switch (r.below(13)) {
     case 0: {
       const f = r.pick(stringFields);
       e[f] = r.pick(notStrings);
@@ -185,7 +160,7 @@ function poison(r: Rng, e: Record<string, unknown>): Json {
       return e;
     case 9: {
       const s = r.pick(loneSurrogates);
-      const where = r.int(5);
+      const where = r.below(5);
       if (where === 0) e.content_title = s;
       else if (where === 1) e.anonymous_id = s;
       else if (where === 2) e.context = { os: s };
@@ -198,7 +173,7 @@ function poison(r: Rng, e: Record<string, unknown>): Json {
       return e;
     case 11: {
       // properties nested past 16 levels, or serialized past 8 KiB
-      e.properties = r.chance(0.5) ? deepObject(r.range(17, 400)) : { blob: 'x'.repeat(r.range(8200, 20000)) };
+      e.properties = r.chance(0.5) ? deepObject(r.int(17, 400)) : { blob: 'x'.repeat(r.int(8200, 20000)) };
       return e;
     }
     default:
@@ -224,7 +199,7 @@ const TOO_LARGE = ['payload_too_large'];
 const MiB = 1_048_576;
 
 const batchOf = (events: Json[], sentAt?: Json): Record<string, unknown> => (sentAt === undefined ? { events } : { events, sent_at: sentAt });
-const validBatch = (r: Rng, n = r.range(1, 5)): Record<string, unknown> => batchOf(Array.from({ length: n }, () => validEvent(r)), r.chance(0.3) ? new Date(now).toISOString() : undefined);
+const validBatch = (r: Rng, n = r.int(1, 5)): Record<string, unknown> => batchOf(Array.from({ length: n }, () => validEvent(r)), r.chance(0.3) ? new Date(now).toISOString() : undefined);
 const json = (v: Json): Buffer => utf8(JSON.stringify(v));
 
 function specials(r: Rng): Case[] {
@@ -253,7 +228,7 @@ function specials(r: Rng): Case[] {
   add('too_many', json(batchOf(Array.from({ length: 10_000 }, () => ({}))) ), ['too_many_events']);
   add('too_many', json(batchOf(Array.from({ length: 10_000 }, (_, i) => i))), ['too_many_events']);
   add('too_many', `{"events":[${'0,'.repeat(200_000)}0]}`, ['too_many_events']);
-  for (let i = 0; i < 10; i++) add('too_many', json(batchOf(Array.from({ length: r.range(501, 2000) }, () => validEvent(r)))), ['too_many_events']);
+  for (let i = 0; i < 10; i++) add('too_many', json(batchOf(Array.from({ length: r.int(501, 2000) }, () => validEvent(r)))), ['too_many_events']);
   // Bodies at and over 1 MiB
   const exact = Buffer.alloc(MiB, 0x20);
   json(batchOf([{ event_type: 'heartbeat' }])).copy(exact);
@@ -318,38 +293,38 @@ function invalidUtf8Sequence(r: Rng): number[] {
 function generated(r: Rng, n: number): Case[] {
   const out: Case[] = [];
   while (out.length < n) {
-    const roll = r.int(100);
+    const roll = r.below(100);
     if (roll < 12) {
       // Truncation of a valid body
       const full = json(validBatch(r));
-      const body = full.subarray(0, r.int(full.length));
+      const body = full.subarray(0, r.below(full.length));
       if (unparseable(body)) out.push({ kind: 'truncated', body, codes: JSON_ERR });
     } else if (roll < 24) {
       // Random byte flips of a valid body, kept only when they break the JSON (a flip inside a string can leave a valid batch)
       const body = Buffer.from(json(validBatch(r)));
-      const flips = r.range(1, 4);
+      const flips = r.int(1, 4);
       for (let i = 0; i < flips; i++) {
-        const at = r.int(body.length);
-        body[at] = r.chance(0.5) ? (body[at] as number) ^ (1 << r.int(8)) : r.int(256);
+        const at = r.below(body.length);
+        body[at] = r.chance(0.5) ? (body[at] as number) ^ (1 << r.below(8)) : r.below(256);
       }
       if (unparseable(body)) out.push({ kind: 'byte_flip', body, codes: JSON_ERR });
     } else if (roll < 31) {
       // Invalid UTF-8 inside a string value (or anywhere)
       const text = JSON.stringify(validBatch(r));
       const quotes = [...text.matchAll(/":"/g)].map((m) => (m.index as number) + 3);
-      const at = quotes.length > 0 && r.chance(0.8) ? r.pick(quotes) : r.int(text.length + 1);
+      const at = quotes.length > 0 && r.chance(0.8) ? r.pick(quotes) : r.below(text.length + 1);
       const pre = utf8(text.slice(0, at));
       const post = utf8(text.slice(at));
       out.push({ kind: 'invalid_utf8', body: Buffer.concat([pre, Buffer.from(invalidUtf8Sequence(r)), post]), codes: JSON_ERR });
     } else if (roll < 37) {
-      const body = r.bytes(r.range(1, 4096));
+      const body = r.bytes(r.int(1, 4096));
       if (unparseable(body)) out.push({ kind: 'binary_noise', body, codes: JSON_ERR });
       else out.push({ kind: 'binary_noise', body, codes: ANY_400 });
     } else if (roll < 41) {
       // Raw NUL bytes inside or between tokens
       const text = json(validBatch(r));
-      const at = r.int(text.length + 1);
-      out.push({ kind: 'nul', body: Buffer.concat([text.subarray(0, at), Buffer.alloc(r.range(1, 3)), text.subarray(at)]), codes: JSON_ERR });
+      const at = r.below(text.length + 1);
+      out.push({ kind: 'nul', body: Buffer.concat([text.subarray(0, at), Buffer.alloc(r.int(1, 3)), text.subarray(at)]), codes: JSON_ERR });
     } else if (roll < 45) {
       // `events` of the wrong type
       const events = r.pick<Json>([null, 1, 0, 'x', '[]', true, false, {}, { 0: validEvent(r) }, [], 1.5, -1]);
@@ -370,7 +345,7 @@ function generated(r: Rng, n: number): Case[] {
       out.push({ kind: 'unknown_top', body: json(b), codes: SHAPE });
     } else {
       // A batch whose every event is poisoned in its own way
-      const events = Array.from({ length: r.chance(0.7) ? r.range(1, 3) : r.range(4, 40) }, () => poison(r, validEvent(r)));
+      const events = Array.from({ length: r.chance(0.7) ? r.int(1, 3) : r.int(4, 40) }, () => poison(r, validEvent(r)));
       out.push({ kind: 'poisoned_events', body: json(batchOf(events, r.chance(0.3) ? new Date(now).toISOString() : undefined)), codes: NONE_VALID });
     }
   }

@@ -1,18 +1,11 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Test } from 'tap';
 import * as q from '../../src/store/queries/index.js';
-import { Oracle, resolveRange, type OracleEvent, type Range } from './oracle.js';
+import { Oracle, resolveRange, type OracleEvent, type Range } from '../../bench/simulator/oracle.js';
+import { awayFromMinuteEdge, settle } from '../../bench/simulator/report.js';
 import { call } from './api.js';
 import { post } from './env.js';
 import type { Scenario } from './scenario.js';
-
-/** Numbers to 9 significant digits: sums and means taken in another order differ in the last bits, nothing more. */
-function settle(v: unknown): unknown {
-  if (typeof v === 'number') return Number(v.toPrecision(9));
-  if (Array.isArray(v)) return v.map(settle);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, settle(x)]));
-  return v;
-}
 
 /** Send a scenario's batches as a client would, each with `sent_at` now so every `ts` is kept as given. */
 export async function sendScenario(ingestUrl: string, scenario: Scenario, keys: Record<string, string>): Promise<void> {
@@ -56,13 +49,6 @@ export function httpAnswers(base: string, tokens: Record<string, string>): Answe
     devices: (tenant, range) => get(tenant, `/v1/analytics/devices?range=${range}`),
     concurrency: (tenant, range, interval) => get(tenant, `/v1/analytics/concurrency?range=${range}&interval=${interval}`),
   };
-}
-
-/** Wait out the last 3 s of a minute, so the answers and the oracle resolve a range to the same minutes. */
-async function awayFromMinuteEdge(): Promise<number> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 3000) await new Promise((r) => setTimeout(r, left + 50));
-  return Date.now();
 }
 
 /** Every §6 answer of every tenant and range against the oracle: equal number for number. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
-import type { OracleEvent } from './oracle.js';
+import type { OracleEvent } from '../../bench/simulator/oracle.js';
 
 // Reading an export back with an independent Parquet reader (hyparquet), and comparing it with the events sent.
 

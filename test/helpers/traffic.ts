@@ -1,5 +1,5 @@
 import type { WireEvent } from '../../src/bus/wire.js';
-import { Rng } from './scenario.js';
+import { Rng } from '../../bench/simulator/rng.js';
 
 /** A seeded generator: the same traffic on every run. */
 function rng(seed: number): () => number {

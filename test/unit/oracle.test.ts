@@ -1,7 +1,7 @@
 // Pins the test oracle (test/helpers/oracle.ts) to docs/metrics.md on tiny examples whose numbers are worked out
 // by hand in the comments, and checks the scenario generator (test/helpers/scenario.ts).
 import t from 'tap';
-import { Oracle, resolveRange, tieRank, type OracleEvent } from '../helpers/oracle.js';
+import { Oracle, resolveRange, tieRank, type OracleEvent } from '../../bench/simulator/oracle.js';
 import { makeScenario } from '../helpers/scenario.js';
 import { validateEvent } from '../../src/ingest/validate.js';
 import { stampTimes } from '../../src/ingest/timestamps.js';

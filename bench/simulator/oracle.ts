@@ -1,7 +1,7 @@
-// A deliberately naive reference implementation of docs/metrics.md, for tests only. It keeps every stored event in
-// memory and recomputes each answer from scratch, second by second where the document speaks of seconds. It shares
-// no code with src/aggregate, src/store/queries or pipelines/: when the service and this file disagree, one of them
-// misreads docs/metrics.md, and the test says which number.
+// A deliberately naive reference implementation of docs/metrics.md: the tests' oracle and the simulator's ground
+// truth. It keeps every stored event in memory and recomputes each answer from scratch, second by second where the
+// document speaks of seconds. It shares no code with src/aggregate, src/store/queries or pipelines/: when the service
+// and this file disagree, one of them misreads docs/metrics.md, and the test (or the accuracy report) says which number.
 
 export type Range = '24h' | '7d' | '30d' | 'qtd';
 
