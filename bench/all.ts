@@ -1,0 +1,89 @@
+// npm run bench [-- --only a,b] [--skip a,b]: every `bench:*` script of package.json, one after another, each
+// printing as it runs; then their output, with the machine, the commit and the commands, goes into bench/RESULTS.md
+// between the "latest full run" markers (the notes below them are kept).
+
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const resultsFile = `${root}bench/RESULTS.md`;
+const begin = '<!-- latest full run: written by `npm run bench` -->';
+const end = '<!-- end of the latest full run -->';
+
+const { values } = parseArgs({ options: { only: { type: 'string' }, skip: { type: 'string' } }, strict: true, allowPositionals: false });
+const list = (v: string | undefined): string[] => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []);
+const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: Record<string, string> };
+const all = Object.keys(pkg.scripts).filter((s) => s.startsWith('bench:')).map((s) => s.slice('bench:'.length));
+const only = list(values.only);
+const skip = new Set(list(values.skip));
+for (const name of [...only, ...skip]) if (!all.includes(name)) throw new Error(`no script bench:${name}; there are ${all.join(', ')}`);
+const chosen = (only.length > 0 ? only : all).filter((n) => !skip.has(n));
+
+function sh(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '?';
+  }
+}
+
+const natsBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}; nats-server ${sh(natsBin, ['--version'])}`;
+const dirty = sh('git', ['status', '--porcelain']) !== '' ? ' (with uncommitted changes)' : '';
+const commit = `${sh('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`;
+
+interface Ran {
+  name: string;
+  code: number | null;
+  seconds: number;
+  output: string;
+  load: string;
+}
+
+function runOne(name: string): Promise<Ran> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+    console.log(`\n=== npm run bench:${name} (load average ${load})`);
+    const child = spawn('npm', ['run', '--silent', `bench:${name}`], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const keep = (d: Buffer): void => {
+      process.stdout.write(d);
+      output += d.toString();
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.on('close', (code) => resolve({ name, code, seconds: (Date.now() - started) / 1000, output, load }));
+  });
+}
+
+const ran: Ran[] = [];
+for (const name of chosen) ran.push(await runOne(name));
+
+const section = [
+  begin,
+  `## Latest full run (\`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\`), ${new Date().toISOString()}`,
+  '',
+  `**Machine:** ${machine}.`,
+  `**Commit:** \`${commit}\`.`,
+  '',
+  '| script | command | exit | minutes | load average before |',
+  '|---|---|---|---:|---|',
+  ...ran.map((r) => `| ${r.name} | \`npm run bench:${r.name}\` | ${r.code} | ${(r.seconds / 60).toFixed(1)} | ${r.load} |`),
+  '',
+  ...ran.flatMap((r) => [`<details><summary>bench:${r.name} output</summary>`, '', '```', r.output.trimEnd(), '```', '', '</details>', '']),
+  end,
+].join('\n');
+
+const current = readFileSync(resultsFile, 'utf8');
+const at = current.indexOf(begin);
+const next =
+  at >= 0
+    ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}`
+    : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
+writeFileSync(resultsFile, next);
+console.log(`\nwritten to bench/RESULTS.md: ${ran.map((r) => `${r.name} (exit ${r.code})`).join(', ')}`);
+if (ran.some((r) => r.code !== 0)) process.exitCode = 1;
