@@ -135,7 +135,10 @@ export class Bus {
   kv(bucket: string, ttlMs?: number): Promise<KV> {
     let kv = this.kvs.get(bucket);
     if (!kv) {
-      const opts = ttlMs === undefined ? { history: 1, replicas: this.replicas } : { history: 1, ttl: ttlMs, replicas: this.replicas };
+      // Reads go to the bucket's leader: a direct get may be answered by a replica that has not yet applied the
+      // write just acknowledged (seen on a three-server cluster: `tenant create` read back "no such tenant").
+      const base = { history: 1, replicas: this.replicas, allow_direct: false };
+      const opts = ttlMs === undefined ? base : { ...base, ttl: ttlMs };
       kv = this.js.views.kv(bucket, opts);
       this.kvs.set(bucket, kv);
       kv.catch(() => this.kvs.delete(bucket));
