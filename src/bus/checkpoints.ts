@@ -7,11 +7,25 @@ import type { Logger } from '../log.js';
 
 const codec = new Packr({ useRecords: false });
 
+/**
+ * How long a checkpoint read or write may take. nats.js puts no deadline on object store reads and writes: while a
+ * cluster moves leaders one was seen waiting for minutes, holding a shard's rebuild with it.
+ */
+const checkpointTimeoutMs = 10_000;
+
+function deadline<T>(work: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took more than ${checkpointTimeoutMs} ms`)), checkpointTimeoutMs);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
 export const packCheckpoint = (value: unknown): Buffer => codec.pack(value);
 
 export async function readCheckpoint<T>(store: ObjectStore, name: string, accept: (cp: T) => boolean, log: Logger): Promise<T | null> {
   try {
-    const blob = await store.getBlob(name);
+    const blob = await deadline(store.getBlob(name), 'reading the checkpoint');
     if (!blob) return null;
     const cp = codec.unpack(blob) as T;
     return accept(cp) ? cp : null;
@@ -24,7 +38,9 @@ export async function readCheckpoint<T>(store: ObjectStore, name: string, accept
 /** Write a packed checkpoint; a failure is logged and answered false (the next checkpoint will be written). */
 export async function writeCheckpoint(store: ObjectStore, name: string, blob: Uint8Array, log: Logger): Promise<boolean> {
   try {
-    await store.putBlob({ name }, blob);
+    // A write that completes after its deadline may replace a newer checkpoint with this older one: still a state
+    // of output that exists, so a rebuild from it is as exact, only longer.
+    await deadline(store.putBlob({ name }, blob), 'writing the checkpoint');
     return true;
   } catch (err) {
     log.warn({ err: (err as Error).message, checkpoint: name }, 'checkpoint not written; the next one will be');
