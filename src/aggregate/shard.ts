@@ -1,4 +1,4 @@
-import { DeliverPolicy, headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
+import { headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
@@ -220,17 +220,15 @@ export class ShardAggregator {
   /** Apply input from a sequence or a time up to `upTo`, with or without keeping its raw output; answers the count. */
   private async replay(from: { seq: number } | { time: number }, upTo: number, keep: boolean): Promise<number> {
     if (upTo === 0 || ('seq' in from && from.seq > upTo)) return 0;
-    const consumer = await this.bus.js.consumers.get(this.bus.names.eventsStream, {
-      filterSubjects: this.bus.names.eventsSubject(this.shard),
-      ...('seq' in from
-        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq }
-        : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(from.time).toISOString() }),
-    });
+    const consumer = await this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), from);
     let count = 0;
     let done = false;
+    let delivered = 0;
     while (!done) {
       let last = 0;
       for await (const m of await consumer.fetch({ max_messages: 1000, expires: 2000 })) {
+        // A pull's messages lost on the way would leave a hole in the state: fail, and the rebuild is done again.
+        if (m.info.deliverySequence !== ++delivered) throw new Error(`replay: delivery ${m.info.deliverySequence} after ${delivered - 1}`);
         last = m.seq;
         if (m.seq > upTo) {
           done = true;
@@ -282,15 +280,13 @@ export class ShardAggregator {
 
   private run(): ConsumeLoop {
     return consumeLoop({
+      bus: this.bus,
       // Reopened after a failure: the state is rebuilt to the last acknowledged output, and reading resumes there.
       open: async () => {
         if (this.failure) await this.rebuild();
-        return this.bus.js.consumers.get(this.bus.names.eventsStream, {
-          filterSubjects: this.bus.names.eventsSubject(this.shard),
-          deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: this.appliedUpTo + 1,
-        });
+        return this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), { seq: this.appliedUpTo + 1 });
       },
+      ordered: true,
       readAhead: this.options.readAhead,
       handle: (m) => this.handle(m),
       log: this.log,

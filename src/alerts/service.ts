@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DeliverPolicy, RetentionPolicy, StorageType, DiscardPolicy, type JsMsg, type KV, type ObjectStore } from 'nats';
+import { RetentionPolicy, StorageType, DiscardPolicy, type JsMsg, type KV, type ObjectStore } from 'nats';
 import { Counter, Gauge } from 'prom-client';
 import { quotaFinding, quotaLevels } from '../../pipelines/quota.js';
 import type { Bus } from '../bus/bus.js';
@@ -145,13 +145,14 @@ export class AlertsService {
     this.leading = true;
     this.log.info({ from_seq: this.seq + 1, open_incidents: this.detection!.openIncidents }, 'alerts: leading');
     this.loop = consumeLoop({
+      bus: this.bus,
       // Reopened after a failure from the last checkpoint: the failed message's changes were applied to the state
-      // but perhaps not published, and a shard's batch is applied once. (An ordered consumer given
-      // DeliverPolicy.All delivers nothing with this nats.js: the default is used for "from the start".)
+      // but perhaps not published, and a shard's batch is applied once.
       open: async () => {
         if (this.failed) await this.restore();
-        return this.bus.js.consumers.get(this.bus.names.signalsStream, this.seq > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.seq + 1 } : {});
+        return this.bus.reader(this.bus.names.signalsStream, undefined, this.seq > 0 ? { seq: this.seq + 1 } : 'all');
       },
+      ordered: true,
       readAhead: 256,
       handle: (m) => this.handle(m),
       log: this.log,

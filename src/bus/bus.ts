@@ -1,4 +1,4 @@
-import { connect, StorageType, DiscardPolicy, RetentionPolicy, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection, type ObjectStore, type StreamConfig } from 'nats';
+import { AckPolicy, connect, DeliverPolicy, StorageType, DiscardPolicy, RetentionPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection, type ObjectStore, type StreamConfig } from 'nats';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { busNames, type BusNames } from './names.js';
@@ -144,6 +144,32 @@ export class Bus {
       kv.catch(() => this.kvs.delete(bucket));
     }
     return kv;
+  }
+
+  /**
+   * A private reader of `stream` (one subject of it, or all) from `from` on, in order and without acknowledgements:
+   * an ephemeral consumer in memory, gone 30 s after its last read. It is what nats.js's ordered consumer makes, but
+   * its creation is one request with the manager's deadline: the ordered consumer retries creating it by itself, up
+   * to 30 times with up to 10 s between tries and nothing reported, and a three-server cluster electing leaders kept
+   * a shard waiting there for minutes. A failure here is the caller's, who reads again from where it stands.
+   * Messages come in delivery order; `consumeLoop({ ordered: true })` ends a read at a gap in it.
+   */
+  async reader(stream: string, subject: string | undefined, from: { seq: number } | { time: number } | 'all'): Promise<Consumer> {
+    const start: Partial<ConsumerConfig> =
+      from === 'all'
+        ? { deliver_policy: DeliverPolicy.All }
+        : 'seq' in from
+          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq }
+          : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(from.time).toISOString() };
+    const info = await this.jsm.consumers.add(stream, {
+      ...start,
+      ...(subject === undefined ? {} : { filter_subject: subject }),
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+      inactive_threshold: nanos(30_000),
+    });
+    return this.js.consumers.get(stream, info.name);
   }
 
   /** An object store (aggregator and alerts checkpoints), created on first use. */

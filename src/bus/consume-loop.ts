@@ -1,7 +1,14 @@
 import { ConsumerEvents, type Consumer, type ConsumerMessages, type JsMsg } from 'nats';
 import type { Logger } from '../log.js';
+import type { Bus } from './bus.js';
 
 export interface ConsumeLoopOptions {
+  /**
+   * A reconnect ends the current read and opens a new one. nats.js stops watching heartbeats while disconnected and,
+   * after a reconnect, asks about the consumer until it answers, without a word: when the consumer's server was the
+   * one lost and the cluster is still electing, a shard's reader was seen waiting there for minutes.
+   */
+  bus: Pick<Bus, 'on'>;
   /** Open the consumer to read; called again after a failure, so it decides where reading resumes. */
   open(): Promise<Consumer>;
   /** Messages fetched ahead of `handle`. */
@@ -11,6 +18,11 @@ export interface ConsumeLoopOptions {
   log: Logger;
   /** What a failure means, for the log. */
   onFailure: string;
+  /**
+   * A private reader (`Bus.reader`): a gap in the delivery sequence (a pull's messages lost on the way) ends the
+   * read, and the reader is deleted when a read ends. Not for durable consumers that processes share.
+   */
+  ordered?: boolean;
 }
 
 export interface ConsumeLoop {
@@ -45,11 +57,15 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
   let messages: ConsumerMessages | undefined;
   const run = async (): Promise<void> => {
     while (!stopped) {
+      let consumer: Consumer | undefined;
       try {
-        const current = await (await options.open()).consume({ max_messages: options.readAhead, expires: pullExpiresMs });
+        consumer = await options.open();
+        const current = await consumer.consume({ max_messages: options.readAhead, expires: pullExpiresMs });
         messages = current;
         void watch(current, options.log);
+        let delivered = 0;
         for await (const m of current) {
+          if (options.ordered && m.info.deliverySequence !== ++delivered) throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
           await options.handle(m);
           if (stopped) break;
         }
@@ -59,13 +75,20 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
         // Give up the old read's pull requests before opening another.
         messages?.stop();
         await new Promise((r) => setTimeout(r, 250));
+      } finally {
+        if (options.ordered) consumer?.delete().catch(() => undefined);
       }
     }
   };
   const loop = run();
+  const offReconnect = options.bus.on('reconnect', () => {
+    options.log.info('NATS reconnected; reading again');
+    messages?.stop();
+  });
   return {
     async stop() {
       stopped = true;
+      offReconnect();
       messages?.stop();
       await loop;
     },

@@ -33,6 +33,7 @@ export class AlertWriter {
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.alertsStream, 'flush-alerts');
     this.loop = consumeLoop({
+      bus: this.bus,
       open: async () => consumer,
       readAhead: 100,
       handle: (m) => this.write(m),

@@ -70,6 +70,7 @@ export class Flusher {
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
     this.streamId = Date.parse((await this.bus.jsm.streams.info(this.bus.names.rawStream)).created).toString(36);
     this.loop = consumeLoop({
+      bus: this.bus,
       open: async () => {
         this.failure = undefined;
         return consumer;
