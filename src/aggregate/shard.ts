@@ -109,8 +109,9 @@ interface Batch {
  *   acknowledged. At start the checkpoint is loaded, the input after it is replayed without output, and reading
  *   resumes after the last input passed on. A kill -9 at any point neither loses nor doubles anything.
  *
- * Input is read with an ordered consumer, not a durable one with acknowledgements: a durable consumer redelivers an
- * unacknowledged message only after its ack wait, behind newer ones, and an aggregator's state depends on order.
+ * Input is read in order by a private reader (`Bus.reader`), not a durable consumer with acknowledgements: a durable
+ * consumer redelivers an unacknowledged message only after its ack wait, behind newer ones, and an aggregator's
+ * state depends on order.
  */
 export class ShardAggregator {
   private dedup = new DedupWindow();
