@@ -1,9 +1,10 @@
-// Webhook delivery benchmark (npm run bench:webhooks). Two figures, each with the machine:
+// Webhook delivery benchmark (npm run bench:webhooks). Three figures, each with the machine:
 //
 // 1. Throughput: N events for one tenant are published to the webhook events stream of a fresh namespace, then the
 //    webhooks role (WebhookService, as `darshak start --role webhooks` runs it, in this process) fans them out to one
 //    endpoint and delivers them: signed, through the SSRF guard, each attempt logged. The receiver is a node:http
-//    server in a child process (answers 200). Deliveries/s = N / time from the service's start to the last log entry.
+//    server in a child process (answers 200). Deliveries/s = N / time from the service's start to the last log entry,
+//    and, in the same run, as a share of bare POSTs of the same body to the same receiver (the floor).
 // 2. Latency: one event every 20 ms; the time from publishWebhookEvent's call (what the alerts role does when an alert
 //    fires) to the receiver having the request. p50/p99.
 // 3. Detection to delivery: the ingest, aggregate (4 shards) and alerts roles join the webhooks role in this process.
@@ -114,6 +115,21 @@ try {
   const seconds = (performance.now() - started) / 1000;
   const got = await received(child);
   console.log(`throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`);
+  // In the same run, the floor: bare POSTs of a delivery-sized body to the same receiver from this process, as many
+  // at once, with no NATS, no signing, no SSRF check and no log.
+  const body = JSON.stringify(event());
+  let sent = 0;
+  const bareStarted = performance.now();
+  await Promise.all(
+    Array.from({ length: Number(args.concurrency) }, async () => {
+      while (sent < events) {
+        sent++;
+        await (await fetch(`http://127.0.0.1:${port}/bare`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer();
+      }
+    }),
+  );
+  const bare = events / ((performance.now() - bareStarted) / 1000);
+  console.log(`bare POSTs (fetch, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${(((events / seconds) / bare) * 100).toFixed(0)}% of it`);
 
   // Latency: probes to a second endpoint.
   await control.webhooks.update('bench', ep.id, { categories: ['billing.churn_spike'] });
