@@ -16,6 +16,7 @@
 //   npm run bench:webhooks [-- --events 20000 --probes 200 --concurrency 64]
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -116,20 +117,32 @@ try {
   const got = await received(child);
   console.log(`throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`);
   // In the same run, the floor: bare POSTs of a delivery-sized body to the same receiver from this process, as many
-  // at once, with no NATS, no signing, no SSRF check and no log.
+  // at once, through a node:http keep-alive agent like the webhooks role's (src/webhooks/send.ts), with no NATS, no
+  // signing, no SSRF check and no log. (fetch is no floor: it was slower than the role itself.)
   const body = JSON.stringify(event());
+  const agent = new Agent({ keepAlive: true, maxSockets: 32 });
+  const post = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/bare', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
   let sent = 0;
   const bareStarted = performance.now();
   await Promise.all(
     Array.from({ length: Number(args.concurrency) }, async () => {
       while (sent < events) {
         sent++;
-        await (await fetch(`http://127.0.0.1:${port}/bare`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer();
+        await post();
       }
     }),
   );
+  agent.destroy();
   const bare = events / ((performance.now() - bareStarted) / 1000);
-  console.log(`bare POSTs (fetch, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${(((events / seconds) / bare) * 100).toFixed(0)}% of it`);
+  console.log(`bare POSTs (node:http keep-alive agent, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${(((events / seconds) / bare) * 100).toFixed(0)}% of it`);
 
   // Latency: probes to a second endpoint.
   await control.webhooks.update('bench', ep.id, { categories: ['billing.churn_spike'] });
