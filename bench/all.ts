@@ -1,6 +1,7 @@
 // npm run bench [-- --only a,b] [--skip a,b]: every `bench:*` script of package.json, one after another, each
-// printing as it runs; then their output, with the machine, the commit and the commands, goes into bench/RESULTS.md
-// between the "latest full run" markers (the notes below them are kept).
+// printing as it runs; then their output, with the machine, the commit, the time and the commands, goes into
+// bench/RESULTS.md between the "latest full run" markers, replacing those scripts' entries and keeping the others'
+// (and the notes below the markers).
 
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -63,27 +64,52 @@ function runOne(name: string): Promise<Ran> {
 const ran: Ran[] = [];
 for (const name of chosen) ran.push(await runOne(name));
 
-const section = [
-  begin,
-  `## Latest full run (\`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\`), ${new Date().toISOString()}`,
-  '',
-  `**Machine:** ${machine}.`,
-  `**Commit:** \`${commit}\`.`,
-  '',
-  '| script | command | exit | minutes | load average before |',
-  '|---|---|---|---:|---|',
-  ...ran.map((r) => `| ${r.name} | \`npm run bench:${r.name}\` | ${r.code} | ${(r.seconds / 60).toFixed(1)} | ${r.load} |`),
-  '',
-  ...ran.flatMap((r) => [`<details><summary>bench:${r.name} output</summary>`, '', '```', r.output.trimEnd(), '```', '', '</details>', '']),
-  end,
-].join('\n');
+const when = new Date().toISOString();
+interface Entry {
+  row: string;
+  details: string;
+}
+
+/** The entries of the last full run's section, by script, so that a run of some scripts keeps the others'. */
+function previous(section: string): Map<string, Entry> {
+  const entries = new Map<string, Entry>();
+  const commitOf = /\*\*Commit:\*\* `([^`]*)`/.exec(section)?.[1] ?? '?';
+  const dateOf = /\), (\d{4}-\d\d-\d\dT[^\n]*)$/m.exec(section)?.[1] ?? '?';
+  for (const m of section.matchAll(/^\| ([a-z0-9-]+) \| `npm run bench:[^|]*\|.*$/gm)) {
+    const cells = m[0].split('|').slice(1, -1).map((c) => c.trim());
+    // Rows written before the date and commit columns existed take the section's.
+    const row = cells.length >= 7 ? m[0] : `| ${[...cells, dateOf, `\`${commitOf}\``].join(' | ')} |`;
+    const details = new RegExp(`<details><summary>bench:${m[1]} output</summary>[\\s\\S]*?</details>`).exec(section)?.[0] ?? '';
+    entries.set(m[1]!, { row, details });
+  }
+  return entries;
+}
 
 const current = readFileSync(resultsFile, 'utf8');
 const at = current.indexOf(begin);
-const next =
-  at >= 0
-    ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}`
-    : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
+const entries = at >= 0 ? previous(current.slice(at, current.indexOf(end))) : new Map<string, Entry>();
+for (const r of ran) {
+  entries.set(r.name, {
+    row: `| ${r.name} | \`npm run bench:${r.name}\` | ${r.code} | ${(r.seconds / 60).toFixed(1)} | ${r.load} | ${when} | \`${commit}\` |`,
+    details: [`<details><summary>bench:${r.name} output</summary>`, '', '```', r.output.trimEnd(), '```', '', '</details>'].join('\n'),
+  });
+}
+const order = [...all.filter((n) => entries.has(n))];
+const section = [
+  begin,
+  `## Latest runs of every benchmark (\`npm run bench\`; last written ${when})`,
+  '',
+  `**Machine:** ${machine}.`,
+  '',
+  '| script | command | exit | minutes | load average before | run at | commit |',
+  '|---|---|---|---:|---|---|---|',
+  ...order.map((n) => entries.get(n)!.row),
+  '',
+  ...order.flatMap((n) => [entries.get(n)!.details, '']),
+  end,
+].join('\n');
+
+const next = at >= 0 ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}` : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
 writeFileSync(resultsFile, next);
 console.log(`\nwritten to bench/RESULTS.md: ${ran.map((r) => `${r.name} (exit ${r.code})`).join(', ')}`);
 if (ran.some((r) => r.code !== 0)) process.exitCode = 1;
