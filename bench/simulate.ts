@@ -60,12 +60,10 @@ async function main(): Promise<void> {
   const incidents = [...(values.incidents === 'default' && !values.incident ? defaultIncidents(durationMs) : []), ...(values.incident ?? []).map(parseIncident)];
   const given = values['api-key'] !== undefined;
   if (given && (!values.tenant || !values.email || !values.password)) throw new UsageError('--api-key needs --tenant, --email and --password (an account that reads the analytics)');
-  const account = given ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! } : await provision(Number(values.seed));
-  if (!given) console.error(`created tenant ${account.tenant} (owner ${account.email}, password ${account.password})`);
-  const options = {
+  // Every option is checked before a tenant is made for the run.
+  const run = {
     ingestUrls: values['ingest-url'].split(','),
     apiUrl: values['api-url'],
-    ...account,
     viewers: Math.round(positive(values.viewers, 'viewers')),
     durationMs,
     speed: positive(values.speed, 'speed'),
@@ -76,6 +74,9 @@ async function main(): Promise<void> {
     out: values.out,
     log: (line: string) => console.error(line),
   };
+  const account = given ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! } : await provision(run.seed);
+  if (!given) console.error(`created tenant ${account.tenant} (owner ${account.email}, password ${account.password})`);
+  const options = { ...run, ...account };
   const result = await simulate(options);
   console.log(formatReport(options, result));
   if (options.out) console.log(`ground truth and report: ${options.out}/truth.json, concurrency.csv, report.json`);
