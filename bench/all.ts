@@ -32,8 +32,9 @@ function sh(cmd: string, args: string[]): string {
 }
 
 const natsBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
-const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}; nats-server ${sh(natsBin, ['--version'])}`;
-const dirty = sh('git', ['status', '--porcelain']) !== '' ? ' (with uncommitted changes)' : '';
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}; nats-server ${sh(natsBin, ['--version']).replace(/^nats-server:\s*/, '')}`;
+// RESULTS.md itself is not a change to what is measured.
+const dirty = sh('git', ['status', '--porcelain', '--', '.', ':!bench/RESULTS.md']) !== '' ? ' (with uncommitted changes)' : '';
 const commit = `${sh('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`;
 
 interface Ran {
