@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { eventually, freePort, mainJs, makeTenant, natsUrl, post, startService } from '../helpers/env.js';
+import { eventually, freePort, makeTenant, post, RoleProcesses, startService } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
 import { Receiver } from '../helpers/receiver.js';
 
@@ -20,15 +19,9 @@ t.teardown(() => receiver.close());
 const prefix = svc.config.nats_prefix;
 const bus = svc.started.services.get('bus');
 
-const procs = new Set<ChildProcess>();
-t.teardown(() => procs.forEach((p) => p.kill('SIGKILL')));
-const env = { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: 'error', CHECKPOINT_INTERVAL_MS: '1000' };
-const alerts = (): ChildProcess => {
-  const p = spawn(process.execPath, [mainJs, 'start', '--role', 'alerts'], { env, stdio: 'ignore' });
-  procs.add(p);
-  p.once('exit', () => procs.delete(p));
-  return p;
-};
+const procs = new RoleProcesses({ NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '1000' });
+t.teardown(() => procs.stopAll());
+const alerts = () => procs.start(['--role', 'alerts']);
 
 /** The pid in the lease (`host/pid/random`), once someone holds it. */
 async function leader(): Promise<number> {
@@ -59,8 +52,7 @@ t.test('kill -9 of the active alerts process: the standby takes over, nothing is
   await new Promise((r) => setTimeout(r, 1500));
 
   const holder = procsStarted.find((p) => p.pid === first)!;
-  holder.kill('SIGKILL');
-  await new Promise((r) => holder.once('exit', r));
+  await procs.stop(holder);
   t.equal((await play('during')).status, 200, 'an event arrives while nobody leads');
   t.not(await eventually(async () => releases('during') === 1, 40_000, 100), -1, 'raised by the standby once it took over');
   t.not(await leader(), first);

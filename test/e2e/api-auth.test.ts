@@ -273,7 +273,7 @@ t.test('the rate limit of a token is shared by every api process', async (t) => 
 
 async function startSecondApi(t: Test): Promise<string> {
   const { spawn } = await import('node:child_process');
-  const { freePort, mainJs } = await import('../helpers/env.js');
+  const { freePort, mainJs, ready } = await import('../helpers/env.js');
   const dir = mkdtempSync(join(tmpdir(), 'darshak-api2-'));
   const port = await freePort();
   const child = spawn(process.execPath, [mainJs, 'start', '--role', 'api'], {
@@ -286,7 +286,6 @@ async function startSecondApi(t: Test): Promise<string> {
     rmSync(dir, { recursive: true, force: true });
   });
   const url = `http://127.0.0.1:${port}`;
-  const up = await eventually(async () => (await fetch(`${url}/readyz`).catch(() => null))?.status === 200, 30_000, 100);
-  if (up === -1) throw new Error('second api process did not become ready');
+  if (!(await ready(url, 30_000))) throw new Error('second api process did not become ready');
   return url;
 }
