@@ -95,9 +95,10 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   const truth = groundTruth(sender.accepted, o.tenant, startAt, endAt + MINUTE);
   // The last events reach the store within seconds: wait until the answers agree, or the settle time is up.
   const deadline = Date.now() + o.settleMs;
+  const probes = ['overview', 'concurrency 1m'];
   for (;;) {
-    const want = truthAnswers(truth.oracle, o.tenant, Date.now());
-    const agree = await Promise.all(['overview', 'concurrency 1m'].map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0));
+    const want = truthAnswers(truth.oracle, o.tenant, Date.now(), probes);
+    const agree = await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0));
     if (agree.every(Boolean) || Date.now() > deadline) break;
     await new Promise((r) => setTimeout(r, 500));
   }
