@@ -154,11 +154,16 @@ export class Fleet {
     return whole + (this.rng.chance(mean - whole) ? 1 : 0);
   }
 
+  /** Whether the incident is under way at `t`. */
+  private during(i: Incident, t: number): boolean {
+    const from = this.o.startAt + i.start;
+    return t >= from && t < from + i.length;
+  }
+
   private conditions(t: number, v: Viewer): Conditions {
     let c = normal;
     for (const i of this.o.incidents) {
-      const from = this.o.startAt + i.start;
-      if (t < from || t >= from + i.length) continue;
+      if (!this.during(i, t)) continue;
       if (i.region !== undefined && i.region !== v.place.region) continue;
       if (i.pop !== undefined && i.pop !== v.pop) continue;
       if (i.kind === 'rebuffer') c = { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] };
@@ -169,7 +174,7 @@ export class Fleet {
   }
 
   private incidentActive(kind: IncidentKind, t: number): boolean {
-    return this.o.incidents.some((i) => i.kind === kind && t >= this.o.startAt + i.start && t < this.o.startAt + i.start + i.length);
+    return this.o.incidents.some((i) => i.kind === kind && this.during(i, t));
   }
 
   private viewer(): Viewer {
