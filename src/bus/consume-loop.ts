@@ -36,9 +36,9 @@ export interface ConsumeLoop {
 const pullExpiresMs = 10_000;
 
 /**
- * End a read whose consumer is gone: when the server holding it dies, its heartbeats stop (or it is reported
- * missing), and nats.js only reports it. Seen on a three-server cluster: a shard's reader stayed silent for minutes
- * after its server was killed. Ending the read makes the loop open a new one (`open` decides where it resumes).
+ * End a read whose consumer is gone while the connection stays up: its heartbeats stop (or it is reported missing),
+ * and nats.js only reports it. Ending the read makes the loop open a new one (`open` decides where it resumes). A
+ * lost server is handled by the reconnect listener below: nats.js watches no heartbeats across a reconnect.
  */
 async function watch(messages: ConsumerMessages, log: Logger): Promise<void> {
   for await (const s of await messages.status()) {
