@@ -67,6 +67,18 @@ export interface Qos {
   startup_ms: number[];
 }
 
+export interface QosRow {
+  region: string;
+  watch_hours: number;
+  rebuffer_rate: number;
+  startups: number;
+  startup_p50_ms: number;
+  startup_p95_ms: number;
+  sessions_started: number;
+  fatal_sessions: number;
+  error_rate: number;
+}
+
 export interface DeviceRow {
   device: string;
   sessions: number;
@@ -521,6 +533,31 @@ export class Oracle {
     return rows.sort((a, b) => b.watch_hours - a.watch_hours || compareText(a.region, b.region));
   }
 
+  /**
+   * `GET /v1/analytics/qos`: QoS per session region. A startup percentile is the nearest-rank startup time, reported
+   * as the upper bound of the 5 % wide bucket (1.05^(b-1), 1.05^b] ms holding it (docs/metrics.md).
+   */
+  qosByRegion(tenant: string, range: Range, now: number): QosRow[] {
+    const { from, to } = resolveRange(range, now);
+    const rows: QosRow[] = [];
+    for (const region of new Set(this.data(tenant).sessions.map((s) => s.region))) {
+      const q = this.qos(tenant, from, to, { region });
+      if (q.watch_sec === 0 && q.sessions_started === 0 && q.fatal_sessions === 0 && q.startup_ms.length === 0) continue;
+      rows.push({
+        region: region === '' ? 'unknown' : region,
+        watch_hours: (q.watch_sec * SECOND) / HOUR,
+        rebuffer_rate: q.rebuffer_rate,
+        startups: q.startup_ms.length,
+        startup_p50_ms: bucketBound(nearestRank(q.startup_ms, 0.5)),
+        startup_p95_ms: bucketBound(nearestRank(q.startup_ms, 0.95)),
+        sessions_started: q.sessions_started,
+        fatal_sessions: q.fatal_sessions,
+        error_rate: q.error_rate,
+      });
+    }
+    return rows.sort((a, b) => b.watch_hours - a.watch_hours || compareText(a.region, b.region));
+  }
+
   /** QoS of the sessions of a tenant (optionally of one region and/or pop) over [from, to). */
   qos(tenant: string, from: number, to: number, where: { region?: string; pop?: string } = {}): Qos {
     let watchMs = 0;
@@ -580,6 +617,17 @@ function subscriptionTieRank(e: OracleEvent): number {
 }
 
 /** Byte order of the UTF-8 strings (what ClickHouse's ORDER BY on a String does); code point order is the same. */
+/** The value at rank ⌈p·n⌉ of ascending `sorted` (undefined when empty). */
+function nearestRank(sorted: readonly number[], p: number): number | undefined {
+  return sorted.length === 0 ? undefined : sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)];
+}
+
+/** The upper bound, in whole ms, of the 5 % bucket holding `ms`: bucket 0 holds up to 1 ms (0 when there is none). */
+function bucketBound(ms: number | undefined): number {
+  if (ms === undefined) return 0;
+  return ms <= 1 ? 1 : Math.round(1.05 ** Math.ceil(Math.log(ms) / Math.log(1.05)));
+}
+
 function compareText(a: string, b: string): number {
   const x = Buffer.from(a, 'utf8');
   const y = Buffer.from(b, 'utf8');

@@ -2,7 +2,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { acknowledgeAlert, listAlerts, severities } from '../store/alerts.js';
-import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type RangeName } from '../store/queries/index.js';
+import { concurrencySeries, devices, geo, overview, qosByRegion, resolveRange, topContent, type RangeName } from '../store/queries/index.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
 import { page } from './body.js';
 import { intervalParam, limitParam, offsetParam, parseParams, rangeParam, type ParamSpec, type Params } from './params.js';
@@ -54,6 +54,11 @@ export function analyticsRoutes(auth: Authenticator, client: ClickHouseClient, n
       method: 'GET',
       path: '/v1/analytics/geo',
       handler: withParams(auth, 'analytics:read', list, async (p, who) => page(await geo(client, who.tenant, range(p.range)), p.limit, p.offset)),
+    },
+    {
+      method: 'GET',
+      path: '/v1/analytics/qos',
+      handler: withParams(auth, 'analytics:read', list, async (p, who) => page(await qosByRegion(client, who.tenant, range(p.range)), p.limit, p.offset)),
     },
     {
       method: 'GET',

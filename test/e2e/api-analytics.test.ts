@@ -30,7 +30,7 @@ const store = svc.started.services.get('store').client;
 t.test('an empty tenant gets zeros and empty lists, not another tenant\'s data', async (t) => {
   const overview = await call(base, 'GET', '/v1/analytics/overview?range=30d', { token: emptyToken });
   t.same(overview.body, { monthly_active_users: 0, watch_hours: 0, paid_subscribers: 0, arpu_inr: 0, churn_pct: 0, wow_delta: { mau: 0, watch_hours: 0, subs: 0, revenue: 0 } });
-  for (const path of ['top-content', 'geo', 'devices', 'alerts']) {
+  for (const path of ['top-content', 'geo', 'qos', 'devices', 'alerts']) {
     const r = await call(base, 'GET', `/v1/analytics/${path}`, { token: emptyToken });
     t.equal(r.status, 200, path);
     t.same(r.body, [], path);
@@ -82,6 +82,7 @@ t.test('bad and hostile parameters are 400 naming the parameter, never 5xx', asy
     ['/v1/analytics/top-content?offset=1000001', 'offset'],
     ['/v1/analytics/top-content?offset=0x10', 'offset'],
     ['/v1/analytics/geo?limit=%EF%BC%95', 'limit'],
+    ['/v1/analytics/qos?range=1h', 'range'],
     ['/v1/analytics/devices?limit=5', 'limit'],
     ['/v1/analytics/alerts?acknowledged=yes', 'acknowledged'],
     ['/v1/analytics/alerts?severity=CRITICAL', 'severity'],

@@ -21,6 +21,7 @@ export interface Answers {
   topContent(tenant: string, range: Range): Promise<unknown>;
   geo(tenant: string, range: Range): Promise<unknown>;
   devices(tenant: string, range: Range): Promise<unknown>;
+  qos(tenant: string, range: Range): Promise<unknown>;
   concurrency(tenant: string, range: Range, interval: number): Promise<unknown>;
 }
 
@@ -31,6 +32,7 @@ export function storeAnswers(client: ClickHouseClient): Answers {
     topContent: (tenant, range) => q.topContent(client, tenant, r(range)),
     geo: (tenant, range) => q.geo(client, tenant, r(range)),
     devices: (tenant, range) => q.devices(client, tenant, r(range)),
+    qos: (tenant, range) => q.qosByRegion(client, tenant, r(range)),
     concurrency: (tenant, range, interval) => q.concurrencySeries(client, tenant, r(range), interval),
   };
 }
@@ -47,6 +49,7 @@ export function httpAnswers(base: string, tokens: Record<string, string>): Answe
     topContent: (tenant, range) => get(tenant, `/v1/analytics/top-content?range=${range}&limit=200`),
     geo: (tenant, range) => get(tenant, `/v1/analytics/geo?range=${range}&limit=200`),
     devices: (tenant, range) => get(tenant, `/v1/analytics/devices?range=${range}`),
+    qos: (tenant, range) => get(tenant, `/v1/analytics/qos?range=${range}&limit=200`),
     concurrency: (tenant, range, interval) => get(tenant, `/v1/analytics/concurrency?range=${range}&interval=${interval}`),
   };
 }
@@ -62,6 +65,7 @@ export async function compareWithOracle(t: Test, answers: Answers, expected: rea
       t.same(settle(await answers.topContent(tenant, range)), settle(oracle.topContent(tenant, range, now)), `${tenant} ${range}: top content`);
       t.same(settle(await answers.geo(tenant, range)), settle(oracle.geo(tenant, range, now)), `${tenant} ${range}: geo`);
       t.same(settle(await answers.devices(tenant, range)), settle(oracle.devices(tenant, range, now)), `${tenant} ${range}: devices`);
+      t.same(settle(await answers.qos(tenant, range)), settle(oracle.qosByRegion(tenant, range, now)), `${tenant} ${range}: qos by region`);
       for (const interval of range === '24h' ? [1, 5, 15, 60] : [15, 60]) {
         const want = oracle.concurrency(tenant, range, interval, now);
         t.same(await answers.concurrency(tenant, range, interval), want, `${tenant} ${range}/${interval}m: concurrency (peak ${want.peak})`);
