@@ -1,0 +1,123 @@
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, api, can } from '../api.js';
+import { Button } from '../components/button.js';
+import { Badge } from '../components/card.js';
+import { SelectField } from '../components/field.js';
+import { ErrorNotice, Notice } from '../components/notice.js';
+import { Pager } from '../components/table.js';
+import { formatDateTime } from '../format.js';
+import { onLive } from '../live.js';
+import type { Alert, Severity } from '../types.js';
+import { useQuery } from '../use-query.js';
+
+const pageSize = 25;
+type SeverityFilter = 'all' | Severity;
+type StateFilter = 'all' | 'open' | 'acknowledged';
+
+function matches(a: Alert, severity: SeverityFilter, state: StateFilter): boolean {
+  return (severity === 'all' || a.severity === severity) && (state === 'all' || (state === 'acknowledged') === a.acknowledged);
+}
+
+export function AlertsPage() {
+  const [severity, setSeverity] = useState<SeverityFilter>('all');
+  const [state, setState] = useState<StateFilter>('all');
+  const [offset, setOffset] = useState(0);
+  const [fresh, setFresh] = useState<Alert[]>([]);
+  const [changed, setChanged] = useState<Record<number, Alert>>({});
+  const [busy, setBusy] = useState<number | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const query = new URLSearchParams({ limit: String(pageSize), offset: String(offset) });
+  if (severity !== 'all') query.set('severity', severity);
+  if (state !== 'all') query.set('acknowledged', String(state === 'acknowledged'));
+  const list = useQuery(() => api<Alert[]>('GET', `/v1/analytics/alerts?${query}`), query.toString(), 30_000);
+
+  useEffect(() => setFresh([]), [list.data]);
+  // Alerts pushed by the live feed join the top of the first page as they fire.
+  useEffect(
+    () =>
+      onLive((m) => {
+        if (m.type !== 'alert') return;
+        const { type: _type, ...alert } = m;
+        setFresh((old) => [alert, ...old.filter((a) => a.id !== alert.id)]);
+      }),
+    [],
+  );
+
+  const listed = list.data?.data ?? [];
+  const shown = [...(offset === 0 ? fresh.filter((a) => matches(a, severity, state) && !listed.some((l) => l.id === a.id)) : []), ...listed].map((a) => changed[a.id] ?? a);
+  const acknowledge = async (a: Alert): Promise<void> => {
+    setBusy(a.id);
+    setError(null);
+    try {
+      const { data } = await api<Alert>('POST', `/v1/alerts/${a.id}/acknowledge`);
+      setChanged((c) => ({ ...c, [a.id]: data }));
+    } catch (err) {
+      if (err instanceof ApiError) setError(err);
+    } finally {
+      setBusy(null);
+    }
+  };
+  const newest = fresh[0];
+  return (
+    <>
+      <div class="page-head">
+        <h1>Alerts</h1>
+        <div class="filters">
+          <SelectField<SeverityFilter>
+            label="Severity"
+            value={severity}
+            onChange={(v) => {
+              setSeverity(v);
+              setOffset(0);
+            }}
+            options={[
+              ['all', 'All'],
+              ['critical', 'Critical'],
+              ['warning', 'Warning'],
+              ['info', 'Info'],
+            ]}
+          />
+          <SelectField<StateFilter>
+            label="Status"
+            value={state}
+            onChange={(v) => {
+              setState(v);
+              setOffset(0);
+            }}
+            options={[
+              ['all', 'All'],
+              ['open', 'Not acknowledged'],
+              ['acknowledged', 'Acknowledged'],
+            ]}
+          />
+        </div>
+      </div>
+      {newest && <Notice kind="info">New alert: {newest.title}</Notice>}
+      <ErrorNotice error={list.error ?? error} />
+      <ul class="alerts" aria-label="Alerts, newest first" aria-busy={list.loading && !list.data}>
+        {shown.length === 0 && !list.loading && <li class="empty">No alerts match these filters.</li>}
+        {shown.map((a) => (
+          <li key={a.id} class={`alert alert-${a.severity}`} data-alert-id={a.id}>
+            <div class="alert-head">
+              <Badge tone={a.severity}>{a.severity}</Badge>
+              <h3>{a.title}</h3>
+            </div>
+            <p>{a.description}</p>
+            <div class="alert-meta muted">
+              <span>{a.category}</span>
+              <span>raised {formatDateTime(a.created_at)}</span>
+              {a.resolved_at && <span>resolved {formatDateTime(a.resolved_at)}</span>}
+              {a.acknowledged && <span>acknowledged {formatDateTime(a.acknowledged_at)}</span>}
+            </div>
+            {!a.acknowledged && can('alerts:write') && (
+              <Button variant="secondary" busy={busy === a.id} onClick={() => void acknowledge(a)} aria-label={`Acknowledge: ${a.title}`}>
+                Acknowledge
+              </Button>
+            )}
+          </li>
+        ))}
+      </ul>
+      <Pager label="Alerts" offset={offset} limit={pageSize} total={list.data?.total ?? 0} onChange={setOffset} />
+    </>
+  );
+}
