@@ -12,6 +12,7 @@ import type { Route } from '../http/types.js';
 import { accountRoutes, type AccountDeps } from './account-routes.js';
 import { alertSettingsRoutes } from './alert-settings-routes.js';
 import { analyticsRoutes } from './analytics-routes.js';
+import { dashboard } from './dashboard.js';
 import { Authenticator } from './auth.js';
 import { exportRoutes } from './export-routes.js';
 import { ExportService } from './exports.js';
@@ -71,12 +72,14 @@ export const apiRole: ModuleDef = {
     const login = await Login.create(control, new LoginFailures(failures), tokens);
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
+    const app = dashboard(log.child({ module: 'dashboard' }));
     const server = await createHttpServer({
       listener: 'base',
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url }),
+      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url }), ...app.routes],
+      fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,
       log,

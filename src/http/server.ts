@@ -5,7 +5,7 @@ import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
-import { FileBody, type BodyResult, type Engine, type EngineName, type HttpReply, type HttpRequest, type RawRequest, type Route, type UpgradeDispatch, type WireReply, type WsRoute } from './types.js';
+import { FileBody, type BodyResult, type Engine, type EngineName, type Handler, type HttpReply, type HttpRequest, type RawRequest, type Route, type UpgradeDispatch, type WireReply, type WsRoute } from './types.js';
 
 export interface CorsOptions {
   /** `*` answers any origin (ingest); a list answers only those. */
@@ -28,6 +28,8 @@ export interface HttpServerOptions {
   commonHeaders?: (req: HttpRequest) => Record<string, string>;
   /** WebSocket endpoints (the api's live feed). */
   websockets?: readonly WsRoute[];
+  /** Answers a GET or HEAD that no route matches (the api's dashboard pages); a 404 without it. */
+  fallback?: Handler;
 }
 
 export interface HttpServer {
@@ -208,6 +210,9 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
       } else if (match.kind === 'method_not_allowed') {
         reply = replyError(req, 'method_not_allowed');
         reply.headers = { allow: match.allow.join(', ') };
+      } else if (options.fallback && (raw.method === 'GET' || raw.method === 'HEAD')) {
+        route = 'fallback';
+        reply = await options.fallback(req);
       } else {
         reply = replyError(req, 'not_found');
       }

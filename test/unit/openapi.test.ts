@@ -1,5 +1,7 @@
 import t from 'tap';
 import { LiveFeed } from '../../src/api/live.js';
+import { dashboard } from '../../src/api/dashboard.js';
+import { createLogger } from '../../src/log.js';
 import { apiRoutes, type ApiRouteDeps } from '../../src/api/role.js';
 import { errorRegistry, type ErrorSpec } from '../../src/errors.js';
 import { opsRoutes } from '../../src/http/ops.js';
@@ -156,7 +158,7 @@ t.test('each error answer names only codes of its own status', async (t) => {
 
 t.test('every route of the api listener is documented', async (t) => {
   // As for ingest below: the factories only close over their dependencies, so placeholders do for reading routes.
-  const routes = apiRoutes({ live: new LiveFeed(...([] as unknown as ConstructorParameters<typeof LiveFeed>)) } as unknown as ApiRouteDeps);
+  const routes = [...apiRoutes({ live: new LiveFeed(...([] as unknown as ConstructorParameters<typeof LiveFeed>)) } as unknown as ApiRouteDeps), ...dashboard(createLogger('silent')).routes];
   t.ok(routes.length >= 15);
   t.strictSame(undocumentedRoutes(routes), []);
 });
