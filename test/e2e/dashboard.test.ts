@@ -283,3 +283,28 @@ t.test('sign out: back to the login page, and the token was never stored in the 
   t.pass('a reload does not sign back in');
   t.same(consoleErrors, [], 'no script or Content-Security-Policy errors in the console');
 });
+
+t.test('the role decides: an admin manages keys and acknowledges, a viewer only reads and exports', async (t) => {
+  // An alert left open: the quota now used up, so the alerts role raises ingest.quota_exceeded.
+  t.equal((await cli(['tenant', 'update', '--slug', 'dash', '--monthly-quota', String(Math.floor(sent / 2))], env)).code, 0);
+  const owner = await login(base, 'owner@dash.test');
+  const open = async (): Promise<boolean> => ((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=false', { token: owner })).json as unknown as unknown[]).length > 0;
+  t.ok((await eventually(open, 30_000, 250)) >= 0, 'an open alert');
+  for (const [role, tabs, acknowledge] of [
+    ['viewer', ['Exports'], 0],
+    ['admin', ['API keys', 'Exports'], 1],
+  ] as const) {
+    t.equal((await cli(['user', 'add', '--tenant', 'dash', '--email', `${role}@dash.test`, '--password', 'correct horse battery', '--role', role], env)).code, 0);
+    await page.goto(`${base}/admin`);
+    await page.getByLabel('E-mail').fill(`${role}@dash.test`);
+    await page.getByLabel('Password').fill('correct horse battery');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Admin' }).waitFor();
+    t.same(await page.getByRole('tab').allTextContents(), tabs, `${role}: ${tabs.join(', ')}`);
+    await visit(t, 'Alerts');
+    await page.locator('li.alert').filter({ hasText: 'ingest.quota_exceeded' }).waitFor();
+    t.equal(await page.getByRole('button', { name: /^Acknowledge/ }).count(), acknowledge, `${role}: ${acknowledge ? 'may' : 'may not'} acknowledge`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+  }
+  t.same(consoleErrors, [], 'still no console errors');
+});
