@@ -65,6 +65,7 @@ for (const engine of ['uws', 'node'] as const) {
     t.equal((await fetch(`${base}/assets/../index.html`)).status, 404, 'no way out of the assets');
     t.equal((await fetch(`${base}/assets/missing.js`)).status, 404);
 
+    await app.compressed;
     // fetch() would decompress: read the bytes as sent.
     const { request } = await import('node:http');
     const raw = (encoding: string): Promise<{ headers: Record<string, unknown>; body: Buffer }> =>
