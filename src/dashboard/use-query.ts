@@ -31,9 +31,12 @@ export function useQuery<T>(load: () => Promise<T>, key: string, refreshMs = 0):
   }, []);
   useEffect(() => {
     run();
-    if (refreshMs <= 0) return undefined;
-    const timer = setInterval(run, refreshMs);
-    return () => clearInterval(timer);
+    const timer = refreshMs > 0 ? setInterval(run, refreshMs) : undefined;
+    return () => {
+      clearInterval(timer);
+      // An answer still on its way belongs to a key (or a page) that is gone.
+      generation.current++;
+    };
   }, [key, refreshMs, run]);
   return { ...state, reload: run };
 }

@@ -24,7 +24,12 @@ export function ExportsPanel() {
   useEffect(() => {
     if (!pending) return undefined;
     const timer = setInterval(() => {
-      void Promise.all(exports.map((e) => (e.status === 'pending' ? api<Export>('GET', `/v1/analytics/export/${encodeURIComponent(e.export_id)}`).then((r) => r.data, () => e) : e))).then(setExports);
+      const asked = exports.filter((e) => e.status === 'pending');
+      void Promise.all(asked.map((e) => api<Export>('GET', `/v1/analytics/export/${encodeURIComponent(e.export_id)}`).then((r) => r.data, () => e))).then((now) => {
+        const byId = new Map(now.map((e) => [e.export_id, e]));
+        // Merged into the list as it is by then: an export requested meanwhile stays.
+        setExports((list) => list.map((e) => byId.get(e.export_id) ?? e));
+      });
     }, 2000);
     return () => clearInterval(timer);
   }, [pending, exports]);

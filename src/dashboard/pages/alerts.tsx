@@ -31,7 +31,8 @@ export function AlertsPage() {
   if (state !== 'all') query.set('acknowledged', String(state === 'acknowledged'));
   const list = useQuery(() => api<Alert[]>('GET', `/v1/analytics/alerts?${query}`), query.toString(), 30_000);
 
-  useEffect(() => setFresh([]), [list.data]);
+  // A pushed alert stays on top until the list has it: the store may see it a moment after the live feed does.
+  useEffect(() => setFresh((old) => old.filter((a) => !list.data?.data.some((l) => l.id === a.id))), [list.data]);
   // Alerts pushed by the live feed join the top of the first page as they fire.
   useEffect(
     () =>
