@@ -36,7 +36,7 @@ export interface ApiRouteDeps extends AccountDeps {
   publicBaseUrl: string;
 }
 
-/** Every HTTP route of the `{base_url}` listener (the live feed's upgrade aside). */
+/** Every API route of the `{base_url}` listener (the live feed's upgrade and the dashboard's files, src/api/dashboard.ts, aside). */
 export function apiRoutes(deps: ApiRouteDeps): Route[] {
   return [
     ...accountRoutes(deps),
