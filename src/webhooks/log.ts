@@ -34,7 +34,7 @@ export async function readLog(bus: Bus, endpointId: string): Promise<AttemptLog[
     return [];
   }
   const out: AttemptLog[] = [];
-  const consumer = await bus.js.consumers.get(stream, { filterSubjects: subject });
+  const consumer = await bus.reader(stream, subject, 'all');
   let seen = 0;
   // Bounded: the log holds at most 200 per subject, and each fetch ends after its expiry.
   for (let round = 0; round < 5 && seen < last; round++) {

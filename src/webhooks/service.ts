@@ -331,13 +331,17 @@ export class WebhookService {
   private async release(subject: string): Promise<void> {
     const n = this.bus.names;
     const last = (await this.bus.jsm.streams.getMessage(n.webhookHeldStream, { last_by_subj: subject })).seq;
-    const consumer = await this.bus.js.consumers.get(n.webhookHeldStream, { filterSubjects: subject });
+    const consumer = await this.bus.reader(n.webhookHeldStream, subject, 'all');
     let seen = 0;
     let released = 0;
+    let delivered = 0;
     try {
       for (let round = 0; round < 100 && seen < last; round++) {
         const batch = await consumer.fetch({ max_messages: 500, expires: 2000 });
         for await (const h of batch) {
+          // A held delivery lost on the way would be purged below unsent: give up, and the next look releases again
+          // (what was published already is de-duplicated by its message id).
+          if (h.info.deliverySequence !== ++delivered) throw new Error(`held release: delivery ${h.info.deliverySequence} after ${delivered - 1}`);
           const msg = JSON.parse(decoder.decode(h.data)) as DeliveryMessage;
           // Held seq as message id: two processes releasing at once publish each delivery once.
           await this.bus.js.publish(n.webhookDeliverySubject('new', msg.endpoint_id), JSON.stringify(msg), { msgID: `h${h.seq}:release` });
