@@ -1,70 +1,17 @@
-// The API's answers the dashboard reads (docs/openapi.json is the full description).
-export type RangeName = '24h' | '7d' | '30d' | 'qtd';
+// The API's answers the dashboard reads (docs/openapi.json is the full description). Shapes the server's own
+// modules define are taken from them (types, or a plain constant), so the two cannot drift apart; only modules free of
+// Node code, since the bundle and its type check are the browser's. The rest are the API's views as openapi.json has them.
+import type { Alert as StoredAlert, Severity } from '../store/alerts.js';
 
-export interface Overview {
-  monthly_active_users: number;
-  watch_hours: number;
-  paid_subscribers: number;
-  arpu_inr: number;
-  churn_pct: number;
-  wow_delta: { mau: number; watch_hours: number; subs: number; revenue: number };
-}
+export type { RangeName } from '../store/queries/range.js';
+export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, QosItem, TopContentItem } from '../store/queries/answers.js';
+export { webhookCategories, type Environment } from '../control/records.js';
+export type { AttemptLog as WebhookAttempt } from '../webhooks/attempt.js';
+export type { Severity };
 
-export interface ConcurrencySeries {
-  interval_minutes: number;
-  points: Array<{ ts: string; value: number }>;
-  peak: number;
-  peak_at: string;
-}
-
-export interface TopContentItem {
-  content_id: string;
-  title: string;
-  content_type: string;
-  watch_hours: number;
-  completion_pct: number;
-  unique_viewers: number;
-}
-
-export interface GeoItem {
-  region: string;
-  watch_hours: number;
-  viewers: number;
-  share_pct: number;
-}
-
-export interface QosItem {
-  region: string;
-  watch_hours: number;
-  rebuffer_rate: number;
-  startups: number;
-  startup_p50_ms: number;
-  startup_p95_ms: number;
-  sessions_started: number;
-  fatal_sessions: number;
-  error_rate: number;
-}
-
-export interface DeviceItem {
-  device: string;
-  sessions: number;
-  share_pct: number;
-}
-
-export type Severity = 'critical' | 'warning' | 'info';
-
-export interface Alert {
-  id: number;
+/** An alert as the API answers it; the API's severity is one of three. */
+export interface Alert extends Omit<StoredAlert, 'severity'> {
   severity: Severity;
-  source: string;
-  category: string;
-  title: string;
-  description: string;
-  data: Record<string, unknown>;
-  acknowledged: boolean;
-  acknowledged_at: string | null;
-  created_at: string;
-  resolved_at: string | null;
 }
 
 export interface ApiKey {
@@ -103,21 +50,6 @@ export interface Webhook {
   disabled_at: string | null;
 }
 
-export interface WebhookAttempt {
-  id: string;
-  delivery_id: string;
-  event_id: string;
-  type: string;
-  attempt: number;
-  status: string;
-  response_code: number | null;
-  latency_ms: number | null;
-  error: string | null;
-  request_body: string;
-  created_at: string;
-  next_attempt_at: string | null;
-}
-
 export interface Export {
   export_id: string;
   status: 'pending' | 'ready' | 'failed';
@@ -132,15 +64,3 @@ export interface Export {
   finished_at: string | null;
   error: string | null;
 }
-
-export const webhookCategories = [
-  'qos.rebuffer_spike',
-  'qos.startup_regression',
-  'qos.error_spike',
-  'billing.payment_failure',
-  'billing.churn_spike',
-  'ingest.quota_80pct',
-  'ingest.quota_exceeded',
-  'content.new_release_detected',
-  'content.completion_drop',
-] as const;

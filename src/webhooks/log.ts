@@ -1,21 +1,8 @@
 import type { Bus } from '../bus/bus.js';
+import type { AttemptLog } from './attempt.js';
 import { logPerEndpoint } from './streams.js';
 
-/** One attempt in the delivery log (CONTRACT §4), as the API lists it. */
-export interface AttemptLog {
-  id: string;
-  delivery_id: string;
-  event_id: string;
-  type: string;
-  attempt: number;
-  status: 'succeeded' | 'failed' | 'pending';
-  response_code: number | null;
-  latency_ms: number | null;
-  error: string | null;
-  request_body: string;
-  created_at: string;
-  next_attempt_at: string | null;
-}
+export type { AttemptLog };
 
 const decoder = new TextDecoder();
 

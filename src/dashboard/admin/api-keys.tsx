@@ -7,11 +7,9 @@ import { SelectField, TextField } from '../components/field.js';
 import { ErrorNotice } from '../components/notice.js';
 import { DataTable } from '../components/table.js';
 import { formatDateTime } from '../format.js';
-import type { ApiKey, ApiKeyCreated } from '../types.js';
+import type { ApiKey, ApiKeyCreated, Environment } from '../types.js';
 import { useAction } from '../use-action.js';
 import { useQuery } from '../use-query.js';
-
-type Environment = 'production' | 'staging' | 'development';
 
 export function ApiKeysPanel() {
   const keys = useQuery(() => api<ApiKey[]>('GET', '/v1/api-keys'), 'keys');

@@ -1,12 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { inRange, rangeParams, select, type Range } from './range.js';
-
-export interface ConcurrencySeries {
-  interval_minutes: number;
-  points: Array<{ ts: string; value: number }>;
-  peak: number;
-  peak_at: string;
-}
+import type { ConcurrencySeries } from './answers.js';
 
 const perSecond = `SELECT toUnixTimestamp(ts) AS s, sum(sessions) AS v FROM concurrency_seconds
   WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY ts HAVING v != 0`;

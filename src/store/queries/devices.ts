@@ -1,11 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { rangeParams, select, sessionsInRange, type Range } from './range.js';
-
-export interface DeviceItem {
-  device: string;
-  sessions: number;
-  share_pct: number;
-}
+import type { DeviceItem } from './answers.js';
 
 /** docs/metrics.md "Devices": sessions in the range per device, and their share. */
 export async function devices(client: ClickHouseClient, tenant: string, range: Range): Promise<DeviceItem[]> {

@@ -1,12 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, inRange, rangeParams, select, sessionsInRange, type Range } from './range.js';
-
-export interface GeoItem {
-  region: string;
-  watch_hours: number;
-  viewers: number;
-  share_pct: number;
-}
+import type { GeoItem } from './answers.js';
 
 /** docs/metrics.md "Geo": per session region, watch time share and distinct viewers. */
 export async function geo(client: ClickHouseClient, tenant: string, range: Range): Promise<GeoItem[]> {

@@ -1,14 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { changePct, days, hours, select, sessionsInRange, type Range } from './range.js';
-
-export interface Overview {
-  monthly_active_users: number;
-  watch_hours: number;
-  paid_subscribers: number;
-  arpu_inr: number;
-  churn_pct: number;
-  wow_delta: { mau: number; watch_hours: number; subs: number; revenue: number };
-}
+import type { Overview } from './answers.js';
 
 // Each figure is asked for several ranges (the range, the last 7 days, the 7 before, the 30-day month). One scan per
 // table answers all of them with conditional aggregates, rather than one scan per range: at 100M events the scans of

@@ -2,18 +2,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import { startupPercentile } from '../../../pipelines/qos.js';
 import type { Fields } from '../../aggregate/pipeline.js';
 import { hours, inRange, rangeParams, select, type Range } from './range.js';
-
-export interface QosItem {
-  region: string;
-  watch_hours: number;
-  rebuffer_rate: number;
-  startups: number;
-  startup_p50_ms: number;
-  startup_p95_ms: number;
-  sessions_started: number;
-  fatal_sessions: number;
-  error_rate: number;
-}
+import type { QosItem } from './answers.js';
 
 interface Totals {
   region: string;

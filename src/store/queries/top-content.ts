@@ -1,14 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, inRange, rangeParams, select, sessionsInRange, type Range } from './range.js';
-
-export interface TopContentItem {
-  content_id: string;
-  title: string;
-  content_type: string;
-  watch_hours: number;
-  completion_pct: number;
-  unique_viewers: number;
-}
+import type { TopContentItem } from './answers.js';
 
 /** What the catalogue says of each content: from the latest content_published, else the latest event carrying it. */
 const catalogue = `SELECT content_id,
