@@ -8,6 +8,7 @@ import { busNames } from '../../src/bus/names.js';
 import { call, login } from '../helpers/api.js';
 import { makeTenant, natsUrl, post, startService } from '../helpers/env.js';
 import { validateComponent } from '../helpers/openapi.js';
+import { engineTest } from '../helpers/engines.js';
 
 // GET /v1/live with HTTP_ENGINE uws and node (the api listener serves WebSockets on node:http either way, see
 // selectEngine): concurrency every second, alerts as they fire, tenants apart, tokens checked at the upgrade and
@@ -70,7 +71,7 @@ function open(url: string, protocols?: string[]): Promise<Feed> {
 }
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`live feed on ${engine}`, async (t) => {
+  t.test(`live feed on ${engine}`, engineTest(engine), async (t) => {
     const svc = await startService({ data_dir: dataDir, http_engine: engine }, 'all');
     t.teardown(() => svc.stop());
     const basePort = svc.started.services.listeners.get('base')!;

@@ -6,6 +6,7 @@ import t from 'tap';
 import { connect, type JetStreamManager, type NatsConnection } from 'nats';
 import { Rng as SeededRng } from '../../bench/simulator/rng.js';
 import { makeTenant, natsUrl, startService, type Service, type Tenant } from '../helpers/env.js';
+import { autoEngine, engineTest } from '../helpers/engines.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded PRNG (mulberry32) and helpers
@@ -442,7 +443,7 @@ t.test('the corpus is large, deterministic and wholly invalid by construction', 
 });
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`hostile bodies on the ${engine} engine: every answer a 4xx error body, nothing published`, async (t) => {
+  t.test(`hostile bodies on the ${engine} engine: every answer a 4xx error body, nothing published`, engineTest(engine), async (t) => {
     const svc = await startService({ http_engine: engine });
     t.teardown(() => svc.stop());
     const tenant: Tenant = await makeTenant(svc.config.nats_prefix);
@@ -520,7 +521,7 @@ for (const engine of ['uws', 'node'] as const) {
 }
 
 t.test('hostile beacons: always 200 with accepted 0, nothing published', async (t) => {
-  const svc = await startService({ http_engine: 'uws' });
+  const svc = await startService({ http_engine: autoEngine });
   t.teardown(() => svc.stop());
   const tenant = await makeTenant(svc.config.nats_prefix);
   const beacon = `${svc.ingestUrl}/v1/ingest/beacon?api_key=${encodeURIComponent(tenant.key)}`;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { shardOf } from '../../src/bus/wire.js';
 import { cli, eventually, makeTenant, post, readEventStream, startService, type Service, type Tenant } from '../helpers/env.js';
+import { engineTest } from '../helpers/engines.js';
 
 // The ingest API as a client sees it (CONTRACT §4 "Ingest", §5), on both HTTP engines, checked down to what
 // JetStream holds.
@@ -14,7 +15,7 @@ function playStart(extra: Record<string, unknown> = {}): Record<string, unknown>
 }
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`ingest on ${engine}`, async (t) => {
+  t.test(`ingest on ${engine}`, engineTest(engine), async (t) => {
     const svc: Service = await startService({ http_engine: engine, trust_proxy: true });
     t.teardown(() => svc.stop());
     const prefix = svc.config.nats_prefix;

@@ -11,6 +11,7 @@ import { connect, type NatsConnection } from 'nats';
 import { monthOf } from '../../src/control/usage.js';
 import { cli, eventually, makeTenant, readEventStream, startService, type Service, freePort } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
+import { engineTest } from '../helpers/engines.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -74,7 +75,7 @@ async function status(url: string): Promise<number> {
 const engines = (process.env.NATS_RESTART_ENGINES ?? 'uws,node').split(',') as Array<'uws' | 'node'>;
 
 for (const engine of engines) {
-  t.test(`NATS killed and restarted under ingest load (${engine})`, async (t) => {
+  t.test(`NATS killed and restarted under ingest load (${engine})`, engineTest(engine), async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'darshak-nats-'));
     const nats = new PrivateNats(await freePort(), dir);
     let svc: Service | undefined;

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { cli, eventually, makeTenant, post, startService, uniquePrefix, type Service } from '../helpers/env.js';
+import { autoEngine } from '../helpers/engines.js';
 
 // Rate and quota hold across ingest processes (docs/limits.md): two ingest instances on one namespace share their
 // counts through NATS KV. Without the sharing each would admit the full limit, and the totals below would double.
@@ -11,7 +12,7 @@ async function freshMinute(): Promise<void> {
 
 t.test('two ingest processes share one rate limit and one monthly quota', async (t) => {
   const prefix = uniquePrefix();
-  const a: Service = await startService({ nats_prefix: prefix, http_engine: 'uws' });
+  const a: Service = await startService({ nats_prefix: prefix, http_engine: autoEngine });
   const b: Service = await startService({ nats_prefix: prefix, http_engine: 'node' });
   t.teardown(async () => {
     await a.stop();

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { eventually, mainJs, makeTenant, natsUrl, post, removeNamespace, uniquePrefix, freePort } from '../helpers/env.js';
+import { autoEngine } from '../helpers/engines.js';
 
 // `darshak start` as its own process, the way `npm start` runs it.
 
@@ -41,7 +42,7 @@ t.test('start: serves ingest, logs its engine, stops cleanly on SIGTERM', async 
   const p = darshak(['start'], { NATS_URL: natsUrl, NATS_PREFIX: prefix, DATA_DIR: dataDir, INGEST_PORT: String(port), BASE_PORT: String(await freePort()) });
   t.teardown(() => p.child.kill('SIGKILL'));
   t.not(await eventually(ready(port), 15_000, 100), -1, 'ready');
-  t.match(p.output(), /"engine":"uws".*"msg":"listening"/, 'the engine in use is logged');
+  t.match(p.output(), new RegExp(`"engine":"${autoEngine}".*"msg":"listening"`), `the engine in use (${autoEngine} here) is logged`);
   const tenant = await makeTenant(prefix);
   const r = await post(`http://127.0.0.1:${port}/v1/ingest/events`, { events: [{ event_type: 'heartbeat', session_id: 's' }] }, { 'x-api-key': tenant.key });
   t.equal(r.status, 200);

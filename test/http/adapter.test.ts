@@ -9,6 +9,7 @@ import { registry } from '../../src/metrics.js';
 import { createHttpServer, replyError } from '../../src/http/server.js';
 import type { HttpServer } from '../../src/http/server.js';
 import { FileBody, type Route } from '../../src/http/types.js';
+import { engineTest } from '../helpers/engines.js';
 
 // The same suite on both engines: handlers must not be able to tell them apart.
 
@@ -57,7 +58,7 @@ const routes: Route[] = [
 ];
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`engine ${engine}`, async (t) => {
+  t.test(`engine ${engine}`, engineTest(engine), async (t) => {
     let server: HttpServer;
     try {
       server = await createHttpServer({

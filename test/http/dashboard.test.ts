@@ -6,6 +6,7 @@ import t from 'tap';
 import { contentSecurityPolicy, dashboard, dashboardDir } from '../../src/api/dashboard.js';
 import { createHttpServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/log.js';
+import { engineTest } from '../helpers/engines.js';
 
 // How the api role serves the dashboard (src/api/dashboard.ts), on both engines; and the built bundle's budget.
 
@@ -19,7 +20,7 @@ writeFileSync(join(dir, 'index.html'), html);
 writeFileSync(join(dir, 'assets', 'app-1a2b.js'), js);
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`engine ${engine}`, async (t) => {
+  t.test(`engine ${engine}`, engineTest(engine), async (t) => {
     const app = dashboard(log, dir);
     const server = await createHttpServer({ listener: `dash-${engine}`, host: '127.0.0.1', port: 0, engine, routes: app.routes, fallback: app.fallback, maxBodyBytes: 1024, log });
     t.teardown(() => server.close());
