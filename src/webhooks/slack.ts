@@ -29,6 +29,9 @@ function rates(data: Record<string, unknown>): string | null {
   return null;
 }
 
+/** The dashboard's alerts page (docs/dashboard.md), where the one who reads the message acknowledges it. */
+const alertsPage = (dashboardUrl: string): string => `${dashboardUrl.replace(/\/+$/, '')}/alerts`;
+
 /** A Slack message: `text` for notifications, `blocks` for the channel (title, severity, where, rates, who, a link). */
 export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text: string; blocks: unknown[] } {
   const d = event.data;
@@ -47,7 +50,7 @@ export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text:
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: title } },
       { type: 'section', fields },
-      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${dashboardUrl}|Open the Darshak dashboard> · ${event.tenant_slug} · ${event.created_at}` }] },
+      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${alertsPage(dashboardUrl)}|Open the alerts in Darshak> · ${event.tenant_slug} · ${event.created_at}` }] },
     ],
   };
 }

@@ -18,7 +18,7 @@ t.test('Slack format: the message, one per second per URL, 404 not retried, 429 
   t.not(await eventually(async () => mine().length === 3, 10_000), -1);
   const body = JSON.parse(mine()[0]!.body) as { text: string; blocks: unknown[] };
   t.match(body.text, /Rebuffering spike in Maharashtra \/ bom1: 6\.5 % \(baseline 2 %\)/);
-  t.match(JSON.stringify(body.blocks), /dashboard\.acme\.test/);
+  t.match(JSON.stringify(body.blocks), /<http:\/\/dashboard\.acme\.test\/alerts\|Open the alerts in Darshak>/, 'a link to the dashboard\'s alerts page');
   const times = mine().map((r) => r.at);
   t.ok(times[1]! - times[0]! >= 950 && times[2]! - times[1]! >= 950, `a second apart: ${times[1]! - times[0]!}, ${times[2]! - times[1]!} ms`);
   const log = await readLog(h.bus, ep.id);
