@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Button, ConfirmButton } from '../components/button.js';
-import { Badge, Card } from '../components/card.js';
+import { Button } from '../components/button.js';
+import { Card } from '../components/card.js';
+import { RevokeStatus } from '../components/revoke-status.js';
 import { SecretOnce } from '../components/copy-button.js';
 import { SelectField, TextField } from '../components/field.js';
 import { ErrorNotice } from '../components/notice.js';
@@ -64,12 +65,7 @@ export function ApiKeysPanel() {
             { header: 'Last used', cell: (k) => formatDateTime(k.last_used_at) },
             {
               header: 'Status',
-              cell: (k) =>
-                k.revoked_at ? (
-                  <Badge tone="muted">revoked {formatDateTime(k.revoked_at)}</Badge>
-                ) : (
-                  <ConfirmButton label={`Revoke`} confirmLabel={`Revoke ${k.name}`} busy={action.busy === k.id} onConfirm={() => void revoke(k)} />
-                ),
+              cell: (k) => <RevokeStatus name={k.name} revokedAt={k.revoked_at} busy={action.busy === k.id} onRevoke={() => void revoke(k)} />,
             },
           ]}
         />

@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Button, ConfirmButton } from '../components/button.js';
-import { Badge, Card } from '../components/card.js';
+import { Button } from '../components/button.js';
+import { Card } from '../components/card.js';
+import { RevokeStatus } from '../components/revoke-status.js';
 import { SecretOnce } from '../components/copy-button.js';
 import { CheckboxGroup, TextField } from '../components/field.js';
 import { ErrorNotice } from '../components/notice.js';
@@ -54,17 +55,14 @@ export function ServiceAccountsPanel() {
             { header: 'Expires', cell: (a) => formatDateTime(a.expires_at) },
             {
               header: 'Status',
-              cell: (a) =>
-                a.revoked_at ? (
-                  <Badge tone="muted">revoked {formatDateTime(a.revoked_at)}</Badge>
-                ) : (
-                  <ConfirmButton
-                    label="Revoke"
-                    confirmLabel={`Revoke ${a.name}`}
-                    busy={action.busy === a.id}
-                    onConfirm={() => void action.run(a.id, () => api('DELETE', `/v1/service-accounts/${encodeURIComponent(a.id)}`)).then((r) => r && accounts.reload())}
-                  />
-                ),
+              cell: (a) => (
+                <RevokeStatus
+                  name={a.name}
+                  revokedAt={a.revoked_at}
+                  busy={action.busy === a.id}
+                  onRevoke={() => void action.run(a.id, () => api('DELETE', `/v1/service-accounts/${encodeURIComponent(a.id)}`)).then((r) => r && accounts.reload())}
+                />
+              ),
             },
           ]}
         />

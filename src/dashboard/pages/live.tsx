@@ -100,24 +100,12 @@ function Qos() {
           <BarList label="Rebuffer rate by region" items={rows.map((r) => ({ name: r.region, value: r.rebuffer_rate }))} format={formatPct} />
         </Card>
         <Card title="Startup time, p50 (p95)">
-          <ul class="bars" aria-label="Startup time by region">
-            {rows.length === 0 && <li class="empty">No startups in this range.</li>}
-            {rows.map((r) => {
-              const top = Math.max(1, ...rows.map((x) => x.startup_p95_ms));
-              return (
-                <li key={r.region}>
-                  <span class="bar-name">{r.region}</span>
-                  <span class="bar-track" aria-hidden="true">
-                    <span class="bar-fill faint" style={{ width: `${(r.startup_p95_ms / top) * 100}%` }} />
-                    <span class="bar-fill over" style={{ width: `${(r.startup_p50_ms / top) * 100}%` }} />
-                  </span>
-                  <span class="bar-value">
-                    {formatMs(r.startup_p50_ms)} ({formatMs(r.startup_p95_ms)})
-                  </span>
-                </li>
-              );
-            })}
-          </ul>
+          <BarList
+            label="Startup time by region"
+            items={rows.map((r) => ({ name: r.region, value: r.startup_p50_ms, secondary: r.startup_p95_ms }))}
+            format={formatMs}
+            empty="No startups in this range."
+          />
         </Card>
         <Card title="Error rate">
           <BarList label="Error rate by region" items={rows.map((r) => ({ name: r.region, value: r.error_rate }))} format={formatPct} />
