@@ -107,6 +107,13 @@ async function unnamedControls(p: Page): Promise<unknown> {
   return p.evaluate(unnamedControlsScript);
 }
 
+/** The login form, filled and sent. */
+async function signIn(email: string, password = 'correct horse battery'): Promise<void> {
+  await page.getByLabel('E-mail').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
 const paths: Record<string, string> = { Overview: '/', Live: '/live', 'Content & audience': '/content', Alerts: '/alerts', Admin: '/admin' };
 
 /** Follow a link of the main navigation: its page shows, and the address is the page's own. */
@@ -120,15 +127,12 @@ t.test('a wrong password shows an error; the right one signs in, on the page ask
   await page.goto(`${base}/live`);
   await page.getByRole('heading', { name: 'Darshak' }).waitFor();
   await shot('login');
-  await page.getByLabel('E-mail').fill('owner@dash.test');
-  await page.getByLabel('Password').fill('wrong password');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signIn('owner@dash.test', 'wrong password');
   const error = page.getByRole('alert');
   await error.waitFor();
   t.match(await error.textContent(), /E-mail or password is wrong/);
   await shot('login-error');
-  await page.getByLabel('Password').fill('correct horse battery');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signIn('owner@dash.test');
   await page.getByRole('heading', { level: 1, name: 'Live' }).waitFor();
   t.equal(new URL(page.url()).pathname, '/live');
   t.same(await unnamedControls(page), [], 'every control on Live is named');
@@ -296,9 +300,7 @@ t.test('the role decides: an admin manages keys and acknowledges, a viewer only 
   ] as const) {
     t.equal((await cli(['user', 'add', '--tenant', 'dash', '--email', `${role}@dash.test`, '--password', 'correct horse battery', '--role', role], env)).code, 0);
     await page.goto(`${base}/admin`);
-    await page.getByLabel('E-mail').fill(`${role}@dash.test`);
-    await page.getByLabel('Password').fill('correct horse battery');
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signIn(`${role}@dash.test`);
     await page.getByRole('heading', { level: 1, name: 'Admin' }).waitFor();
     t.same(await page.getByRole('tab').allTextContents(), tabs, `${role}: ${tabs.join(', ')}`);
     await visit(t, 'Alerts');
