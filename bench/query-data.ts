@@ -314,7 +314,8 @@ const minute = (msCol: string): string => `toDateTime(intDiv(${msCol}, 60000) * 
 
 /**
  * Fill the snapshot tables from `events`, a `part` of the sessions at a time (by a hash of session_id). Sum tables
- * are then merged (OPTIMIZE … FINAL) so each key holds one row, as the live tables do once ClickHouse has merged.
+ * and session_hours are then merged (OPTIMIZE … FINAL) so each key holds one row, as the live tables do once ClickHouse
+ * has merged.
  */
 export async function deriveSnapshots(client: ClickHouseClient, parts: number, progress: (step: string) => void): Promise<void> {
   const run = (query: string): Promise<unknown> => client.command({ query });
@@ -326,9 +327,11 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
       SELECT tenant, session_id, events, content_id, region, country, pop, device, viewer, furthest_sec, duration_sec, ended,
         t2, wms, reb, segs, started_at, startup_at, startup_ms, fatal_at, first_ts, last_ts
       FROM (${sessionsSql(`cityHash64(session_id) % ${parts} = ${p}`)})`);
-    await run(`INSERT INTO sessions (tenant, session_id, first_ts, last_ts, viewer, content_id, region, country, pop, device, events, furthest_sec, duration_sec, ended, version)
+    // A row for each hour the session's span touches, as pipelines/audience.ts writes them.
+    await run(`INSERT INTO session_hours (tenant, hour, session_id, first_ts, last_ts, viewer, content_id, region, country, pop, device, events, furthest_sec, duration_sec, ended, version)
       SETTINGS ${noDedup}
-      SELECT tenant, session_id, fromUnixTimestamp64Milli(first_ts, 'UTC'), fromUnixTimestamp64Milli(last_ts, 'UTC'), viewer, content_id, region, country,
+      SELECT tenant, toDateTime(arrayJoin(range(intDiv(first_ts, 3600000) * 3600, intDiv(last_ts, 1000) + 1, 3600)), 'UTC'), session_id,
+        fromUnixTimestamp64Milli(first_ts, 'UTC'), fromUnixTimestamp64Milli(last_ts, 'UTC'), viewer, content_id, region, country,
         pop, device, events, furthest_sec, duration_sec, ended, 1
       FROM bench_sessions_part`);
     await run(`INSERT INTO watch_time_minutes (tenant, ts, watch_ms, rebuffer_ms) SETTINGS ${noDedup}
@@ -377,10 +380,10 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);
   progress('content_catalog, billing_events, quota_minutes');
-  for (const t of ['watch_time_minutes', 'content_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes']) {
+  for (const t of ['watch_time_minutes', 'content_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes', 'session_hours']) {
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
-  progress('sum tables merged');
+  progress('sum tables and session_hours merged');
 }
 
 // ---------------------------------------------------------------------------------------------------------------

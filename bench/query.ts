@@ -214,10 +214,10 @@ async function load(client: ClickHouseClient): Promise<Meta> {
   stages.derive_snapshots_s = (performance.now() - t0) / 1000;
   const [s] = await selectRows<{ n: string; m: string }>(
     client,
-    `SELECT (SELECT count() FROM sessions) AS n, (SELECT uniqExact(tenant, session_id) FROM events WHERE session_id != '') AS m`,
+    `SELECT (SELECT uniqExact(tenant, session_id) FROM session_hours) AS n, (SELECT uniqExact(tenant, session_id) FROM events WHERE session_id != '') AS m`,
   );
-  if (s!.n !== s!.m) throw new Error(`sessions holds ${s!.n} rows for ${s!.m} sessions in events`);
-  console.log(`  checked: every generated event stored (${fmt(expected)} session events), one sessions row per session`);
+  if (s!.n !== s!.m) throw new Error(`session_hours holds ${s!.n} sessions, events ${s!.m}`);
+  console.log(`  checked: every generated event stored (${fmt(expected)} session events), every session in session_hours`);
   const meta: Meta = { events_requested: size, events, bench_events: Number(count!.b), sessions: Number(s!.n), now_ms: nowMs, load: stages };
   writeFileSync(metaPath, JSON.stringify(meta, null, 2));
   return meta;
@@ -422,7 +422,7 @@ const tables = await selectRows<{ table: string; rows: string; bytes: string; pa
 );
 const [bench] = await selectRows<{ sessions: string; viewers: string; contents: string }>(
   client,
-  `SELECT count() AS sessions, uniqExact(viewer) AS viewers, uniqExact(content_id) AS contents FROM sessions FINAL WHERE tenant = {t:String}`,
+  `SELECT uniqExact(session_id) AS sessions, uniqExact(viewer) AS viewers, uniqExact(content_id) AS contents FROM session_hours WHERE tenant = {t:String}`,
   { t: tenant },
 );
 const du = spawnSync('du', ['-sb', dir], { encoding: 'utf8' });
@@ -496,7 +496,7 @@ for (const e of endpoints) {
   );
 }
 console.log(
-  `\nNotes: snapshot tables are derived from the generated events with SQL following pipelines/*.ts (fully merged, one sessions row per session), so their cardinalities are the live system's; their values are not checked against the pipelines, only against the raw SQL ("same answer"). Raw SQL reads each session's events from [from − ${lookbackMs / 3_600_000} h, to) (generated sessions last under 5 h). "CPU busy before": the whole machine, sampled for 1 s while this run was idle, just before the endpoint was timed; (!) marks a row timed while others were using more than ${Math.round(maxBusy * 100)}% of it after ${quietWait} s of waiting, so it counts their work too.`,
+  `\nNotes: snapshot tables are derived from the generated events with SQL following pipelines/*.ts (fully merged: one session_hours row per session and hour), so their cardinalities are the live system's; their values are not checked against the pipelines, only against the raw SQL ("same answer"). Raw SQL reads each session's events from [from − ${lookbackMs / 3_600_000} h, to) (generated sessions last under 5 h). "CPU busy before": the whole machine, sampled for 1 s while this run was idle, just before the endpoint was timed; (!) marks a row timed while others were using more than ${Math.round(maxBusy * 100)}% of it after ${quietWait} s of waiting, so it counts their work too.`,
 );
 console.log(`run time for this size: ${secs(started)}`);
 

@@ -19,6 +19,13 @@ export interface TableSpec {
   /** Key columns first, in ORDER BY order, then value columns. */
   key: ReadonlyArray<readonly [string, ColumnType]>;
   values: ReadonlyArray<readonly [string, ColumnType]>;
+  /** Columns ClickHouse computes from the others at insert (`MATERIALIZED`): never sent, read by queries. */
+  derived?: ReadonlyArray<readonly [name: string, type: string, expression: string]>;
+  /**
+   * PARTITION BY of a `replace` table whose rows never move between partitions (unpartitioned otherwise). FINAL then
+   * merges versions only in the partitions that still hold several parts: the recent ones.
+   */
+  partitionBy?: string;
 }
 
 /** A session's attributes (docs/metrics.md): immutable, replaced as a whole when one changes. */

@@ -109,7 +109,8 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
   for (const table of snapshotTables) {
     const all = rows.get(table.name) ?? [];
     // Session rows only for the sessions replayed whole (and deleted below); other rows only within the range.
-    const keep = table.engine === 'replace' ? all.filter((r) => sessions.has(String(r[1]))) : all.filter((r) => within(table, r, req));
+    const session = table.key.findIndex(([name]) => name === 'session_id');
+    const keep = table.engine === 'replace' ? all.filter((r) => sessions.has(String(r[session]))) : all.filter((r) => within(table, r, req));
     await clear(client, table, req);
     await insertSnapshotRows(client, table, keep, `replay:${token}:${table.name}`);
     written[table.name] = keep.length;

@@ -13,14 +13,17 @@ export function timeColumn(table: TableSpec): string {
 }
 
 export function createTableSql(table: TableSpec): string {
-  const columns = [...table.key, ...table.values].map(([name, type]) => `${name} ${sqlType(type)}`).join(', ');
+  const columns = [
+    ...[...table.key, ...table.values].map(([name, type]) => `${name} ${sqlType(type)}`),
+    ...(table.derived ?? []).map(([name, type, expression]) => `${name} ${type} MATERIALIZED ${expression}`),
+  ].join(', ');
   const orderBy = table.key.map(([name]) => name).join(', ');
   const engine =
     table.engine === 'sum'
       ? 'SummingMergeTree PARTITION BY toYYYYMM(ts)'
       : table.engine === 'replace'
-        ? // Not partitioned by time: a late event can move a session's first_ts, and replacing works within a partition.
-          'ReplacingMergeTree(version)'
+        ? // Replacing works within a partition: partitioned only where a row's partition can never change.
+          `ReplacingMergeTree(version)${table.partitionBy ? ` PARTITION BY ${table.partitionBy}` : ''}`
         : 'MergeTree PARTITION BY toYYYYMM(ts)';
   // `non_replicated_deduplication_window` makes insert_deduplication_token work: a redelivered flush stores nothing.
   return `CREATE TABLE IF NOT EXISTS ${table.name} (${columns}) ENGINE = ${engine} ORDER BY (${orderBy}) SETTINGS non_replicated_deduplication_window = 100000`;

@@ -37,7 +37,7 @@ t.test('all roles in one process: every answer equals the oracle', async (t) => 
   for (const query of [
     `INSERT INTO watch_time_minutes VALUES ('alpha', toDateTime(${(to - 3_600_000) / 1000}), 3600000, 0)`,
     `DELETE FROM concurrency_seconds WHERE tenant = 'alpha' AND ts >= toDateTime(${from / 1000}) AND ts < toDateTime(${to / 1000})`,
-    `DELETE FROM sessions WHERE tenant = 'alpha' AND last_ts >= fromUnixTimestamp64Milli(${from})`,
+    `DELETE FROM session_hours WHERE tenant = 'alpha' AND last_ts >= fromUnixTimestamp64Milli(${from})`,
     `DELETE FROM qos_minutes WHERE tenant = 'alpha'`,
   ]) {
     await client.command({ query });

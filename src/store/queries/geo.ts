@@ -11,7 +11,7 @@ export async function geo(client: ClickHouseClient, tenant: string, range: Range
       `SELECT region, sum(watch_ms) AS ms FROM qos_minutes WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY region HAVING ms != 0`,
       params,
     ),
-    select<{ region: string; viewers: string }>(client, `SELECT region, uniqExactIf(viewer, viewer != '') AS viewers FROM ${sessionsInRange(['region', 'viewer'])} GROUP BY region`, params),
+    select<{ region: string; viewers: string }>(client, `SELECT region, uniqExactIf(viewer_key, viewer_key != 0) AS viewers FROM ${sessionsInRange(['region', 'viewer_key'])} GROUP BY region`, params),
   ]);
   const items = new Map<string, GeoItem>();
   const item = (region: string): GeoItem => {

@@ -35,17 +35,26 @@ export function rangeParams(tenant: string, r: Range): Record<string, string | n
   return { tenant, from_s: r.from / 1000, to_s: r.to / 1000, from_ms: r.from, to_ms: r.to };
 }
 
+const msParam = (p: string): string => `fromUnixTimestamp64Milli({${p}:Int64}, 'UTC')`;
+
 /**
- * The sessions of a tenant in a range (docs/metrics.md): their latest row, then first_ts < to and last_ts >= from.
- * Only `columns` are read: FINAL merges every column it is asked for, and at a million sessions that is the cost.
- * The range is a PREWHERE, applied before FINAL merges versions, so old sessions are never merged at all. That is
- * exact because a session's versions only widen: `last_ts` never falls and `first_ts` never rises from one version to
- * the next, so if any version of a session is in the range, its latest is too (docs/store.md).
+ * The `session_hours` rows of a tenant's sessions that overlap [from, to), latest versions: only the hours of the
+ * range are read (the primary key), and a session has a row in each hour its span touches. Read with FINAL; the
+ * conditions on the span are a WHERE, applied after FINAL has picked each row's latest version.
+ */
+export const sessionRowsInRange = (columns: readonly string[], from = 'from_ms', to = 'to_ms'): string =>
+  `SELECT ${columns.join(', ')} FROM session_hours FINAL
+  PREWHERE hour >= toStartOfHour(${msParam(from)}) AND hour < ${msParam(to)}
+  WHERE tenant = {tenant:String} AND first_ts < ${msParam(to)} AND last_ts >= ${msParam(from)}`;
+
+/**
+ * The sessions of a tenant in a range (docs/metrics.md): first_ts < to and last_ts >= from, one row each. Of a
+ * session's rows in the range's hours, the one kept is that of its first hour within the range: the hour of its
+ * first_ts, or the range's first hour when it started earlier (docs/store.md "Reading sessions").
  */
 export const sessionsInRange = (columns: readonly string[], from = 'from_ms', to = 'to_ms'): string => `(
-  SELECT ${columns.join(', ')} FROM sessions FINAL
-  PREWHERE first_ts < fromUnixTimestamp64Milli({${to}:Int64}, 'UTC') AND last_ts >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC')
-  WHERE tenant = {tenant:String}
+  ${sessionRowsInRange(columns, from, to)}
+    AND hour = greatest(toStartOfHour(first_ts), toStartOfHour(${msParam(from)}))
 )`;
 
 /** A bucketed time column within the range. */

@@ -2,14 +2,13 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, inRange, rangeParams, select, sessionsInRange, type Range } from './range.js';
 import type { TopContentItem } from './answers.js';
 
-/** What the catalogue says of each content: from the latest content_published, else the latest event carrying it. */
+/** What the catalogue says of each content's title and type: from the latest content_published, else the latest event carrying it. */
 const catalogue = `SELECT content_id,
     countIf(published = 1) AS publishes,
     argMaxIf(title, ts, published = 1) AS pub_title,
     argMaxIf(title, ts, published = 0 AND title != '') AS ev_title,
     argMaxIf(content_type, ts, published = 1) AS pub_type,
-    argMaxIf(content_type, ts, published = 0 AND content_type != '') AS ev_type,
-    argMaxIf(duration_sec, ts, published = 1) AS pub_duration
+    argMaxIf(content_type, ts, published = 0 AND content_type != '') AS ev_type
   FROM content_catalog WHERE tenant = {tenant:String} GROUP BY content_id`;
 
 /** docs/metrics.md "Top content": the full ordered list (the API pages it). */
@@ -23,11 +22,17 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     ),
     select<{ content_id: string; viewers: string; completion: number | null }>(
       client,
-      `SELECT s.content_id AS content_id, uniqExactIf(s.viewer, s.viewer != '') AS viewers,
-         avgOrNull(if(s.ended = 1, 100, if(d > 0, least(100, s.furthest_sec / d * 100), NULL))) AS completion
-       FROM (SELECT *, coalesce(duration_sec, c.pub_duration) AS d FROM ${sessionsInRange(['content_id', 'viewer', 'ended', 'furthest_sec', 'duration_sec'])} AS x
-             LEFT JOIN (${catalogue}) AS c ON x.content_id = c.content_id) AS s
-       WHERE s.content_id != '' GROUP BY s.content_id`,
+      // The catalogue's durations travel as one scalar (two arrays, looked up with transform) rather than a join of
+      // every session with the whole catalogue, which read its titles a second time.
+      `WITH (SELECT (groupArray(content_id), groupArray(assumeNotNull(d))) FROM (
+               SELECT content_id, argMaxIf(duration_sec, ts, published = 1) AS d FROM content_catalog
+               WHERE tenant = {tenant:String} AND published = 1 GROUP BY content_id
+             ) WHERE d > 0) AS published
+       SELECT content_id, uniqExactIf(viewer_key, viewer_key != 0) AS viewers,
+         avgOrNull(if(ended = 1, 100, if(d > 0, least(100, furthest_sec / d * 100), NULL))) AS completion
+       FROM (SELECT *, ifNull(duration_sec, transform(content_id, published.1, published.2, 0.0)) AS d
+             FROM ${sessionsInRange(['content_id', 'viewer_key', 'ended', 'furthest_sec', 'duration_sec'])})
+       WHERE content_id != '' GROUP BY content_id`,
       params,
     ),
     select<{ content_id: string; publishes: string; pub_title: string; ev_title: string; pub_type: string; ev_type: string }>(client, catalogue, params),

@@ -1,0 +1,156 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import t from 'tap';
+import { pipelines, snapshotTables } from '../../pipelines/index.js';
+import { Aggregation } from '../../src/aggregate/runtime.js';
+import type { WireEvent } from '../../src/bus/wire.js';
+import { createLogger } from '../../src/log.js';
+import { migrate, migrations } from '../../src/store/migrate.js';
+import { devices, geo, overview, topContent } from '../../src/store/queries/index.js';
+import { changePct } from '../../src/store/queries/range.js';
+import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
+
+// The sessions of a range are read from `session_hours`: a row per session and UTC hour of its span, read for the
+// range's hours only, each session counted in one row (docs/store.md "Reading sessions"). These sessions sit on every
+// side of the range's edges, which fall inside hours, and span one to many hours; one is widened into an earlier hour
+// by a late event, so two versions of it are stored. Every count is checked against the definition applied to the
+// sessions directly. Also: the migration that moved `sessions` rows into `session_hours`.
+
+type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
+
+const log = createLogger('silent');
+const dataDir = mkdtempSync(join(tmpdir(), 'darshak-sessions-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const { createChdbConnection } = await import('chdb/connection');
+const client: ClickHouseClient = createClient({ connection: createChdbConnection({ path: join(dataDir, 'clickhouse') }) as unknown as ClientConnection });
+t.teardown(() => client.close());
+
+const minute = 60_000;
+const hour = 60 * minute;
+const day = 24 * hour;
+// Recent, so the tables' retention keeps the rows; whole hours, so the edges below sit where they say.
+const h0 = Math.floor(Date.now() / hour) * hour - 6 * hour;
+const from = h0 + 17 * minute;
+const to = h0 + 3 * hour;
+
+interface Spec {
+  id: string;
+  first: number;
+  last: number;
+  viewer: string;
+  device: string;
+  region: string;
+  content: string;
+}
+
+const specs: Spec[] = [
+  { id: 'before', first: h0 - 2 * hour, last: h0 - 90 * minute, viewer: 'u1', device: 'tv', region: 'Goa', content: 'c1' },
+  { id: 'ends-just-before', first: h0 - 30 * minute, last: from - 1000, viewer: 'u2', device: 'mobile', region: 'Goa', content: 'c1' },
+  { id: 'ends-at-from', first: h0 - 30 * minute, last: from, viewer: 'u3', device: 'mobile', region: 'Kerala', content: 'c1' },
+  { id: 'inside-first-hour', first: h0 + 10 * minute, last: h0 + 20 * minute, viewer: 'u1', device: 'tv', region: 'Kerala', content: 'c2' },
+  { id: 'long', first: h0 - 3 * hour, last: h0 + 5 * hour, viewer: 'u4', device: 'desktop', region: 'Goa', content: 'c2' },
+  { id: 'next-hour', first: h0 + 65 * minute, last: h0 + 70 * minute, viewer: 'u1', device: 'tv', region: 'Goa', content: 'c1' },
+  { id: 'starts-before-to', first: to - minute, last: to + minute, viewer: 'u5', device: 'tablet', region: 'Goa', content: 'c3' },
+  { id: 'starts-at-to', first: to, last: to + 5 * minute, viewer: 'u6', device: 'tablet', region: 'Goa', content: 'c3' },
+  { id: 'anonymous', first: h0 + 30 * minute, last: h0 + 40 * minute, viewer: '', device: 'mobile', region: 'Kerala', content: 'c3' },
+  { id: 'widened-late', first: h0 - 20 * minute, last: h0 + 50 * minute, viewer: 'u7', device: 'mobile', region: 'Goa', content: 'c2' },
+  // For the weeks of the overview: one session in the week before the last, one across the line between the two.
+  { id: 'week-before', first: to - 8 * day, last: to - 8 * day + 10 * minute, viewer: 'u8', device: 'tv', region: 'Goa', content: 'c1' },
+  { id: 'across-weeks', first: to - 7 * day - 5 * minute, last: to - 7 * day + 5 * minute, viewer: 'u9', device: 'tv', region: 'Goa', content: 'c1' },
+  { id: 'month-ago', first: to - 31 * day, last: to - 30 * day, viewer: 'u10', device: 'tv', region: 'Goa', content: 'c1' },
+];
+
+const event = (s: Spec, type: string, ts: number): WireEvent => ({
+  tenant: 'acme',
+  env: 'production',
+  event_type: type,
+  ts,
+  client_ts: null,
+  received_at: ts,
+  session_id: s.id,
+  content_id: s.content,
+  country: 'IN',
+  region: s.region,
+  device: s.device,
+  ...(s.viewer === '' ? {} : { user_id: s.viewer }),
+});
+
+t.test('the migration moves sessions rows into session_hours, a row per hour, and drops sessions', async (t) => {
+  await migrate(client, log, migrations.filter((m) => m.version < 3));
+  await client.command({
+    query: `CREATE TABLE sessions (tenant LowCardinality(String), session_id String, first_ts DateTime64(3, 'UTC'), last_ts DateTime64(3, 'UTC'),
+      viewer String, content_id String, region LowCardinality(String), country LowCardinality(String), pop LowCardinality(String),
+      device LowCardinality(String), events UInt64, furthest_sec Float64, duration_sec Nullable(Float64), ended UInt8, version UInt64)
+      ENGINE = ReplacingMergeTree(version) ORDER BY (tenant, session_id)`,
+  });
+  // Two versions of one session: the later, wider one is what moves, to 09:00, 10:00 and 11:00.
+  await client.command({
+    query: `INSERT INTO sessions SETTINGS insert_deduplication_token = '' VALUES
+      ('old', 'x', '2026-11-01 10:10:00', '2026-11-01 10:20:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 2, 0, NULL, 0, 1),
+      ('old', 'x', '2026-11-01 09:50:00', '2026-11-01 11:00:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 9, 0, NULL, 0, 2)`,
+  });
+  t.same(await migrate(client, log), [3]);
+  const rows = await (
+    await client.query({ query: `SELECT toString(hour) AS hour, toString(first_ts) AS first, events, viewer_key = cityHash64('v') AS keyed FROM session_hours FINAL WHERE tenant = 'old' ORDER BY hour`, format: 'JSONEachRow' })
+  ).json();
+  t.same(rows, [
+    { hour: '2026-11-01 09:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
+    { hour: '2026-11-01 10:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
+    { hour: '2026-11-01 11:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
+  ]);
+  const [left] = await (await client.query({ query: `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'sessions'`, format: 'JSONEachRow' })).json<{ n: string }>();
+  t.equal(Number(left!.n), 0, 'sessions is gone');
+  await client.command({ query: `DELETE FROM session_hours WHERE tenant = 'old'`, clickhouse_settings: { lightweight_deletes_sync: '2' } });
+});
+
+t.test('each session of the range counted once, wherever its hours fall', async (t) => {
+  await ensureSnapshotTables(client, snapshotTables, 90);
+  const agg = new Aggregation(pipelines, 86_400_000);
+  const write = async (version: number): Promise<void> => {
+    const { rows } = agg.drain(version);
+    for (const table of snapshotTables) await insertSnapshotRows(client, table, rows.get(table.name) ?? [], `test:${version}:${table.name}`);
+  };
+  const late = specs.find((s) => s.id === 'widened-late')!;
+  for (const s of specs) {
+    // The late session is first seen from 10:40 only: its row for 10:00 says it started there.
+    agg.apply(event(s, 'play_start', s === late ? h0 + 40 * minute : s.first));
+    agg.apply(event(s, 'heartbeat', s.last));
+  }
+  await write(1);
+  agg.apply(event(late, 'play_start', late.first));
+  await write(2);
+
+  const inRange = (s: Spec, a: number, b: number): boolean => s.first < b && s.last >= a;
+  const sessions = specs.filter((s) => inRange(s, from, to));
+  t.same(
+    sessions.map((s) => s.id),
+    ['ends-at-from', 'inside-first-hour', 'long', 'next-hour', 'starts-before-to', 'anonymous', 'widened-late'],
+    'the cases the range is meant to cut',
+  );
+  const count = <K extends string>(list: Spec[], keyOf: (s: Spec) => K): Record<string, number> => {
+    const out: Record<string, number> = {};
+    for (const s of list) out[keyOf(s)] = (out[keyOf(s)] ?? 0) + 1;
+    return out;
+  };
+  const distinctViewers = (list: Spec[]): number => new Set(list.filter((s) => s.viewer !== '').map((s) => s.viewer)).size;
+
+  const range = { from, to };
+  const byDevice = Object.fromEntries((await devices(client, 'acme', range)).map((d) => [d.device, d.sessions]));
+  t.same(byDevice, count(sessions, (s) => s.device), 'devices: sessions');
+
+  const byRegion = Object.fromEntries((await geo(client, 'acme', range)).map((g) => [g.region, g.viewers]));
+  const regions = [...new Set(sessions.map((s) => s.region))];
+  t.same(byRegion, Object.fromEntries(regions.map((r) => [r, distinctViewers(sessions.filter((s) => s.region === r))])), 'geo: viewers');
+
+  const byContent = Object.fromEntries((await topContent(client, 'acme', range)).map((c) => [c.content_id, c.unique_viewers]));
+  const contents = [...new Set(sessions.map((s) => s.content))];
+  t.same(byContent, Object.fromEntries(contents.map((c) => [c, distinctViewers(sessions.filter((s) => s.content === c))])), 'top content: unique viewers');
+
+  const o = await overview(client, 'acme', range);
+  const inWindow = (a: number, b: number): Spec[] => specs.filter((s) => inRange(s, a, b));
+  t.equal(o.monthly_active_users, distinctViewers(inWindow(to - 30 * day, to)), 'overview: viewers of the 30 days');
+  t.equal(o.wow_delta.mau, changePct(distinctViewers(inWindow(to - 7 * day, to)), distinctViewers(inWindow(to - 14 * day, to - 7 * day))), 'overview: week over week');
+  t.not(distinctViewers(inWindow(to - 14 * day, to - 7 * day)), 0, 'the week before has viewers');
+});
