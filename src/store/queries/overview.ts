@@ -1,20 +1,19 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { changePct, days, hours, select, sessionRowsInRange, type Range } from './range.js';
+import { changePct, days, hours, msParam, select, sessionRowsInRange, type Range } from './range.js';
 import type { Overview } from './answers.js';
 
 // Each figure is asked for several ranges (the range, the last 7 days, the 7 before, the 30-day month). One scan per
 // table answers all of them with conditional aggregates, rather than one scan per range: at 100M events the scan of
 // `session_hours` for the month dominates the answer's time.
 
-const ms = (p: string): string => `fromUnixTimestamp64Milli({${p}:Int64}, 'UTC')`;
 const sec = (p: string): string => `toDateTime({${p}:UInt32}, 'UTC')`;
 /** A session is in [from, to) when it starts before `to` and its last event is at or after `from` (docs/metrics.md). */
-const sessionIn = (from: string, to: string): string => `first_ts < ${ms(to)} AND last_ts >= ${ms(from)}`;
+const sessionIn = (from: string, to: string): string => `first_ts < ${msParam(to)} AND last_ts >= ${msParam(from)}`;
 const bucketIn = (from: string, to: string): string => `ts >= ${sec(from)} AND ts < ${sec(to)}`;
 
 // One row per viewer (by viewer_key) with a session in the 30 days, flagged for each week it also watched in.
 const viewersSql = `SELECT count() AS mau, sum(w1) AS week1, sum(w0) AS week0 FROM (
-    SELECT viewer_key, max(last_ts >= ${ms('week1_ms')}) AS w1, max(${sessionIn('week0_ms', 'week1_ms')}) AS w0
+    SELECT viewer_key, max(last_ts >= ${msParam('week1_ms')}) AS w1, max(${sessionIn('week0_ms', 'week1_ms')}) AS w0
     FROM (${sessionRowsInRange(['viewer_key', 'first_ts', 'last_ts'], 'month_ms', 'to_ms')} AND viewer_key != 0)
     GROUP BY viewer_key
   )`;
@@ -39,12 +38,12 @@ const billingSql = `SELECT
  * 128-bit hash of their id: cheaper than the string, and as exact as uniqExact, which hashes strings the same way.
  */
 const kinds = "['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired']";
-const latestBefore = (p: string): string => `maxIf(k, ts < ${ms(p)}) % 8`;
+const latestBefore = (p: string): string => `maxIf(k, ts < ${msParam(p)}) % 8`;
 const paid = (column: string): string => `countIf(${column} IN (1, 2))`;
 const paidSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1 FROM (
     SELECT ${latestBefore('to_ms')} AS at_to, ${latestBefore('from_ms')} AS at_from, ${latestBefore('week1_ms')} AS at_week1
     FROM (SELECT user_id, ts, toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(${kinds}, kind) AS k FROM billing_events
-          WHERE tenant = {tenant:String} AND kind IN ${kinds} AND ts < ${ms('to_ms')})
+          WHERE tenant = {tenant:String} AND kind IN ${kinds} AND ts < ${msParam('to_ms')})
     GROUP BY reinterpretAsUInt128(sipHash128(user_id))
   )`;
 

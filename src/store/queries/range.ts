@@ -35,7 +35,8 @@ export function rangeParams(tenant: string, r: Range): Record<string, string | n
   return { tenant, from_s: r.from / 1000, to_s: r.to / 1000, from_ms: r.from, to_ms: r.to };
 }
 
-const msParam = (p: string): string => `fromUnixTimestamp64Milli({${p}:Int64}, 'UTC')`;
+/** A DateTime64(3) value from a `{name:Int64}` parameter of Unix milliseconds. */
+export const msParam = (p: string): string => `fromUnixTimestamp64Milli({${p}:Int64}, 'UTC')`;
 
 /**
  * The `session_hours` rows of a tenant's sessions that overlap [from, to), latest versions: only the hours of the
