@@ -1,4 +1,4 @@
-import { minuteOf, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, timeRollups, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
@@ -12,6 +12,7 @@ export const contentMinutes: TableSpec = {
     ['content_id', 'String'],
   ],
   values: [['watch_ms', 'Int64']],
+  projections: timeRollups(['content_id'], ['watch_ms']),
 };
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */
@@ -28,6 +29,15 @@ export const contentCatalog: TableSpec = {
     ['title', 'String'],
     ['content_type', 'LowCardinality(String)'],
     ['duration_sec', 'Nullable(Float64)'],
+  ],
+  // The latest of each per content and kind (published or not), which is all top content reads: a few rows per
+  // content instead of one per play.
+  projections: [
+    [
+      'latest',
+      `SELECT tenant, content_id, published, argMax(title, ts), argMaxIf(title, ts, notEmpty(title)), argMax(content_type, ts),
+         argMaxIf(content_type, ts, notEmpty(content_type)), argMax(duration_sec, ts) GROUP BY tenant, content_id, published`,
+    ],
   ],
 };
 

@@ -26,6 +26,23 @@ export interface TableSpec {
    * merges versions only in the partitions that still hold several parts: the recent ones.
    */
   partitionBy?: string;
+  /**
+   * Aggregate projections (name, `SELECT … GROUP BY …`): ClickHouse keeps them beside each part and answers a query
+   * from one when its grouping and aggregates match, reading far fewer rows. An answer never depends on whether one
+   * is used. Write conditions as ClickHouse normalises them (`notEmpty(x)`, not `x != ''`), or they never match.
+   */
+  projections?: ReadonlyArray<readonly [name: string, select: string]>;
+}
+
+/**
+ * Hourly and daily sums of a `sum` table's values by `by` (projections `hours` and `days`), for long ranges: a query
+ * reads whole days, then whole hours, from them and only the edge minutes from the rows (queries/range.ts `tiers`).
+ */
+export function timeRollups(by: readonly string[], values: readonly string[]): NonNullable<TableSpec['projections']> {
+  return (['Hour', 'Day'] as const).map((unit) => {
+    const keys = ['tenant', `toStartOf${unit}(ts)`, ...by].join(', ');
+    return [`${unit.toLowerCase()}s`, `SELECT ${keys}, ${values.map((v) => `sum(${v})`).join(', ')} GROUP BY ${keys}`] as const;
+  });
 }
 
 /** A session's attributes (docs/metrics.md): immutable, replaced as a whole when one changes. */

@@ -16,6 +16,7 @@ export function createTableSql(table: TableSpec): string {
   const columns = [
     ...[...table.key, ...table.values].map(([name, type]) => `${name} ${sqlType(type)}`),
     ...(table.derived ?? []).map(([name, type, expression]) => `${name} ${type} MATERIALIZED ${expression}`),
+    ...(table.projections ?? []).map(([name, select]) => `PROJECTION ${name} (${select})`),
   ].join(', ');
   const orderBy = table.key.map(([name]) => name).join(', ');
   const engine =
@@ -26,12 +27,39 @@ export function createTableSql(table: TableSpec): string {
           `ReplacingMergeTree(version)${table.partitionBy ? ` PARTITION BY ${table.partitionBy}` : ''}`
         : 'MergeTree PARTITION BY toYYYYMM(ts)';
   // `non_replicated_deduplication_window` makes insert_deduplication_token work: a redelivered flush stores nothing.
-  return `CREATE TABLE IF NOT EXISTS ${table.name} (${columns}) ENGINE = ${engine} ORDER BY (${orderBy}) SETTINGS non_replicated_deduplication_window = 100000`;
+  const settings = ['non_replicated_deduplication_window = 100000', ...(table.projections?.length ? projectionSettings : [])];
+  return `CREATE TABLE IF NOT EXISTS ${table.name} (${columns}) ENGINE = ${engine} ORDER BY (${orderBy}) SETTINGS ${settings.join(', ')}`;
+}
+
+// Without these ClickHouse refuses projections on summing and replacing tables, and replay's DELETE on any table
+// that has one: merges and deletes rebuild the projections instead.
+const projectionSettings = ["deduplicate_merge_projection_mode = 'rebuild'", "lightweight_mutation_projection_mode = 'rebuild'"];
+
+/**
+ * Give an existing table the projections its spec declares and it lacks, built for the rows it already holds: so a
+ * projection added to a pipeline's table applies to stores created before it, at their next start.
+ */
+async function ensureProjections(client: ClickHouseClient, table: TableSpec): Promise<void> {
+  if (!table.projections?.length) return;
+  const result = await client.query({
+    query: 'SELECT create_table_query FROM system.tables WHERE database = currentDatabase() AND name = {name:String}',
+    query_params: { name: table.name },
+    format: 'JSONEachRow',
+  });
+  const [row] = await result.json<{ create_table_query: string }>();
+  const missing = table.projections.filter(([name]) => !row?.create_table_query.includes(`PROJECTION ${name} (`));
+  if (missing.length === 0) return;
+  await client.command({ query: `ALTER TABLE ${table.name} MODIFY SETTING ${projectionSettings.join(', ')}` });
+  for (const [name, select] of missing) {
+    await client.command({ query: `ALTER TABLE ${table.name} ADD PROJECTION IF NOT EXISTS ${name} (${select})` });
+    await client.command({ query: `ALTER TABLE ${table.name} MATERIALIZE PROJECTION ${name}`, clickhouse_settings: { mutations_sync: '2' } });
+  }
 }
 
 export async function ensureSnapshotTables(client: ClickHouseClient, tables: readonly TableSpec[], retentionDays: number): Promise<void> {
   for (const table of tables) {
     await client.command({ query: createTableSql(table) });
+    await ensureProjections(client, table);
     await client.command({ query: `ALTER TABLE ${table.name} MODIFY TTL toDateTime(${timeColumn(table)}) + INTERVAL ${retentionDays} DAY` });
   }
 }

@@ -58,6 +58,56 @@ export const sessionsInRange = (columns: readonly string[], from = 'from_ms', to
     AND hour = greatest(toStartOfHour(first_ts), toStartOfHour(${msParam(from)}))
 )`;
 
+/** [from, to) in Unix seconds. */
+type Span = readonly [from: number, to: number];
+
+const hourS = 3600;
+const dayS = 86_400;
+const tierColumns = { minutes: 'ts', hours: 'toStartOfHour(ts)', days: 'toStartOfDay(ts)' } as const;
+export type Tiers = Record<keyof typeof tierColumns, Span[]>;
+
+/**
+ * A range cut into the whole UTC days within it, the whole hours beside them and the minutes left at its edges, so a
+ * `sum` table with `timeRollups` (aggregate/pipeline.ts) is read from its daily and hourly projections but at the edges.
+ */
+export function tiers(r: Range): Tiers {
+  const from = r.from / 1000;
+  const to = r.to / 1000;
+  const fh = Math.ceil(from / hourS) * hourS;
+  const th = Math.floor(to / hourS) * hourS;
+  const spans = (...s: Span[]): Span[] => s.filter(([a, b]) => a < b);
+  if (fh >= th) return { minutes: spans([from, to]), hours: [], days: [] };
+  const fd = Math.ceil(fh / dayS) * dayS;
+  const td = Math.floor(th / dayS) * dayS;
+  const minutes = spans([from, fh], [th, to]);
+  if (fd >= td) return { minutes, hours: spans([fh, th]), days: [] };
+  return { minutes, hours: spans([fh, fd], [td, th]), days: spans([fd, td]) };
+}
+
+/** Σ `value` of a `sum` table over a range by one column, read tier by tier (one query per tier, in parallel). */
+export async function sumBy(client: ClickHouseClient, table: string, by: string, value: string, tenant: string, r: Range): Promise<Map<string, number>> {
+  const parts = await Promise.all(
+    Object.entries(tiers(r)).map(([tier, spans]) => {
+      if (spans.length === 0) return [];
+      const column = tierColumns[tier as keyof Tiers];
+      const params: Record<string, string | number> = { tenant };
+      const within = spans.map(([a, b], i) => {
+        params[`a${i}`] = a;
+        params[`b${i}`] = b;
+        return `(${column} >= toDateTime({a${i}:UInt32}, 'UTC') AND ${column} < toDateTime({b${i}:UInt32}, 'UTC'))`;
+      });
+      return select<{ k: string; v: string }>(
+        client,
+        `SELECT ${by} AS k, sum(${value}) AS v FROM ${table} WHERE tenant = {tenant:String} AND (${within.join(' OR ')}) GROUP BY k`,
+        params,
+      );
+    }),
+  );
+  const sums = new Map<string, number>();
+  for (const rows of parts) for (const { k, v } of rows) sums.set(k, (sums.get(k) ?? 0) + Number(v));
+  return sums;
+}
+
 /** A bucketed time column within the range. */
 export const inRange = (column = 'ts'): string => `${column} >= toDateTime({from_s:UInt32}, 'UTC') AND ${column} < toDateTime({to_s:UInt32}, 'UTC')`;
 
