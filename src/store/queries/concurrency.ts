@@ -9,10 +9,13 @@ const perSecond = `SELECT toUnixTimestamp(ts) AS s, sum(sessions) AS v FROM conc
 export async function concurrencySeries(client: ClickHouseClient, tenant: string, range: Range, intervalMinutes: number): Promise<ConcurrencySeries> {
   const step = intervalMinutes * 60;
   const params = { ...rangeParams(tenant, range), step };
-  const [buckets, peaks] = await Promise.all([
-    select<{ p: string; value: string }>(client, `SELECT intDiv(s, {step:UInt32}) * {step:UInt32} AS p, max(v) AS value FROM (${perSecond}) GROUP BY p`, params),
-    select<{ s: string; v: string }>(client, `SELECT s, v FROM (${perSecond}) ORDER BY v DESC, s ASC LIMIT 1`, params),
-  ]);
+  // One pass over the seconds gives each point its maximum and the first second that reaches it; the peak is then the
+  // largest point, the earliest when several tie.
+  const buckets = await select<{ p: string; value: string; at: string }>(
+    client,
+    `SELECT intDiv(s, {step:UInt32}) * {step:UInt32} AS p, max(v) AS value, argMax(s, (v, -toInt64(s))) AS at FROM (${perSecond}) GROUP BY p ORDER BY p`,
+    params,
+  );
   const byPoint = new Map(buckets.map((b) => [Number(b.p), Number(b.value)]));
   const points: ConcurrencySeries['points'] = [];
   const fromS = range.from / 1000;
@@ -20,7 +23,8 @@ export async function concurrencySeries(client: ClickHouseClient, tenant: string
   for (let p = Math.floor(fromS / step) * step; p < toS; p += step) {
     points.push({ ts: new Date(p * 1000).toISOString(), value: Math.max(0, byPoint.get(p) ?? 0) });
   }
-  const top = peaks[0];
-  const peak = top && Number(top.v) > 0 ? Number(top.v) : 0;
-  return { interval_minutes: intervalMinutes, points, peak, peak_at: new Date(peak > 0 ? Number(top!.s) * 1000 : range.from).toISOString() };
+  let top: (typeof buckets)[number] | undefined;
+  for (const b of buckets) if (Number(b.value) > Number(top?.value ?? 0)) top = b;
+  const peak = top ? Number(top.value) : 0;
+  return { interval_minutes: intervalMinutes, points, peak, peak_at: new Date(top ? Number(top.at) * 1000 : range.from).toISOString() };
 }
