@@ -94,7 +94,7 @@ export async function sumBy(client: ClickHouseClient, table: string, by: string,
       const within = spans.map(([a, b], i) => {
         params[`a${i}`] = a;
         params[`b${i}`] = b;
-        return `(${column} >= toDateTime({a${i}:UInt32}, 'UTC') AND ${column} < toDateTime({b${i}:UInt32}, 'UTC'))`;
+        return `(${inRange(column, `a${i}`, `b${i}`)})`;
       });
       return select<{ k: string; v: string }>(
         client,
@@ -108,8 +108,9 @@ export async function sumBy(client: ClickHouseClient, table: string, by: string,
   return sums;
 }
 
-/** A bucketed time column within the range. */
-export const inRange = (column = 'ts'): string => `${column} >= toDateTime({from_s:UInt32}, 'UTC') AND ${column} < toDateTime({to_s:UInt32}, 'UTC')`;
+/** A bucketed time column within the range (parameters of Unix seconds). */
+export const inRange = (column = 'ts', from = 'from_s', to = 'to_s'): string =>
+  `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;
 
 /** (a - b) / b × 100; 0 when both are 0 and 100 when only b is (docs/metrics.md `wow_delta`). */
 export function changePct(a: number, b: number): number {
