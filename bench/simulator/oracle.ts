@@ -1,7 +1,10 @@
 // A deliberately naive reference implementation of docs/metrics.md: the tests' oracle and the simulator's ground
 // truth. It keeps every stored event in memory and recomputes each answer from scratch, second by second where the
-// document speaks of seconds. It shares no code with src/aggregate, src/store/queries or pipelines/: when the service
-// and this file disagree, one of them misreads docs/metrics.md, and the test (or the accuracy report) says which number.
+// document speaks of seconds. It shares no code with src/aggregate, src/store/queries or pipelines/ (only the answers'
+// shapes, a module of types): when the service and this file disagree, one of them misreads docs/metrics.md, and the
+// test (or the accuracy report) says which number.
+
+import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, QosItem, TopContentItem } from '../../src/store/queries/answers.js';
 
 export type Range = '24h' | '7d' | '30d' | 'qtd';
 
@@ -23,38 +26,6 @@ export interface OracleEvent {
   context?: Record<string, string>;
 }
 
-export interface Overview {
-  monthly_active_users: number;
-  watch_hours: number;
-  paid_subscribers: number;
-  arpu_inr: number;
-  churn_pct: number;
-  wow_delta: { mau: number; watch_hours: number; subs: number; revenue: number };
-}
-
-export interface ConcurrencySeries {
-  interval_minutes: number;
-  points: Array<{ ts: string; value: number }>;
-  peak: number;
-  peak_at: string;
-}
-
-export interface TopContentRow {
-  content_id: string;
-  title: string;
-  content_type: string;
-  watch_hours: number;
-  completion_pct: number;
-  unique_viewers: number;
-}
-
-export interface GeoRow {
-  region: string;
-  watch_hours: number;
-  viewers: number;
-  share_pct: number;
-}
-
 /** QoS over [from, to) (docs/metrics.md "Watch time and QoS"); not an API shape, for pipeline tests. */
 export interface Qos {
   watch_sec: number;
@@ -65,24 +36,6 @@ export interface Qos {
   error_rate: number;
   /** Startup times (ms) attributed to instants in the range, ascending. */
   startup_ms: number[];
-}
-
-export interface QosRow {
-  region: string;
-  watch_hours: number;
-  rebuffer_rate: number;
-  startups: number;
-  startup_p50_ms: number;
-  startup_p95_ms: number;
-  sessions_started: number;
-  fatal_sessions: number;
-  error_rate: number;
-}
-
-export interface DeviceRow {
-  device: string;
-  sessions: number;
-  share_pct: number;
 }
 
 const SECOND = 1000;
@@ -480,11 +433,11 @@ export class Oracle {
     return { title, content_type: type };
   }
 
-  topContent(tenant: string, range: Range, now: number): TopContentRow[] {
+  topContent(tenant: string, range: Range, now: number): TopContentItem[] {
     const { from, to } = resolveRange(range, now);
     const groups = new Map<string, Session[]>();
     for (const s of this.sessionsIn(tenant, from, to)) if (s.contentId !== '') push(groups, s.contentId, s);
-    const rows: TopContentRow[] = [];
+    const rows: TopContentItem[] = [];
     for (const [contentId, sessions] of groups) {
       const published = this.latestPublished(tenant, contentId);
       const publishedDuration = published ? durationOf(published) : null;
@@ -515,12 +468,12 @@ export class Oracle {
     return rows.sort((a, b) => b.watch_hours - a.watch_hours || compareText(a.content_id, b.content_id));
   }
 
-  geo(tenant: string, range: Range, now: number): GeoRow[] {
+  geo(tenant: string, range: Range, now: number): GeoItem[] {
     const { from, to } = resolveRange(range, now);
     const groups = new Map<string, Session[]>();
     for (const s of this.sessionsIn(tenant, from, to)) push(groups, s.region === '' ? 'unknown' : s.region, s);
     const totalMs = this.watchMs(tenant, from, to);
-    const rows: GeoRow[] = [];
+    const rows: GeoItem[] = [];
     for (const [region, sessions] of groups) {
       let ms = 0;
       const viewers = new Set<string>();
@@ -537,9 +490,9 @@ export class Oracle {
    * `GET /v1/analytics/qos`: QoS per session region. A startup percentile is the nearest-rank startup time, reported
    * as the upper bound of the 5 % wide bucket (1.05^(b-1), 1.05^b] ms holding it (docs/metrics.md).
    */
-  qosByRegion(tenant: string, range: Range, now: number): QosRow[] {
+  qosByRegion(tenant: string, range: Range, now: number): QosItem[] {
     const { from, to } = resolveRange(range, now);
-    const rows: QosRow[] = [];
+    const rows: QosItem[] = [];
     for (const region of new Set(this.data(tenant).sessions.map((s) => s.region))) {
       const q = this.qos(tenant, from, to, { region });
       if (q.watch_sec === 0 && q.sessions_started === 0 && q.fatal_sessions === 0 && q.startup_ms.length === 0) continue;
@@ -594,7 +547,7 @@ export class Oracle {
     };
   }
 
-  devices(tenant: string, range: Range, now: number): DeviceRow[] {
+  devices(tenant: string, range: Range, now: number): DeviceItem[] {
     const { from, to } = resolveRange(range, now);
     const sessions = this.sessionsIn(tenant, from, to);
     const counts = new Map<string, number>();
