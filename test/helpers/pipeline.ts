@@ -32,11 +32,13 @@ export function net(flushes: Rows[]): Record<string, unknown> {
 
 const t0 = Date.UTC(2026, 10, 20, 10, 0, 0);
 
-/** A session event at `s` seconds after 10:00 UTC, 2026-11-20 (a whole minute). */
-export function ev(type: string, s: number, extra: Partial<WireEvent> = {}): WireEvent {
-  const ts = t0 + s * 1000;
+/** A session event of tenant acme at `ts` (Unix ms), received then; `extra` sets or overrides any field. */
+export function eventAt(type: string, ts: number, extra: Partial<WireEvent> = {}): WireEvent {
   return { tenant: 'acme', env: 'production', event_type: type, ts, client_ts: null, received_at: ts, country: 'IN', region: 'Goa', device: 'tv', session_id: 's1', ...extra };
 }
+
+/** A session event at `s` seconds after 10:00 UTC, 2026-11-20 (a whole minute). */
+export const ev = (type: string, s: number, extra: Partial<WireEvent> = {}): WireEvent => eventAt(type, t0 + s * 1000, extra);
 
 export const at = (s: number): number => Math.floor((t0 + s * 1000) / 1000);
 

@@ -2,7 +2,7 @@ import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { Aggregation, type Rows } from '../../src/aggregate/runtime.js';
-import { net } from '../helpers/pipeline.js';
+import { eventAt, net } from '../helpers/pipeline.js';
 
 // The runtime's promise: whatever order a session's events arrive in, and however the output is cut into flushes,
 // the summed snapshot rows are the same as for the events in time order. That is what makes late events exact.
@@ -29,24 +29,19 @@ function sessionEvents(seed: number): WireEvent[] {
     const n = 5 + Math.floor(r() * 30);
     for (let i = 0; i < n; i++) {
       const type = i === 0 ? 'play_start' : i === n - 1 && r() < 0.5 ? (r() < 0.5 ? 'ended' : 'session_end') : types[Math.floor(r() * types.length)]!;
-      out.push({
-        tenant: 'acme',
-        env: 'production',
-        event_type: type,
-        ts,
-        client_ts: null,
-        received_at: ts,
-        country: 'IN',
-        region: r() < 0.2 ? '' : ['Goa', 'Kerala'][Math.floor(r() * 2)]!,
-        device: ['tv', 'mobile'][Math.floor(r() * 2)]!,
-        session_id: `s${s}`,
-        content_id: 'c1',
-        ...(r() < 0.3 ? { user_id: `u${s}` } : { anonymous_id: `a${s}` }),
-        ...(type === 'error' ? { properties: { fatal: r() < 0.3 } } : {}),
-        ...(type === 'play_start' ? { properties: { duration_sec: 1200 } } : {}),
-        ...(r() < 0.5 ? { position_sec: Math.floor(r() * 1300) } : {}),
-        context: { pop: ['bom1', 'maa1'][Math.floor(r() * 2)]! },
-      });
+      out.push(
+        eventAt(type, ts, {
+          region: r() < 0.2 ? '' : ['Goa', 'Kerala'][Math.floor(r() * 2)]!,
+          device: ['tv', 'mobile'][Math.floor(r() * 2)]!,
+          session_id: `s${s}`,
+          content_id: 'c1',
+          ...(r() < 0.3 ? { user_id: `u${s}` } : { anonymous_id: `a${s}` }),
+          ...(type === 'error' ? { properties: { fatal: r() < 0.3 } } : {}),
+          ...(type === 'play_start' ? { properties: { duration_sec: 1200 } } : {}),
+          ...(r() < 0.5 ? { position_sec: Math.floor(r() * 1300) } : {}),
+          context: { pop: ['bom1', 'maa1'][Math.floor(r() * 2)]! },
+        }),
+      );
       // Gaps from 0 (a tie) to over the 30 s cap.
       ts += [0, 1, 999, 1000, 10_000, 29_999, 30_000, 30_001, 45_000][Math.floor(r() * 9)]!;
     }

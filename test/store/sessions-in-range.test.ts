@@ -11,6 +11,7 @@ import { migrate, migrations } from '../../src/store/migrate.js';
 import { devices, geo, overview, topContent } from '../../src/store/queries/index.js';
 import { changePct } from '../../src/store/queries/range.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
+import { eventAt } from '../helpers/pipeline.js';
 
 // The sessions of a range are read from `session_hours`: a row per session and UTC hour of its span, read for the
 // range's hours only, each session counted in one row (docs/store.md "Reading sessions"). These sessions sit on every
@@ -62,20 +63,8 @@ const specs: Spec[] = [
   { id: 'month-ago', first: to - 31 * day, last: to - 30 * day, viewer: 'u10', device: 'tv', region: 'Goa', content: 'c1' },
 ];
 
-const event = (s: Spec, type: string, ts: number): WireEvent => ({
-  tenant: 'acme',
-  env: 'production',
-  event_type: type,
-  ts,
-  client_ts: null,
-  received_at: ts,
-  session_id: s.id,
-  content_id: s.content,
-  country: 'IN',
-  region: s.region,
-  device: s.device,
-  ...(s.viewer === '' ? {} : { user_id: s.viewer }),
-});
+const event = (s: Spec, type: string, ts: number): WireEvent =>
+  eventAt(type, ts, { session_id: s.id, content_id: s.content, region: s.region, device: s.device, ...(s.viewer === '' ? {} : { user_id: s.viewer }) });
 
 t.test('the migration moves sessions rows into session_hours, a row per hour, and drops sessions', async (t) => {
   await migrate(client, log, migrations.filter((m) => m.version < 3));
