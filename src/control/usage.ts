@@ -11,6 +11,8 @@ interface Counter {
   revision: number;
   /** Counted here, not yet written to the bucket. */
   pending: number;
+  /** Counted here and being written now: still ours until the write lands in `shared`. */
+  writing: number;
 }
 
 export const minuteOf = (ms: number): number => Math.floor(ms / 60_000);
@@ -64,9 +66,7 @@ export class UsageCounters {
     u.offReconnect = bus.on('reconnect', () => {
       for (const w of u.watches.splice(0)) w.stop();
     });
-    u.timer = setInterval(() => {
-      u.syncing = u.syncing.then(() => u.sync());
-    }, syncMs);
+    u.timer = setInterval(() => void u.sync(), syncMs);
     u.timer.unref();
     return u;
   }
@@ -107,7 +107,7 @@ export class UsageCounters {
   private counter(id: string): Counter {
     let c = this.counters.get(id);
     if (!c) {
-      c = { shared: 0, revision: 0, pending: 0 };
+      c = { shared: 0, revision: 0, pending: 0, writing: 0 };
       this.counters.set(id, c);
     }
     return c;
@@ -115,7 +115,7 @@ export class UsageCounters {
 
   private value(id: string): number {
     const c = this.counters.get(id);
-    return c ? c.shared + c.pending : 0;
+    return c ? c.shared + c.writing + c.pending : 0;
   }
 
   monthUsed(tenant: string, now = Date.now()): number {
@@ -139,7 +139,13 @@ export class UsageCounters {
     this.counter(`r:${tenant}.${minuteOf(now)}`).pending -= events;
   }
 
-  private async sync(): Promise<void> {
+  /** Write what is counted here to the buckets, one sync at a time (the timer calls this every `syncMs`). */
+  sync(): Promise<void> {
+    this.syncing = this.syncing.then(() => this.writePending());
+    return this.syncing;
+  }
+
+  private async writePending(): Promise<void> {
     const currentMinute = minuteOf(Date.now());
     for (const [id, c] of this.counters) {
       const [kind, key] = [id.slice(0, 1), id.slice(2)];
@@ -149,24 +155,29 @@ export class UsageCounters {
         continue;
       }
       if (c.pending === 0) continue;
-      const delta = c.pending;
-      c.pending = 0;
       const kv = kind === 'm' ? this.month : this.minute;
-      const ok = kv !== null && (await this.write(kv, key, c, delta));
-      if (!ok) c.pending += delta;
+      if (kv !== null) await this.write(kv, key, c);
     }
   }
 
-  private async write(kv: KV, key: string, c: Counter, delta: number): Promise<boolean> {
+  /**
+   * Moves `pending` into `writing` for the write and into `shared` in the same step as the write lands, so a count
+   * read meanwhile never misses it. The watch may deliver our own write just before its acknowledgement: until then
+   * the count is high by `writing`, which errs on the side of limiting.
+   */
+  private async write(kv: KV, key: string, c: Counter): Promise<void> {
+    c.writing = c.pending;
+    c.pending = 0;
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
-        const next = c.shared + delta;
+        const next = c.shared + c.writing;
         const revision = c.revision === 0 ? await kv.create(key, encoder.encode(String(next))) : await kv.update(key, encoder.encode(String(next)), c.revision);
         if (revision > c.revision) {
           c.revision = revision;
           c.shared = next;
         }
-        return true;
+        c.writing = 0;
+        return;
       } catch {
         // Another process wrote first (or the bus is down): read the bucket's value and try again.
         try {
@@ -175,11 +186,12 @@ export class UsageCounters {
           c.shared = e && e.operation === 'PUT' ? Number(decoder.decode(e.value)) || 0 : 0;
         } catch (err) {
           this.log.debug({ err: (err as Error).message, key }, 'usage sync deferred');
-          return false;
+          break;
         }
       }
     }
-    return false;
+    c.pending += c.writing;
+    c.writing = 0;
   }
 
   /** Write what is pending and stop. */
@@ -187,7 +199,6 @@ export class UsageCounters {
     this.closed = true;
     this.offReconnect?.();
     if (this.timer) clearInterval(this.timer);
-    await this.syncing;
     await this.sync().catch(() => undefined);
     for (const w of this.watches) w.stop();
   }
