@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameOutput, inputSeqHeader, outputOverhead, type RawEvent } from '../bus/wire.js';
+import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type WireEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
@@ -122,7 +122,8 @@ export class ShardAggregator {
   private appliedUpTo = 0;
   /** The end of the last sealed batch. */
   private sealedUpTo = 0;
-  private pending: Buffer[] = [];
+  /** Input passed on since the last batch, each as the pieces of a `PassedInput`, and their size. */
+  private pending: Buffer[][] = [];
   private pendingBytes = 0;
   private sealTimer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> = Promise.resolve();
@@ -249,34 +250,56 @@ export class ShardAggregator {
     return count;
   }
 
-  /** De-duplicate one input message and apply what passes to the pipelines; keep its raw events for output. */
+  /** De-duplicate one input message and apply what passes to the pipelines; keep it for output. */
   private apply(seq: number, data: Uint8Array, keep: boolean): void {
-    let passed = 0;
-    let dropped = 0;
-    decodeMessage(data).events.forEach((e, index) => {
+    const dropped: number[] = [];
+    const { events: input } = decodeMessage(data);
+    input.forEach((e, index) => {
       if (e.event_id !== undefined) {
         if (this.dedup.has(e.tenant, e.event_id, e.received_at)) {
-          dropped++;
+          dropped.push(index);
           return;
         }
         this.dedup.remember(e.tenant, e.event_id, e.received_at);
       }
       this.agg.apply(e);
-      passed++;
-      if (keep) {
-        const raw: RawEvent = { ...e, ingest_seq: seq, ingest_index: index };
-        const b = encodeEvent(raw);
-        this.pending.push(b);
-        this.pendingBytes += b.length;
-      }
     });
     this.agg.evictIdle();
     // By the shard's own clock (latest arrival), not the wall clock, so a replay forgets exactly what the run did.
     this.dedup.expire(this.agg.watermark);
     if (keep) {
-      events.inc({ outcome: 'passed' }, passed);
-      events.inc({ outcome: 'duplicate' }, dropped);
+      this.keep(seq, data, input, dropped);
+      events.inc({ outcome: 'passed' }, input.length - dropped.length);
+      events.inc({ outcome: 'duplicate' }, dropped.length);
     }
+  }
+
+  /**
+   * The input message goes into the output as it came, with the indexes of its duplicates. One too large to fit an
+   * output message with its framing (only when the server's max_payload leaves less than about 5 KB above
+   * PUBLISH_MAX_MESSAGE_BYTES) is passed on in slices, its events encoded again.
+   */
+  private keep(seq: number, data: Uint8Array, input: readonly WireEvent[], dropped: readonly number[]): void {
+    const add = (pieces: Buffer[]): void => {
+      this.pending.push(pieces);
+      for (const b of pieces) this.pendingBytes += b.length;
+    };
+    if (data.length + 16 + dropped.length * 5 <= this.maxPayload - outputOverhead) return add(frameInput(seq, 0, data, dropped));
+    const limit = (this.maxPayload - outputOverhead) / 2;
+    let first = 0;
+    let slice: Buffer[] = [];
+    let bytes = 0;
+    const cut = (end: number): void => {
+      add(frameInput(seq, first, frameMessage(slice, bytes), dropped.filter((i) => i >= first && i < end)));
+      [first, slice, bytes] = [end, [], 0];
+    };
+    input.forEach((e, i) => {
+      const b = encodeEvent(e);
+      if (bytes + b.length > limit && slice.length > 0) cut(i);
+      slice.push(b);
+      bytes += b.length;
+    });
+    cut(input.length);
   }
 
   private run(): ConsumeLoop {
@@ -299,7 +322,7 @@ export class ShardAggregator {
     if (this.failure) throw this.failure;
     if (m.seq <= this.appliedUpTo) return;
     // An input message never straddles two batches; seal first if its events could overflow this one.
-    if (this.pendingBytes + m.data.length * 2 > this.maxPayload / 2) this.seal();
+    if (this.pendingBytes + m.data.length > this.maxPayload / 2) this.seal();
     this.apply(m.seq, m.data, true);
     this.appliedUpTo = m.seq;
     if (this.inflight >= this.options.maxInflight) await this.publishing;
@@ -353,15 +376,15 @@ export class ShardAggregator {
     return batch;
   }
 
-  /** Cut raw events and rows into messages under the size limit, always in the same way for the same output. */
-  private split(raw: readonly Buffer[], { rows }: Output): Buffer[] {
+  /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
+  private split(inputs: ReadonlyArray<readonly Buffer[]>, { rows }: Output): Buffer[] {
     const parts: Buffer[] = [];
-    let evs: Buffer[] = [];
+    let passed: Array<readonly Buffer[]> = [];
     let tables = new Map<string, Buffer[]>();
     let bytes = outputOverhead;
     const cut = (): void => {
-      parts.push(frameOutput(evs, [...tables]));
-      evs = [];
+      parts.push(frameOutput(passed, [...tables]));
+      passed = [];
       tables = new Map();
       bytes = outputOverhead;
     };
@@ -369,9 +392,9 @@ export class ShardAggregator {
       if (bytes + n > this.maxPayload && bytes > outputOverhead) cut();
       bytes += n;
     };
-    for (const b of raw) {
-      room(b.length);
-      evs.push(b);
+    for (const input of inputs) {
+      room(input.reduce((n, b) => n + b.length, 0));
+      passed.push(input);
     }
     for (const [table, list] of rows) {
       for (const row of list) {

@@ -55,12 +55,17 @@ export interface WireMessage {
   events: WireEvent[];
 }
 
-/** An aggregator's output message (raw stream): de-duplicated events and snapshot rows per table. */
-export interface OutputMessage {
-  v: number;
-  events: RawEvent[];
-  rows?: Record<string, unknown[][]>;
-}
+/**
+ * One input message's events as an aggregator passes them on: its ingest sequence, the index (in that message) of the
+ * first event here, the events as ingest framed them, and the indexes of those dropped as duplicates.
+ */
+export type PassedInput = [seq: number, first: number, message: WireMessage, dropped: number[]];
+
+/** An aggregator's output message (raw stream): the events it passed on and snapshot rows per table. */
+export type OutputMessage =
+  | { v: 3; inputs: PassedInput[]; rows?: Record<string, unknown[][]> }
+  /** Written before the aggregators passed input through unchanged; still read, so an upgrade loses nothing. */
+  | { v: 2; events: RawEvent[]; rows?: Record<string, unknown[][]> };
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
@@ -116,25 +121,48 @@ export interface RawEvent extends WireEvent {
   ingest_index: number;
 }
 
+/** Each event an output message passes on, with its place in the event stream, in input order. */
+export function forEachPassed(out: OutputMessage, fn: (e: WireEvent, seq: number, index: number) => void): void {
+  if (out.v === 2) {
+    for (const e of out.events) fn(e, e.ingest_seq, e.ingest_index);
+    return;
+  }
+  for (const [seq, first, message, dropped] of out.inputs) {
+    const skip = new Set(dropped);
+    message.events.forEach((e, i) => {
+      if (!skip.has(first + i)) fn(e, seq, first + i);
+    });
+  }
+}
+
 /** Header on every raw-stream message: the last ingest sequence whose events it completes. */
 export const inputSeqHeader = 'Darshak-Input-Seq';
 
-export const outputVersion = 2;
+export const outputVersion = 3;
 
 /** Encode one snapshot row (its cells in the table's column order). */
 export function encodeRow(row: readonly unknown[]): Buffer {
   return packr.pack(row);
 }
 
-/** Frame encoded raw events and encoded rows (by table) as one output message: {v: 2, events, rows}. */
-export function frameOutput(events: readonly Buffer[], rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
-  const parts: Buffer[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('events'), arrayHeader(events.length), ...events];
+/**
+ * A `PassedInput` as the pieces of its encoding, `message` being an encoded `{v, events}` used as it is: an aggregator
+ * passes its input on without decoding and encoding every event again.
+ */
+export function frameInput(seq: number, first: number, message: Uint8Array, dropped: readonly number[]): Buffer[] {
+  return [Buffer.from([0x94]), packr.pack(seq), packr.pack(first), Buffer.from(message.buffer, message.byteOffset, message.byteLength), packr.pack(dropped)];
+}
+
+/** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 3, inputs, rows}. */
+export function frameOutput(inputs: ReadonlyArray<readonly Buffer[]>, rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
+  const parts: Buffer[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
+  for (const input of inputs) parts.push(...input);
   parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
   for (const [table, list] of rows) parts.push(packr.pack(table), arrayHeader(list.length), ...list);
   return Buffer.concat(parts);
 }
 
-/** Bytes `frameOutput` adds around its events and rows, at most (with up to 15 tables of 40-character names). */
+/** Bytes `frameOutput` adds around its inputs and rows, at most (with up to 15 tables of 40-character names). */
 export const outputOverhead = 64 + 15 * 48;
 
 export function decodeOutput(data: Uint8Array): OutputMessage {

@@ -4,10 +4,10 @@ import { snapshotTables } from '../../pipelines/index.js';
 import type { TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeOutput } from '../bus/wire.js';
+import { decodeOutput, forEachPassed } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
-import { eventRow, insertEvents } from '../store/events.js';
+import { eventRow, insertEvents, type EventRow } from '../store/events.js';
 import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
 
@@ -109,9 +109,10 @@ export class Flusher {
     const out = decodeOutput(m.data);
     const started = process.hrtime.bigint();
     const writes: Array<Promise<void>> = [];
-    if (out.events.length > 0) {
-      const rows = out.events.map((e) => eventRow(e, e.ingest_seq, e.ingest_index));
-      writes.push(insertEvents(this.store.client, rows, `raw:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, rows.length)));
+    const eventRows: EventRow[] = [];
+    forEachPassed(out, (e, seq, index) => eventRows.push(eventRow(e, seq, index)));
+    if (eventRows.length > 0) {
+      writes.push(insertEvents(this.store.client, eventRows, `raw:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, eventRows.length)));
     }
     for (const [name, rows] of Object.entries(out.rows ?? {})) {
       const table = this.tables.get(name);

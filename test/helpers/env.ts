@@ -9,7 +9,7 @@ import { createLogger } from '../../src/log.js';
 import { resolveTargets, Services, startModules, type Started } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
 import { removeNamespace as removeStreams } from '../../src/bus/namespace.js';
-import { decodeMessage, type WireEvent } from '../../src/bus/wire.js';
+import { decodeMessage, decodeOutput, forEachPassed, type WireEvent } from '../../src/bus/wire.js';
 import { busNames } from '../../src/bus/names.js';
 import { outputMark } from '../../src/aggregate/shard.js';
 import { checkAnswer } from './api.js';
@@ -156,6 +156,13 @@ export interface StoredMessage {
 }
 
 /** Every message of one of a namespace's streams (`events` or `raw`), decoded as its reader would see it. */
+/** The events an aggregator's output message passed on. */
+function passedEvents(data: Uint8Array): WireEvent[] {
+  const events: WireEvent[] = [];
+  forEachPassed(decodeOutput(data), (e) => events.push(e));
+  return events;
+}
+
 export async function readEventStream(prefix: string, url = natsUrl, which: 'events' | 'raw' = 'events'): Promise<StoredMessage[]> {
   const nc = await connect({ servers: url });
   try {
@@ -165,7 +172,7 @@ export async function readEventStream(prefix: string, url = natsUrl, which: 'eve
     const out: StoredMessage[] = [];
     for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
       const m = await jsm.streams.getMessage(stream, { seq });
-      out.push({ subject: m.subject, seq, events: decodeMessage(m.data).events });
+      out.push({ subject: m.subject, seq, events: which === 'events' ? decodeMessage(m.data).events : passedEvents(m.data) });
     }
     return out;
   } finally {

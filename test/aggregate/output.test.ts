@@ -1,0 +1,101 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { pipelines } from '../../pipelines/index.js';
+import { outputMark, ShardAggregator } from '../../src/aggregate/shard.js';
+import { Bus } from '../../src/bus/bus.js';
+import { decodeOutput, encodeEvent, forEachPassed, frameMessage, type WireEvent } from '../../src/bus/wire.js';
+import { createLogger } from '../../src/log.js';
+import { freePort, uniquePrefix } from '../helpers/env.js';
+import { PrivateNats } from '../helpers/private-nats.js';
+
+// An aggregator passes its input on to the raw stream as it came, with the indexes of the duplicates it dropped; the
+// flusher numbers the events. An input too large for an output message (a server whose max_payload is small) is
+// passed on in slices. Against a private nats-server with a 64 KiB max_payload.
+
+const dir = mkdtempSync(join(tmpdir(), 'darshak-output-'));
+writeFileSync(join(dir, 'nats.conf'), 'max_payload: 65536\n');
+const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
+await nats.start();
+const log = createLogger('error');
+const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, log);
+t.teardown(async () => {
+  await bus.close();
+  await nats.kill();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const t0 = Date.UTC(2026, 10, 21, 12);
+const event = (i: number, id: string, padding: number): WireEvent => ({
+  tenant: 'acme',
+  env: 'production',
+  event_type: i % 10 === 0 ? 'play_start' : 'heartbeat',
+  ts: t0 + i * 1000,
+  client_ts: t0 + i * 1000,
+  received_at: t0 + i * 1000,
+  event_id: id,
+  country: 'IN',
+  region: 'Kerala',
+  device: 'tv',
+  session_id: `s${Math.floor(i / 10)}`,
+  properties: { note: 'x'.repeat(padding) },
+});
+
+t.test('raw output: every event once, in its place, duplicates dropped, under max_payload', async (t) => {
+  await bus.ensureStreams(1, 1);
+  // Messages 2 and 3 repeat events of message 1; message 3 (~62 KB) does not fit an output message whole.
+  const ids = Array.from({ length: 400 }, () => randomUUID());
+  const inputs = [
+    Array.from({ length: 100 }, (_, i) => event(i, ids[i]!, 50)),
+    Array.from({ length: 100 }, (_, i) => event(100 + i, i % 3 === 0 ? ids[i]! : ids[100 + i]!, 50)),
+    Array.from({ length: 200 }, (_, i) => event(200 + i, i % 7 === 0 ? ids[i % 100]! : ids[200 + i]!, 92)),
+  ];
+  const expected: string[] = [];
+  const seen = new Set<string>();
+  let last = 0;
+  for (const events of inputs) {
+    const encoded = events.map(encodeEvent);
+    const body = frameMessage(encoded, encoded.reduce((n, b) => n + b.length, 0));
+    t.ok(body.length < 65536, `input of ${body.length} bytes fits the server`);
+    last = (await bus.js.publish(bus.names.eventsSubject(0), body)).seq;
+    events.forEach((e, index) => {
+      if (seen.has(e.event_id!)) return;
+      seen.add(e.event_id!);
+      expected.push(`${last}:${index}:${e.event_id}:${e.ts}`);
+    });
+  }
+  t.equal(expected.length, 400 - 34 - 29, 'the duplicates: 34 in message 2, 29 in message 3');
+
+  const shard = new ShardAggregator(bus, 0, { pipelines, readAhead: 16, checkpointEveryMs: 3_600_000, flushIntervalMs: 100, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
+  await shard.start();
+  t.teardown(() => shard.stop());
+  const passed: string[] = [];
+  let parts = 0;
+  const slices: number[] = [];
+  const consumer = await bus.reader(bus.names.rawStream, bus.names.rawSubject(0), { seq: 1 });
+  for (let done = false; !done; ) {
+    for await (const m of await consumer.fetch({ max_messages: 100, expires: 1000 })) {
+      parts++;
+      t.ok(m.data.length <= 65536, `part of ${m.data.length} bytes`);
+      const out = decodeOutput(m.data);
+      t.equal(out.v, 3);
+      if (out.v === 3) slices.push(...out.inputs.filter(([seq]) => seq === last).map(([, first]) => first));
+      forEachPassed(out, (e, seq, index) => passed.push(`${seq}:${index}:${e.event_id}:${e.ts}`));
+      const mark = outputMark(m.headers!);
+      if (mark.upTo === last && mark.complete) done = true;
+    }
+  }
+  t.ok(parts >= 2, `${parts} parts`);
+  t.ok(slices.length >= 2 && slices[0] === 0, `the large input went in slices from ${slices.join(', ')}`);
+  t.same(passed, expected, 'each event passed on once, numbered as in its input message');
+});
+
+t.test('a raw-stream message written before pass-through (v 2) is still read', async (t) => {
+  const e = event(1, randomUUID(), 0);
+  const old = { v: 2 as const, events: [{ ...e, ingest_seq: 7, ingest_index: 3 }] };
+  const got: Array<[WireEvent, number, number]> = [];
+  forEachPassed(old, (ev, seq, index) => got.push([ev, seq, index]));
+  t.same(got, [[{ ...e, ingest_seq: 7, ingest_index: 3 }, 7, 3]]);
+});
