@@ -200,6 +200,7 @@ export const qos: Pipeline = {
     out.add(qosMinutes, key(attrs, seg.to!), [sign * ms, rebuffer, 0, 0, 0, 0]);
     out.signal('qos_pop', popKey(attrs), minuteOf(seg.to!), { watch_ms: sign * ms, rebuffer_ms: rebuffer });
   },
+  sessionReads: ['tenant', 'region', 'pop', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
   session(a, sign, out) {
     if (a.started_at !== null) {
       out.add(qosMinutes, key(a, a.started_at), [0, 0, sign, 0, 0, 0]);

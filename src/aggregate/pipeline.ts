@@ -120,6 +120,12 @@ export interface Pipeline {
   segment?(attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter): void;
   /** A session's own contribution (from its attributes), times `sign`; called when the attributes change. */
   session?(attrs: SessionAttrs, sign: 1 | -1, out: Emitter): void;
+  /**
+   * Every attribute `session` reads, when a pipeline names them: a change to none of them skips its retract and
+   * re-add, which would cancel out (most events only move `furthest_sec`). test/pipelines/session-reads.test.ts checks
+   * that `session` depends on nothing else.
+   */
+  sessionReads?: readonly (keyof SessionAttrs)[];
   /** Called once per flush for each session that changed since the last one. */
   snapshot?(session: SessionView, out: Emitter): void;
   /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */

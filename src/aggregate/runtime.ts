@@ -117,6 +117,7 @@ export class Aggregation {
     if (r === rank.play_start || r === rank.first_frame) after = withStartup(after, s.tl);
     if (after !== before) {
       for (const p of this.sessionPipes) {
+        if (p.sessionReads?.every((k) => before[k] === after[k])) continue;
         p.session!(before, -1, out);
         p.session!(after, 1, out);
       }
