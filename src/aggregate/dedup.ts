@@ -13,17 +13,22 @@ export class DedupWindow {
     return `${tenant}\u0000${eventId}`;
   }
 
-  /** True if this id was seen within the window before `receivedAt`. Remembers nothing: see `remember`. */
-  has(tenant: string, eventId: string, receivedAt: number): boolean {
-    const at = this.seen.get(DedupWindow.key(tenant, eventId));
-    return at !== undefined && receivedAt - at <= dedupWindowMs;
-  }
-
-  /** Remember an id as first seen at `receivedAt` (once its event is durably passed on). */
-  remember(tenant: string, eventId: string, receivedAt: number): void {
+  /**
+   * True, and the id remembered as first seen at `receivedAt`, unless it was seen within the window before: then
+   * false, a duplicate. One key and one lookup per event: this runs for every event a shard reads.
+   */
+  firstSeen(tenant: string, eventId: string, receivedAt: number): boolean {
     const key = DedupWindow.key(tenant, eventId);
+    const at = this.seen.get(key);
+    if (at === undefined) {
+      this.seen.set(key, receivedAt);
+      return true;
+    }
+    if (receivedAt - at <= dedupWindowMs) return false;
+    // Past the window but not yet expired: new again, and moved to the back so expiry stays in order.
     this.seen.delete(key);
     this.seen.set(key, receivedAt);
+    return true;
   }
 
   /** Forget ids first seen more than the window before `now`. */

@@ -255,12 +255,9 @@ export class ShardAggregator {
     const dropped: number[] = [];
     const { events: input } = decodeMessage(data);
     input.forEach((e, index) => {
-      if (e.event_id !== undefined) {
-        if (this.dedup.has(e.tenant, e.event_id, e.received_at)) {
-          dropped.push(index);
-          return;
-        }
-        this.dedup.remember(e.tenant, e.event_id, e.received_at);
+      if (e.event_id !== undefined && !this.dedup.firstSeen(e.tenant, e.event_id, e.received_at)) {
+        dropped.push(index);
+        return;
       }
       this.agg.apply(e);
     });
