@@ -259,31 +259,66 @@ interface SumRow {
   values: number[];
 }
 
+/**
+ * Rows by key as nested maps, one level per key cell: finding a row builds no key string, where joining the cells
+ * cost a string (and its hash) per call, for every contribution of every event. Iterates in insertion order.
+ */
+class KeyTree<V> {
+  private readonly root = new Map<Cell, unknown>();
+
+  /** The map holding the rows keyed by `cells[0..n)` and then one more cell (made on the way when missing). */
+  level(cells: readonly Cell[], n: number): Map<Cell, V> {
+    let m = this.root;
+    for (let i = 0; i < n; i++) {
+      let next = m.get(cells[i]!) as Map<Cell, unknown> | undefined;
+      if (!next) m.set(cells[i]!, (next = new Map()));
+      m = next;
+    }
+    return m as Map<Cell, V>;
+  }
+
+  /** Every row; `depth` is the number of cells the rows are keyed by. */
+  rows(depth: number): V[] {
+    const out: V[] = [];
+    const walk = (m: Map<Cell, unknown>, level: number): void => {
+      for (const v of m.values()) {
+        if (level === depth) out.push(v as V);
+        else walk(v as Map<Cell, unknown>, level + 1);
+      }
+    };
+    walk(this.root, 1);
+    return out;
+  }
+}
+
 /** Merges pipeline output per table and key between drains. */
 class Accumulator implements Emitter {
-  private readonly sums = new Map<TableSpec, Map<string, SumRow>>();
+  private readonly sums = new Map<TableSpec, KeyTree<SumRow>>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
   private readonly puts = new Map<TableSpec, Map<string, readonly Cell[]>>();
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
-  private readonly signals = new Map<string, SignalRow>();
+  /** Per signal name and key length, then by key and minute. */
+  private readonly signals = new Map<string, Map<number, KeyTree<SignalRow>>>();
 
   signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
-    const k = `${name}\u0001${key.join('\u0001')}\u0001${minute}`;
-    const row = this.signals.get(k);
-    if (!row) {
-      this.signals.set(k, { name, key, minute, fields: { ...fields } });
-      return;
-    }
-    for (const f in fields) row.fields[f] = (row.fields[f] ?? 0) + fields[f]!;
+    let byLength = this.signals.get(name);
+    if (!byLength) this.signals.set(name, (byLength = new Map()));
+    let tree = byLength.get(key.length);
+    if (!tree) byLength.set(key.length, (tree = new KeyTree()));
+    const rows = tree.level(key, key.length);
+    const row = rows.get(minute);
+    if (!row) rows.set(minute, { name, key, minute, fields: { ...fields } });
+    else for (const f in fields) row.fields[f] = (row.fields[f] ?? 0) + fields[f]!;
   }
 
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
-    let rows = this.sums.get(table);
-    if (!rows) this.sums.set(table, (rows = new Map()));
-    const k = key.join('\u0001');
-    const row = rows.get(k);
-    if (!row) rows.set(k, { key, values: values.slice() });
+    let tree = this.sums.get(table);
+    if (!tree) this.sums.set(table, (tree = new KeyTree()));
+    const last = key.length - 1;
+    const rows = tree.level(key, last);
+    const row = rows.get(key[last]!);
+    if (!row) rows.set(key[last]!, { key, values: values.slice() });
     else for (let i = 0; i < values.length; i++) row.values[i]! += values[i]!;
   }
 
@@ -316,7 +351,7 @@ class Accumulator implements Emitter {
       list.push(row);
     };
     for (const [table, rows] of this.sums) {
-      for (const { key, values } of rows.values()) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
+      for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
     }
     for (const [table, byTenant] of this.seconds) {
       for (const [tenant, points] of byTenant) {
@@ -330,7 +365,10 @@ class Accumulator implements Emitter {
     }
     for (const [table, rows] of this.puts) for (const row of rows.values()) push(table, [...row, version]);
     for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
-    const signals = [...this.signals.values()].filter((r) => Object.values(r.fields).some((v) => v !== 0));
+    const signals: SignalRow[] = [];
+    for (const byLength of this.signals.values()) {
+      for (const [length, tree] of byLength) for (const r of tree.rows(length + 1)) if (Object.values(r.fields).some((v) => v !== 0)) signals.push(r);
+    }
     this.clear();
     return { rows: out, signals };
   }
