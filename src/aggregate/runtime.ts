@@ -36,7 +36,8 @@ export interface SavedState {
   sessions: SavedSession[];
 }
 
-const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
+/** A session's attributes before any of its events says anything. */
+export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
   tenant,
   session_id: sessionId,
   content_id: '',

@@ -1,29 +1,13 @@
 import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
 import type { Emitter, SessionAttrs } from '../../src/aggregate/pipeline.js';
+import { noAttrs } from '../../src/aggregate/runtime.js';
 
 // A pipeline that names the attributes its `session` hook reads is skipped when none of them changed. Here: changing
 // any other attribute, from sessions in every shape (open, started, closed, failed), never changes its output.
 
 const t0 = Date.UTC(2026, 10, 20, 10);
-const open: SessionAttrs = {
-  tenant: 'acme',
-  session_id: 's1',
-  content_id: 'match-1',
-  region: 'Goa',
-  country: 'IN',
-  pop: 'bom1',
-  device: 'tv',
-  viewer: 'u1',
-  started_at: null,
-  startup_ms: null,
-  startup_at: null,
-  fatal_at: null,
-  closed_at: null,
-  ended: false,
-  furthest_sec: 0,
-  duration_sec: null,
-};
+const open: SessionAttrs = { ...noAttrs('acme', 's1'), content_id: 'match-1', region: 'Goa', country: 'IN', pop: 'bom1', device: 'tv', viewer: 'u1' };
 const started = { ...open, started_at: t0, startup_ms: 1800, startup_at: t0 + 1800, furthest_sec: 600, duration_sec: 3600 };
 const shapes: Record<string, SessionAttrs> = {
   open,
