@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type WireEvent } from '../bus/wire.js';
+import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
@@ -122,8 +122,8 @@ export class ShardAggregator {
   private appliedUpTo = 0;
   /** The end of the last sealed batch. */
   private sealedUpTo = 0;
-  /** Input passed on since the last batch, each as the pieces of a `PassedInput`, and their size. */
-  private pending: Buffer[][] = [];
+  /** Input passed on since the last batch, and its size. */
+  private pending: FramedInput[] = [];
   private pendingBytes = 0;
   private sealTimer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> = Promise.resolve();
@@ -277,11 +277,12 @@ export class ShardAggregator {
    * PUBLISH_MAX_MESSAGE_BYTES) is passed on in slices, its events encoded again.
    */
   private keep(seq: number, data: Uint8Array, input: readonly WireEvent[], dropped: readonly number[]): void {
-    const add = (pieces: Buffer[]): void => {
-      this.pending.push(pieces);
-      for (const b of pieces) this.pendingBytes += b.length;
+    const add = (framed: FramedInput): void => {
+      this.pending.push(framed);
+      this.pendingBytes += framed.bytes;
     };
-    if (data.length + 16 + dropped.length * 5 <= this.maxPayload - outputOverhead) return add(frameInput(seq, 0, data, dropped));
+    const whole = frameInput(seq, 0, data, dropped);
+    if (whole.bytes <= this.maxPayload - outputOverhead) return add(whole);
     const limit = (this.maxPayload - outputOverhead) / 2;
     let first = 0;
     let slice: Buffer[] = [];
@@ -374,9 +375,9 @@ export class ShardAggregator {
   }
 
   /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
-  private split(inputs: ReadonlyArray<readonly Buffer[]>, { rows }: Output): Buffer[] {
+  private split(inputs: readonly FramedInput[], { rows }: Output): Buffer[] {
     const parts: Buffer[] = [];
-    let passed: Array<readonly Buffer[]> = [];
+    let passed: FramedInput[] = [];
     let tables = new Map<string, Buffer[]>();
     let bytes = outputOverhead;
     const cut = (): void => {
@@ -390,7 +391,7 @@ export class ShardAggregator {
       bytes += n;
     };
     for (const input of inputs) {
-      room(input.reduce((n, b) => n + b.length, 0));
+      room(input.bytes);
       passed.push(input);
     }
     for (const [table, list] of rows) {

@@ -145,18 +145,26 @@ export function encodeRow(row: readonly unknown[]): Buffer {
   return packr.pack(row);
 }
 
+/** A `PassedInput` encoded as pieces, and their size. */
+export interface FramedInput {
+  pieces: Buffer[];
+  bytes: number;
+}
+
 /**
- * A `PassedInput` as the pieces of its encoding, `message` being an encoded `{v, events}` used as it is: an aggregator
- * passes its input on without decoding and encoding every event again.
+ * A `PassedInput`, `message` being an encoded `{v, events}` used as it is: an aggregator passes its input on without
+ * decoding and encoding every event again. The bytes are copied (cheap), so the output never depends on whether the
+ * NATS client reuses the buffer a message arrived in.
  */
-export function frameInput(seq: number, first: number, message: Uint8Array, dropped: readonly number[]): Buffer[] {
-  return [Buffer.from([0x94]), packr.pack(seq), packr.pack(first), Buffer.from(message.buffer, message.byteOffset, message.byteLength), packr.pack(dropped)];
+export function frameInput(seq: number, first: number, message: Uint8Array, dropped: readonly number[]): FramedInput {
+  const pieces = [Buffer.from([0x94]), packr.pack(seq), packr.pack(first), Buffer.from(message), packr.pack(dropped)];
+  return { pieces, bytes: pieces.reduce((n, b) => n + b.length, 0) };
 }
 
 /** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 3, inputs, rows}. */
-export function frameOutput(inputs: ReadonlyArray<readonly Buffer[]>, rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
+export function frameOutput(inputs: readonly FramedInput[], rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
   const parts: Buffer[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
-  for (const input of inputs) parts.push(...input);
+  for (const input of inputs) parts.push(...input.pieces);
   parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
   for (const [table, list] of rows) parts.push(packr.pack(table), arrayHeader(list.length), ...list);
   return Buffer.concat(parts);
