@@ -4,7 +4,7 @@ import type { Segment } from './session.js';
 
 // What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
 
-export type ColumnType = 'String' | 'LowCardinality(String)' | 'DateTime' | 'Int64' | 'Float64' | 'UInt64' | 'UInt8' | 'UInt16' | 'Nullable(Float64)' | 'DateTime64(3)';
+export type ColumnType = 'String' | 'LowCardinality(String)' | 'DateTime' | 'Int64' | 'Float64' | 'UInt64' | 'UInt8' | 'UInt16' | 'UInt32' | 'Nullable(Float64)' | 'DateTime64(3)';
 
 /**
  * A snapshot table a pipeline writes.
@@ -32,6 +32,23 @@ export interface TableSpec {
    * is used. Write conditions as ClickHouse normalises them (`notEmpty(x)`, not `x != ''`), or they never match.
    */
   projections?: ReadonlyArray<readonly [name: string, select: string]>;
+  /**
+   * A `sum` table whose last key column keys a map: rows with the same other key columns are one row, holding the
+   * last key column and the values as the parallel arrays of `Nested(<key>, <values>)` named `map` (its name ends in
+   * `Map`, so ClickHouse sums it by key and drops zero entries).
+   */
+  map?: string;
+  /**
+   * Days of data a row holds from its `ts` on (a window): the rows outlive their `ts` by this beyond the retention,
+   * and replay rewrites every `ts` whose span holds a replayed hour.
+   */
+  spanDays?: number;
+  /**
+   * An `INSERT … SELECT` recomputing the table from other snapshot tables, for rows whose own `ts` cannot bound what
+   * they hold (replay rewrites whole `ts` values with it; a migration fills a new table). `where` restricts the rows
+   * written, over the table's own columns; replay passes one with parameters.
+   */
+  rebuild?(where: string): string;
 }
 
 /**
@@ -67,6 +84,9 @@ export interface SessionAttrs {
   readonly ended: boolean;
   readonly furthest_sec: number;
   readonly duration_sec: number | null;
+  /** Unix ms of the minute of the session's first and last event (its span), or null before any event. */
+  readonly first_minute: number | null;
+  readonly last_minute: number | null;
 }
 
 /** A session as the snapshot hook sees it. */
@@ -77,7 +97,8 @@ export interface SessionView {
   events: number;
 }
 
-export type Cell = string | number | null;
+/** A value of a row; arrays fill the columns of a `map` table's Nested map. */
+export type Cell = string | number | null | readonly number[];
 
 /** Named counters of a detector signal (docs/alerts.md): summed per key and minute, across output and shards. */
 export type Fields = Record<string, number>;

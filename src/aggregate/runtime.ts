@@ -54,7 +54,11 @@ export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
   ended: false,
   furthest_sec: 0,
   duration_sec: null,
+  first_minute: null,
+  last_minute: null,
 });
+
+const minuteStart = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
 
 const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
   a.content_id === b.content_id && a.region === b.region && a.country === b.country && a.pop === b.pop && a.device === b.device && a.viewer === b.viewer;
@@ -169,6 +173,9 @@ export class Aggregation {
     if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) edit()!.closed_at = e.ts;
     if (r === rank.ended && !a.ended) edit()!.ended = true;
     if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) edit()!.furthest_sec = e.position_sec;
+    const minute = minuteStart(e.ts);
+    if (a.first_minute === null || minute < a.first_minute) edit()!.first_minute = minute;
+    if (a.last_minute === null || minute > a.last_minute) edit()!.last_minute = minute;
     return next ?? a;
   }
 
@@ -215,7 +222,9 @@ export class Aggregation {
     this.acc.clear();
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
-    for (const [key, attrs, at, user, anon, tl, lastReceived, marks] of state.sessions) {
+    for (const [key, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
+      // Checkpoints from before the span minutes: derived from the timeline, as if they had always been there.
+      const attrs = saved.first_minute === undefined ? { ...saved, first_minute: minuteStart(tsOf(tl[0]!)), last_minute: minuteStart(tsOf(tl[tl.length - 1]!)) } : saved;
       this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
     }
   }
@@ -280,16 +289,28 @@ class KeyTree<V> {
 
   /** Every row; `depth` is the number of cells the rows are keyed by. */
   rows(depth: number): V[] {
-    const out: V[] = [];
+    return this.groups(depth).flatMap((m) => [...m.values()]);
+  }
+
+  /** The maps holding the rows, one per key but its last cell; `depth` is the number of cells the rows are keyed by. */
+  groups(depth: number): Array<Map<Cell, V>> {
+    const out: Array<Map<Cell, V>> = [];
     const walk = (m: Map<Cell, unknown>, level: number): void => {
-      for (const v of m.values()) {
-        if (level === depth) out.push(v as V);
-        else walk(v as Map<Cell, unknown>, level + 1);
-      }
+      if (level === depth) out.push(m as Map<Cell, V>);
+      else for (const v of m.values()) walk(v as Map<Cell, unknown>, level + 1);
     };
     walk(this.root, 1);
     return out;
   }
+}
+
+/** The rows of a `map` table sharing all key cells but the last, as one row: the last cells and values as arrays. */
+function pushMap(table: TableSpec, group: Map<Cell, SumRow>, push: (table: TableSpec, row: Cell[]) => void): void {
+  // In key order, so that the output never depends on the order the contributions came in.
+  const rows = [...group.values()].filter((r) => r.values.some((v) => v !== 0)).sort((a, b) => Number(a.key.at(-1)) - Number(b.key.at(-1)));
+  if (rows.length === 0) return;
+  const arrays = [rows.map((r) => Number(r.key.at(-1))), ...table.values.map((_, i) => rows.map((r) => r.values[i]!))];
+  push(table, [...rows[0]!.key.slice(0, -1), ...arrays]);
 }
 
 /** Merges pipeline output per table and key between drains. */
@@ -352,7 +373,8 @@ class Accumulator implements Emitter {
       list.push(row);
     };
     for (const [table, rows] of this.sums) {
-      for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
+      if (table.map) for (const group of rows.groups(table.key.length)) pushMap(table, group, push);
+      else for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
     }
     for (const [table, byTenant] of this.seconds) {
       for (const [tenant, points] of byTenant) {

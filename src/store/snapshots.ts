@@ -12,13 +12,25 @@ export function timeColumn(table: TableSpec): string {
   return table.engine === 'replace' ? 'last_ts' : 'ts';
 }
 
+/** The key columns a table is ordered by: for a `map` table, all but the last, which keys its map. */
+const sortKey = (table: TableSpec): TableSpec['key'] => (table.map ? table.key.slice(0, -1) : table.key);
+
+/** The columns of a row as the runtime emits it (aggregate/pipeline.ts), by their names in the table. */
+export function rowColumns(table: TableSpec): string[] {
+  const { map } = table;
+  if (!map) return [...table.key, ...table.values].map(([name]) => name);
+  return [...sortKey(table).map(([name]) => name), ...[table.key[table.key.length - 1]!, ...table.values].map(([name]) => `${map}.${name}`)];
+}
+
 export function createTableSql(table: TableSpec): string {
+  const { map } = table;
+  const typed = (cs: TableSpec['key']): string[] => cs.map(([name, type]) => `${name} ${sqlType(type)}`);
   const columns = [
-    ...[...table.key, ...table.values].map(([name, type]) => `${name} ${sqlType(type)}`),
+    ...(map ? [...typed(sortKey(table)), `${map} Nested(${typed([table.key[table.key.length - 1]!, ...table.values]).join(', ')})`] : typed([...table.key, ...table.values])),
     ...(table.derived ?? []).map(([name, type, expression]) => `${name} ${type} MATERIALIZED ${expression}`),
     ...(table.projections ?? []).map(([name, select]) => `PROJECTION ${name} (${select})`),
   ].join(', ');
-  const orderBy = table.key.map(([name]) => name).join(', ');
+  const orderBy = sortKey(table).map(([name]) => name).join(', ');
   const engine =
     table.engine === 'sum'
       ? 'SummingMergeTree PARTITION BY toYYYYMM(ts)'
@@ -60,7 +72,7 @@ export async function ensureSnapshotTables(client: ClickHouseClient, tables: rea
   for (const table of tables) {
     await client.command({ query: createTableSql(table) });
     await ensureProjections(client, table);
-    await client.command({ query: `ALTER TABLE ${table.name} MODIFY TTL toDateTime(${timeColumn(table)}) + INTERVAL ${retentionDays} DAY` });
+    await client.command({ query: `ALTER TABLE ${table.name} MODIFY TTL toDateTime(${timeColumn(table)}) + INTERVAL ${retentionDays + (table.spanDays ?? 0)} DAY` });
   }
 }
 
@@ -70,7 +82,7 @@ export async function insertSnapshotRows(client: ClickHouseClient, table: TableS
   await client.insert({
     table: table.name,
     values: rows as Cell[][],
-    columns: [...table.key, ...table.values].map(([name]) => name) as [string, ...string[]],
+    columns: rowColumns(table) as [string, ...string[]],
     format: 'JSONCompactEachRow',
     clickhouse_settings: { insert_deduplication_token: token },
   });

@@ -12,7 +12,15 @@ export function net(flushes: Rows[]): Record<string, unknown> {
     for (const [name, list] of rows) {
       const spec = tables.get(name)!;
       const m = (out[name] ??= new Map());
-      for (const row of list) {
+      // A `map` table's row stands for one row per map key: the other key cells, the map key and its values.
+      const expanded = spec.map
+        ? list.flatMap((row) => {
+            const prefix = row.slice(0, spec.key.length - 1);
+            const [keys, ...values] = row.slice(spec.key.length - 1) as number[][];
+            return keys!.map((k, j) => [...prefix, k, ...values.map((v) => v[j]!)]);
+          })
+        : list;
+      for (const row of expanded) {
         const k = spec.engine === 'append' ? JSON.stringify(row) : JSON.stringify(row.slice(0, spec.key.length));
         if (spec.engine === 'sum') {
           const prev = (m.get(k) as number[] | undefined) ?? spec.values.map(() => 0);
