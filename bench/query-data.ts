@@ -9,6 +9,7 @@
 // 3. raw*: each analytics answer computed from `events` alone, with the definitions of docs/metrics.md.
 
 import type { ClickHouseClient } from '@clickhouse/client';
+import { viewerWindows } from '../pipelines/viewers.js';
 import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
 
 export const benchTenant = 'bench';
@@ -384,6 +385,10 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
   progress('sum tables and session_hours merged');
+  // From session_hours, by the statement replay uses (pipelines/viewers.ts).
+  await run(viewerWindows.rebuild!('1'));
+  await run('OPTIMIZE TABLE viewer_windows FINAL');
+  progress('viewer_windows');
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ import { concurrency } from './concurrency.js';
 import { content } from './content.js';
 import { qos } from './qos.js';
 import { quota } from './quota.js';
+import { viewers } from './viewers.js';
 import { watchTime } from './watch-time.js';
 
 /** Every pipeline the aggregator runs. A new metric is a new file here and one line in this list. */
-export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, content, audience, billing, quota];
+export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, content, audience, viewers, billing, quota];
 
 export const snapshotTables: readonly TableSpec[] = pipelines.flatMap((p) => p.tables);

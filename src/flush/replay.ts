@@ -96,17 +96,23 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
   const agg = new Aggregation(pipelines, Number.MAX_SAFE_INTEGER);
   const sessions = new Set<string>();
   let events = 0;
+  // The times of every event replayed: the replayed sessions' spans lie within them.
+  let first = req.from;
+  let last = req.to - 1;
   for (const row of await result.json<StoredEvent>()) {
     const e = toEvent(row);
     // Outside the range, only session events are here to give the range's sessions their neighbours.
     agg.apply(e);
     events++;
+    if (e.ts < first) first = e.ts;
+    if (e.ts > last) last = e.ts;
     if (e.session_id !== undefined && rankOf(e.event_type, false) >= 0 && e.ts >= req.from - reachMs && e.ts < req.to) sessions.add(e.session_id);
   }
   const rows = agg.drain(0).rows;
   const written: Record<string, number> = {};
   const token = randomUUID();
   for (const table of snapshotTables) {
+    if (table.rebuild) continue;
     const all = rows.get(table.name) ?? [];
     // Session rows only for the sessions replayed whole (and deleted below); other rows only within the range.
     const session = table.key.findIndex(([name]) => name === 'session_id');
@@ -115,7 +121,23 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
     await insertSnapshotRows(client, table, keep, `replay:${token}:${table.name}`);
     written[table.name] = keep.length;
   }
+  // Tables computed from the others, once these are written: every `ts` whose rows can hold the replayed spans.
+  for (const table of snapshotTables.filter((t) => t.rebuild)) written[table.name] = await rebuild(client, table, req.tenant, first, last);
   return { tenant: req.tenant, from: new Date(req.from).toISOString(), to: new Date(req.to).toISOString(), events, sessions: sessions.size, rows: written };
+}
+
+/**
+ * Rewrite a `rebuild` table's rows of a tenant for every `ts` (a window start, pipelines/viewers.ts) whose span holds
+ * an hour of [first, last]; answers the rows written.
+ */
+async function rebuild(client: ClickHouseClient, table: TableSpec, tenant: string, first: number, last: number): Promise<number> {
+  const span = (table.spanDays ?? 0) * 86_400;
+  const params = { tenant, from_s: Math.floor(first / 3_600_000) * 3600 - span + 1, to_s: Math.floor(last / 1000) + 1 };
+  const where = "tenant = {tenant:String} AND ts >= toDateTime({from_s:UInt32}, 'UTC') AND ts < toDateTime({to_s:UInt32}, 'UTC')";
+  await client.command({ query: `DELETE FROM ${table.name} WHERE ${where}`, query_params: params, clickhouse_settings: { lightweight_deletes_sync: '2' } });
+  await client.command({ query: table.rebuild!(where), query_params: params });
+  const [count] = await (await client.query({ query: `SELECT count() AS n FROM ${table.name} WHERE ${where}`, query_params: params, format: 'JSONEachRow' })).json<{ n: string }>();
+  return Number(count?.n ?? 0);
 }
 
 /** A row's time (the table's `ts` key, seconds for DateTime and milliseconds for DateTime64) lies in the range. */

@@ -80,7 +80,7 @@ t.test('the migration moves sessions rows into session_hours, a row per hour, an
       ('old', 'x', '2026-11-01 10:10:00', '2026-11-01 10:20:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 2, 0, NULL, 0, 1),
       ('old', 'x', '2026-11-01 09:50:00', '2026-11-01 11:00:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 9, 0, NULL, 0, 2)`,
   });
-  t.same(await migrate(client, log), [3]);
+  t.same(await migrate(client, log, migrations.filter((m) => m.version <= 3)), [3]);
   const rows = await (
     await client.query({ query: `SELECT toString(hour) AS hour, toString(first_ts) AS first, events, viewer_key = cityHash64('v') AS keyed FROM session_hours FINAL WHERE tenant = 'old' ORDER BY hour`, format: 'JSONEachRow' })
   ).json();

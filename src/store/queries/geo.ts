@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { hours, inRange, rangeParams, select, sessionsInRange, type Range } from './range.js';
+import { hours, inRange, rangeParams, select, type Range } from './range.js';
 import type { GeoItem } from './answers.js';
+import { viewersIn } from './viewers.js';
 
 /** docs/metrics.md "Geo": per session region, watch time share and distinct viewers. */
 export async function geo(client: ClickHouseClient, tenant: string, range: Range): Promise<GeoItem[]> {
@@ -11,7 +12,7 @@ export async function geo(client: ClickHouseClient, tenant: string, range: Range
       `SELECT region, sum(watch_ms) AS ms FROM qos_minutes WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY region HAVING ms != 0`,
       params,
     ),
-    select<{ region: string; viewers: string }>(client, `SELECT region, uniqExactIf(viewer_key, viewer_key != 0) AS viewers FROM ${sessionsInRange(['region', 'viewer_key'])} GROUP BY region`, params),
+    viewersIn(client, tenant, 'region', range),
   ]);
   const items = new Map<string, GeoItem>();
   const item = (region: string): GeoItem => {
@@ -25,7 +26,7 @@ export async function geo(client: ClickHouseClient, tenant: string, range: Range
     item(w.region).watch_hours = hours(Number(w.ms));
     total += Number(w.ms);
   }
-  for (const v of viewers) item(v.region).viewers = Number(v.viewers);
+  for (const [region, n] of viewers) item(region).viewers = n;
   for (const w of watch) item(w.region).share_pct = total === 0 ? 0 : (Number(w.ms) / total) * 100;
   return [...items.values()].sort((a, b) => b.watch_hours - a.watch_hours || (a.region < b.region ? -1 : 1));
 }

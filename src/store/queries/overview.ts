@@ -1,22 +1,14 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { changePct, days, hours, msParam, select, sessionRowsInRange, type Range } from './range.js';
+import { changePct, days, hours, msParam, select, type Range } from './range.js';
+import { viewersBy } from './viewers.js';
 import type { Overview } from './answers.js';
 
 // Each figure is asked for several ranges (the range, the last 7 days, the 7 before, the 30-day month). One scan per
-// table answers all of them with conditional aggregates, rather than one scan per range: at 100M events the scan of
-// `session_hours` for the month dominates the answer's time.
+// table answers all of them with conditional aggregates, rather than one scan per range; viewers come from one scan of
+// a window of `viewer_windows` (queries/viewers.ts).
 
 const sec = (p: string): string => `toDateTime({${p}:UInt32}, 'UTC')`;
-/** A session is in [from, to) when it starts before `to` and its last event is at or after `from` (docs/metrics.md). */
-const sessionIn = (from: string, to: string): string => `first_ts < ${msParam(to)} AND last_ts >= ${msParam(from)}`;
 const bucketIn = (from: string, to: string): string => `ts >= ${sec(from)} AND ts < ${sec(to)}`;
-
-// One row per viewer (by viewer_key) with a session in the 30 days, flagged for each week it also watched in.
-const viewersSql = `SELECT count() AS mau, sum(w1) AS week1, sum(w0) AS week0 FROM (
-    SELECT viewer_key, max(last_ts >= ${msParam('week1_ms')}) AS w1, max(${sessionIn('week0_ms', 'week1_ms')}) AS w0
-    FROM (${sessionRowsInRange(['viewer_key', 'first_ts', 'last_ts'], 'month_ms', 'to_ms')} AND viewer_key != 0)
-    GROUP BY viewer_key
-  )`;
 
 const watchSql = `SELECT
     sumIf(watch_ms, ${bucketIn('from_s', 'to_s')}) AS range,
@@ -62,16 +54,19 @@ export async function overview(client: ClickHouseClient, tenant: string, range: 
     to_ms: to,
     from_ms: range.from,
     week1_ms: week1,
-    week0_ms: week0,
-    month_ms: month,
     to_s: to / 1000,
     from_s: range.from / 1000,
     week1_s: week1 / 1000,
     week0_s: week0 / 1000,
     earliest_s: earliest / 1000,
   };
-  const [[viewers], [watch], [billing], [subs]] = await Promise.all([
-    select<Row>(client, viewersSql, params),
+  const [viewers, [watch], [billing], [subs]] = await Promise.all([
+    // The month always lies within one window.
+    viewersBy(client, tenant, '', [
+      { from: month, to },
+      { from: week1, to },
+      { from: week0, to: week1 },
+    ]).then((counts) => counts!.get('') ?? [0, 0, 0]),
     select<Row>(client, watchSql, params),
     select<Row>(client, billingSql, params),
     select<Row>(client, paidSql, params),
@@ -79,13 +74,13 @@ export async function overview(client: ClickHouseClient, tenant: string, range: 
   const paidNow = num(subs, 'at_to');
   const paidAtFrom = num(subs, 'at_from');
   return {
-    monthly_active_users: num(viewers, 'mau'),
+    monthly_active_users: viewers[0]!,
     watch_hours: hours(num(watch, 'range')),
     paid_subscribers: paidNow,
     arpu_inr: paidNow === 0 ? 0 : num(billing, 'revenue') / paidNow,
     churn_pct: paidAtFrom === 0 ? 0 : (num(billing, 'churned') / paidAtFrom) * 100,
     wow_delta: {
-      mau: changePct(num(viewers, 'week1'), num(viewers, 'week0')),
+      mau: changePct(viewers[1]!, viewers[2]!),
       watch_hours: changePct(hours(num(watch, 'week1')), hours(num(watch, 'week0'))),
       subs: changePct(paidNow, num(subs, 'at_week1')),
       revenue: changePct(num(billing, 'revenue1'), num(billing, 'revenue0')),

@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, rangeParams, select, sessionsInRange, sumBy, type Range } from './range.js';
 import type { TopContentItem } from './answers.js';
+import { viewersIn } from './viewers.js';
 
 // What the catalogue says of each content: the latest of each kind (published or not), in the form of the
 // `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content.
@@ -20,15 +21,15 @@ export const catalogueSql = { catalogue, published: `SELECT ${published}` };
 /** docs/metrics.md "Top content": the full ordered list (the API pages it). */
 export async function topContent(client: ClickHouseClient, tenant: string, range: Range): Promise<TopContentItem[]> {
   const params = rangeParams(tenant, range);
-  const [watch, perSession, catalog] = await Promise.all([
+  const [watch, viewers, perSession, catalog] = await Promise.all([
     sumBy(client, 'content_minutes', 'content_id', 'watch_ms', tenant, range),
-    select<{ content_id: string; viewers: string; completion: number | null }>(
+    viewersIn(client, tenant, 'content', range),
+    select<{ content_id: string; completion: number | null }>(
       client,
       `WITH ${published} AS published
-       SELECT content_id, uniqExactIf(viewer_key, viewer_key != 0) AS viewers,
-         avgOrNull(if(ended = 1, 100, if(d > 0, least(100, furthest_sec / d * 100), NULL))) AS completion
+       SELECT content_id, avgOrNull(if(ended = 1, 100, if(d > 0, least(100, furthest_sec / d * 100), NULL))) AS completion
        FROM (SELECT *, ifNull(duration_sec, transform(content_id, published.1, published.2, 0.0)) AS d
-             FROM ${sessionsInRange(['content_id', 'viewer_key', 'ended', 'furthest_sec', 'duration_sec'])})
+             FROM ${sessionsInRange(['content_id', 'ended', 'furthest_sec', 'duration_sec'])})
        WHERE content_id != '' GROUP BY content_id`,
       params,
     ),
@@ -41,11 +42,8 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     return it;
   };
   for (const [id, ms] of watch) if (ms !== 0) item(id).watch_hours = hours(ms);
-  for (const s of perSession) {
-    const it = item(s.content_id);
-    it.unique_viewers = Number(s.viewers);
-    it.completion_pct = s.completion === null ? 0 : Number(s.completion);
-  }
+  for (const s of perSession) item(s.content_id).completion_pct = s.completion === null ? 0 : Number(s.completion);
+  for (const [id, n] of viewers) item(id).unique_viewers = n;
   // A content's title and type come from its latest content_published, else from the latest event carrying each.
   const isPublished = new Set(catalog.filter((c) => Number(c.published) === 1).map((c) => c.content_id));
   for (const c of catalog) {
