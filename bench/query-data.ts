@@ -10,6 +10,7 @@
 
 import type { ClickHouseClient } from '@clickhouse/client';
 import { viewerWindows } from '../pipelines/viewers.js';
+import { completionMinutesFromSessions } from '../src/store/migrations/0005-completion-minutes.js';
 import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
 
 export const benchTenant = 'bench';
@@ -385,10 +386,11 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
   progress('sum tables and session_hours merged');
-  // From session_hours, by the statement replay uses (pipelines/viewers.ts).
+  // From session_hours, by the statements replay and the migrations use.
   await run(viewerWindows.rebuild!('1'));
-  await run('OPTIMIZE TABLE viewer_windows FINAL');
-  progress('viewer_windows');
+  await run(completionMinutesFromSessions);
+  for (const t of ['viewer_windows', 'completion_minutes']) await run(`OPTIMIZE TABLE ${t} FINAL`);
+  progress('viewer_windows, completion_minutes');
 }
 
 // ---------------------------------------------------------------------------------------------------------------

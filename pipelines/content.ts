@@ -41,12 +41,39 @@ export const contentCatalog: TableSpec = {
   ],
 };
 
-/** A closed session's completion (docs/metrics.md "Top content"), or null when its length is unknown. */
-export function completionOf(a: SessionAttrs): number | null {
-  if (a.ended) return 100;
-  if (a.duration_sec === null) return null;
-  return Math.min(100, (a.furthest_sec / a.duration_sec) * 100);
+/**
+ * A session's completion (docs/metrics.md "Top content"), or null when its content's length is unknown: `duration`
+ * is the session's own (from its play_start), else the content's published one.
+ */
+export function completion(ended: boolean, furthestSec: number, duration: number | null): number | null {
+  if (ended) return 100;
+  if (duration === null || !(duration > 0)) return null;
+  return Math.min(100, (furthestSec / duration) * 100);
 }
+
+export const completionOf = (a: SessionAttrs): number | null => completion(a.ended, a.furthest_sec, a.duration_sec);
+
+/**
+ * Completion of the sessions that started in each minute, per content: top content's completion over a range is these
+ * sums for the sessions that started in it, plus those that started before and run into it (read from
+ * `session_hours`). A session whose completion needs the content's published duration (not ended, no duration of its
+ * own) is counted under its `furthest_sec`, so the query can apply the duration it reads; the others under -1.
+ */
+export const completionMinutes: TableSpec = {
+  name: 'completion_minutes',
+  engine: 'sum',
+  key: [
+    ['tenant', 'LowCardinality(String)'],
+    ['ts', 'DateTime'],
+    ['content_id', 'String'],
+    ['furthest_sec', 'Float64'],
+  ],
+  values: [
+    ['sessions', 'Int64'],
+    ['completion_sum', 'Float64'],
+  ],
+  projections: timeRollups(['content_id', 'furthest_sec'], ['sessions', 'completion_sum']),
+};
 
 /** First playback (or publication) of a content id the cluster has never seen. */
 export const newRelease: OnceDetector = {
@@ -105,12 +132,15 @@ export const completionDrop: WindowDetector = {
 
 export const content: Pipeline = {
   name: 'content',
-  tables: [contentMinutes, contentCatalog],
+  tables: [contentMinutes, contentCatalog, completionMinutes],
   detectors: [newRelease, completionDrop],
+  sessionReads: ['tenant', 'content_id', 'ended', 'furthest_sec', 'duration_sec', 'closed_at', 'first_minute'],
   session(a, sign, out) {
+    if (a.content_id === '') return;
+    const c = completionOf(a);
     // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion.
-    const c = a.closed_at === null || a.content_id === '' ? null : completionOf(a);
-    if (c !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at!), { sessions: sign, pct: sign * c });
+    if (c !== null && a.closed_at !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
+    if (a.first_minute !== null) out.add(completionMinutes, [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1], [sign, c === null ? 0 : sign * c]);
   },
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);

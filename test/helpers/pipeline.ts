@@ -30,6 +30,13 @@ export function net(flushes: Rows[]): Record<string, unknown> {
       }
     }
   }
+  // Float64 sums (completion) differ in their last bits with the order they were added in: compared to 12 digits, and
+  // what is left of a retracted sum as 0.
+  for (const [name, m] of Object.entries(out)) {
+    const spec = tables.get(name)!;
+    if (spec.engine !== 'sum') continue;
+    for (const [k, v] of m) m.set(k, (v as number[]).map((x, i) => (spec.values[i]![1] !== 'Float64' ? x : Math.abs(x) < 1e-9 ? 0 : Number(x.toPrecision(12)))));
+  }
   const result: Record<string, unknown> = {};
   for (const [name, m] of Object.entries(out)) {
     result[name] = [...m].filter(([, v]) => !(Array.isArray(v) && tables.get(name)!.engine === 'sum' && v.every((x) => x === 0))).sort();

@@ -85,12 +85,22 @@ export function tiers(r: Range): Tiers {
 }
 
 /**
- * Σ `value` of a `sum` table over a range by one column, each tier read by its own branch of one UNION ALL (ClickHouse
- * picks the projection per branch): one query instead of one per tier, since embedded ClickHouse runs one at a time.
+ * Σ `values` of a `sum` table over a range by `by` columns, each tier read by its own branch of one UNION ALL
+ * (ClickHouse picks the projection per branch): one query instead of one per tier, since embedded ClickHouse runs one
+ * at a time. Keys come back as ClickHouse writes them in JSON, sums as numbers.
  */
-export async function sumBy(client: ClickHouseClient, table: string, by: string, value: string, tenant: string, r: Range): Promise<Map<string, number>> {
+export async function sumsBy(
+  client: ClickHouseClient,
+  table: string,
+  by: readonly string[],
+  values: readonly string[],
+  tenant: string,
+  r: Range,
+): Promise<Array<{ keys: unknown[]; sums: number[] }>> {
   const params: Record<string, string | number> = { tenant };
   const branches: string[] = [];
+  const keys = by.map((b, i) => `${b} AS k${i}`).join(', ');
+  const keyNames = by.map((_, i) => `k${i}`).join(', ');
   let i = 0;
   for (const [tier, spans] of Object.entries(tiers(r))) {
     if (spans.length === 0) continue;
@@ -101,11 +111,20 @@ export async function sumBy(client: ClickHouseClient, table: string, by: string,
       params[`b${i}`] = b;
       return `(${inRange(column, `a${i}`, `b${i}`)})`;
     });
-    branches.push(`SELECT ${by} AS k, sum(${value}) AS v FROM ${table} WHERE tenant = {tenant:String} AND (${within.join(' OR ')}) GROUP BY k`);
+    branches.push(`SELECT ${keys}, ${values.map((v, j) => `sum(${v}) AS v${j}`).join(', ')} FROM ${table} WHERE tenant = {tenant:String} AND (${within.join(' OR ')}) GROUP BY ${keyNames}`);
   }
-  if (branches.length === 0) return new Map();
-  const rows = await select<{ k: string; v: string }>(client, `SELECT k, sum(v) AS v FROM (${branches.join(' UNION ALL ')}) GROUP BY k`, params);
-  return new Map(rows.map(({ k, v }) => [k, Number(v)]));
+  if (branches.length === 0) return [];
+  const rows = await select<Record<string, unknown>>(
+    client,
+    `SELECT ${keyNames}, ${values.map((_, j) => `sum(v${j}) AS v${j}`).join(', ')} FROM (${branches.join(' UNION ALL ')}) GROUP BY ${keyNames}`,
+    params,
+  );
+  return rows.map((row) => ({ keys: by.map((_, k) => row[`k${k}`]), sums: values.map((_, j) => Number(row[`v${j}`])) }));
+}
+
+/** Σ `value` of a `sum` table over a range by one column (sumsBy). */
+export async function sumBy(client: ClickHouseClient, table: string, by: string, value: string, tenant: string, r: Range): Promise<Map<string, number>> {
+  return new Map((await sumsBy(client, table, [by], [value], tenant, r)).map(({ keys, sums }) => [String(keys[0]), sums[0]!]));
 }
 
 /** A bucketed time column within the range (parameters of Unix seconds). */

@@ -1,39 +1,47 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { hours, rangeParams, select, sessionsInRange, sumBy, type Range } from './range.js';
+import { completion } from '../../../pipelines/content.js';
+import { hours, msParam, rangeParams, select, sumBy, sumsBy, type Range } from './range.js';
 import type { TopContentItem } from './answers.js';
 import { viewersIn } from './viewers.js';
 
 // What the catalogue says of each content: the latest of each kind (published or not), in the form of the
 // `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content.
 const catalogue = `SELECT content_id, published, argMax(title, ts) AS last_title, argMaxIf(title, ts, notEmpty(title)) AS some_title,
-    argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type
+    argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type, argMax(duration_sec, ts) AS duration
   FROM content_catalog WHERE tenant = {tenant:String} GROUP BY content_id, published`;
 
-// The published durations travel as one scalar (two arrays, looked up with transform) rather than a join of every
-// session with the catalogue.
-const published = `(SELECT (groupArray(content_id), groupArray(assumeNotNull(d))) FROM (
-    SELECT content_id, argMax(duration_sec, ts) AS d FROM content_catalog WHERE tenant = {tenant:String} AND published = 1 GROUP BY content_id
-  ) WHERE d > 0)`;
+// Sessions that started before the range and run into it: each has a row in the hour of its start (docs/store.md).
+const straddling = `SELECT content_id, ended, furthest_sec, duration_sec FROM session_hours FINAL
+  PREWHERE hour = toStartOfHour(${msParam('from_ms')})
+  WHERE tenant = {tenant:String} AND first_ts < ${msParam('from_ms')} AND last_ts >= ${msParam('from_ms')} AND notEmpty(content_id)`;
 
-/** The SQL of top content's catalogue reads, for tests that check they are answered from the projection. */
-export const catalogueSql = { catalogue, published: `SELECT ${published}` };
+/** The SQL of top content's catalogue read, for tests that check it is answered from the projection. */
+export const catalogueSql = { catalogue };
 
-/** docs/metrics.md "Top content": the full ordered list (the API pages it). */
+interface CatalogRow {
+  content_id: string;
+  published: number;
+  last_title: string;
+  some_title: string;
+  last_type: string;
+  some_type: string;
+  duration: number | null;
+}
+
+/**
+ * docs/metrics.md "Top content": the full ordered list (the API pages it). Completion is the mean over the range's
+ * sessions: those that started in it come summed per minute of start from `completion_minutes`, those that started
+ * before and run into it from `session_hours`; sessions without a duration of their own take the content's published
+ * one, as read now.
+ */
 export async function topContent(client: ClickHouseClient, tenant: string, range: Range): Promise<TopContentItem[]> {
   const params = rangeParams(tenant, range);
-  const [watch, viewers, perSession, catalog] = await Promise.all([
+  const [watch, viewers, started, before, catalog] = await Promise.all([
     sumBy(client, 'content_minutes', 'content_id', 'watch_ms', tenant, range),
     viewersIn(client, tenant, 'content', range),
-    select<{ content_id: string; completion: number | null }>(
-      client,
-      `WITH ${published} AS published
-       SELECT content_id, avgOrNull(if(ended = 1, 100, if(d > 0, least(100, furthest_sec / d * 100), NULL))) AS completion
-       FROM (SELECT *, ifNull(duration_sec, transform(content_id, published.1, published.2, 0.0)) AS d
-             FROM ${sessionsInRange(['content_id', 'ended', 'furthest_sec', 'duration_sec'])})
-       WHERE content_id != '' GROUP BY content_id`,
-      params,
-    ),
-    select<{ content_id: string; published: number; last_title: string; some_title: string; last_type: string; some_type: string }>(client, catalogue, params),
+    sumsBy(client, 'completion_minutes', ['content_id', 'furthest_sec'], ['sessions', 'completion_sum'], tenant, range),
+    select<{ content_id: string; ended: number; furthest_sec: number; duration_sec: number | null }>(client, straddling, params),
+    select<CatalogRow>(client, catalogue, params),
   ]);
   const items = new Map<string, TopContentItem>();
   const item = (id: string): TopContentItem => {
@@ -42,7 +50,26 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     return it;
   };
   for (const [id, ms] of watch) if (ms !== 0) item(id).watch_hours = hours(ms);
-  for (const s of perSession) item(s.content_id).completion_pct = s.completion === null ? 0 : Number(s.completion);
+  const publishedDuration = new Map(catalog.filter((c) => Number(c.published) === 1 && c.duration !== null).map((c) => [c.content_id, Number(c.duration)]));
+  // Per content: sessions whose completion is known, and its sum.
+  const completions = new Map<string, [n: number, sum: number]>();
+  const add = (id: string, n: number, total: number | null): void => {
+    item(id);
+    if (total === null) return;
+    const acc = completions.get(id) ?? [0, 0];
+    completions.set(id, [acc[0] + n, acc[1] + total]);
+  };
+  const times = (n: number, c: number | null): number | null => (c === null ? null : n * c);
+  for (const { keys, sums } of started) {
+    const [id, furthest] = [String(keys[0]), Number(keys[1])];
+    const [n, sum] = sums as [number, number];
+    if (n === 0) continue;
+    // Known without the catalogue (furthest -1): the row holds the sum; else each session's furthest position.
+    if (furthest < 0) add(id, n, sum);
+    else add(id, n, times(n, completion(false, furthest, publishedDuration.get(id) ?? null)));
+  }
+  for (const s of before) add(s.content_id, 1, completion(Number(s.ended) === 1, s.furthest_sec, s.duration_sec ?? publishedDuration.get(s.content_id) ?? null));
+  for (const [id, [n, sum]] of completions) if (n > 0) item(id).completion_pct = sum / n;
   for (const [id, n] of viewers) item(id).unique_viewers = n;
   // A content's title and type come from its latest content_published, else from the latest event carrying each.
   const isPublished = new Set(catalog.filter((c) => Number(c.published) === 1).map((c) => c.content_id));
