@@ -142,6 +142,19 @@ export const content: Pipeline = {
     if (c !== null && a.closed_at !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
     if (a.first_minute !== null) out.add(completionMinutes, [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1], [sign, c === null ? 0 : sign * c]);
   },
+  // Mostly an open session's furthest position moved: its completion changes within the same row.
+  sessionChange(before, after, out) {
+    const cb = completionOf(before);
+    const ca = completionOf(after);
+    const sameRow =
+      before.tenant === after.tenant && before.content_id === after.content_id && before.first_minute === after.first_minute && after.content_id !== '' && after.first_minute !== null;
+    if (sameRow && before.closed_at === null && after.closed_at === null && cb !== null && ca !== null) {
+      if (ca !== cb) out.add(completionMinutes, [after.tenant, after.first_minute / 1000, after.content_id, -1], [0, ca - cb]);
+      return;
+    }
+    content.session!(before, -1, out);
+    content.session!(after, 1, out);
+  },
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0 || attrs.content_id === '') return;

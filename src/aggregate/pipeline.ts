@@ -84,9 +84,9 @@ export interface SessionAttrs {
   readonly ended: boolean;
   readonly furthest_sec: number;
   readonly duration_sec: number | null;
-  /** Unix ms of the minute of the session's first and last event (its span), or null before any event. */
+  /** Unix ms of the minute of the session's first event, and of the hour of its last, or null before any event. */
   readonly first_minute: number | null;
-  readonly last_minute: number | null;
+  readonly last_hour: number | null;
 }
 
 /** A session as the snapshot hook sees it. */
@@ -147,6 +147,12 @@ export interface Pipeline {
    * that `session` depends on nothing else.
    */
   sessionReads?: readonly (keyof SessionAttrs)[];
+  /**
+   * The net of `session(before, -1)` and `session(after, +1)`, emitted directly, for a pipeline whose output mostly
+   * stays put when the attributes change (viewers: a session's new last minute moves one of its many marks). When
+   * present, the runtime calls it instead; test/pipelines/session-change.test.ts checks it against `session`.
+   */
+  sessionChange?(before: SessionAttrs, after: SessionAttrs, out: Emitter): void;
   /** Called once per flush for each session that changed since the last one. */
   snapshot?(session: SessionView, out: Emitter): void;
   /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */

@@ -55,10 +55,15 @@ export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
   furthest_sec: 0,
   duration_sec: null,
   first_minute: null,
-  last_minute: null,
+  last_hour: null,
 });
 
 const minuteStart = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
+const hourStart = (ms: number): number => Math.floor(ms / 3_600_000) * 3_600_000;
+
+/** One bit per attribute: what an event changed, against what a pipeline reads (`sessionReads`). */
+const attrBits = Object.fromEntries(Object.keys(noAttrs('', '')).map((k, i) => [k, 2 ** i])) as Record<keyof SessionAttrs, number>;
+const readMask = (p: Pipeline): number => (p.sessionReads ? p.sessionReads.reduce((m, k) => m | attrBits[k], 0) : -1);
 
 const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
   a.content_id === b.content_id && a.region === b.region && a.country === b.country && a.pop === b.pop && a.device === b.device && a.viewer === b.viewer;
@@ -74,6 +79,9 @@ export class Aggregation {
   private readonly acc = new Accumulator();
   private readonly segmentPipes: Pipeline[];
   private readonly sessionPipes: Pipeline[];
+  private readonly sessionMasks: number[];
+  /** The attributes the last `withEvent` set (attrBits). */
+  private changed = 0;
   private readonly snapshotPipes: Pipeline[];
   private readonly eventPipes: Pipeline[];
   private readonly activityPipes: Pipeline[];
@@ -88,6 +96,7 @@ export class Aggregation {
   ) {
     this.segmentPipes = pipelines.filter((p) => p.segment);
     this.sessionPipes = pipelines.filter((p) => p.session);
+    this.sessionMasks = this.sessionPipes.map(readMask);
     this.snapshotPipes = pipelines.filter((p) => p.snapshot);
     this.eventPipes = pipelines.filter((p) => p.event);
     this.activityPipes = pipelines.filter((p) => p.activity);
@@ -119,10 +128,22 @@ export class Aggregation {
       insertEvent(s.tl, e.ts, r, () => undefined);
       forEachSegment(s.tl, (seg) => this.segment(after, seg, 1));
     }
-    if (r === rank.play_start || r === rank.first_frame) after = withStartup(after, s.tl);
-    if (after !== before) {
-      for (const p of this.sessionPipes) {
-        if (p.sessionReads?.every((k) => before[k] === after[k])) continue;
+    let changed = this.changed;
+    if (r === rank.play_start || r === rank.first_frame) {
+      const started = withStartup(after, s.tl);
+      if (started !== after) changed |= attrBits.startup_ms | attrBits.startup_at;
+      after = started;
+    }
+    if (changed !== 0) {
+      for (let i = 0; i < this.sessionPipes.length; i++) {
+        // Most events only move `furthest_sec`: a pipeline that reads none of what changed would retract and re-add
+        // the same output.
+        if ((changed & this.sessionMasks[i]!) === 0) continue;
+        const p = this.sessionPipes[i]!;
+        if (p.sessionChange) {
+          p.sessionChange(before, after, out);
+          continue;
+        }
         p.session!(before, -1, out);
         p.session!(after, 1, out);
       }
@@ -145,37 +166,43 @@ export class Aggregation {
     const order = e.ts * 128 + r * 8;
     const a = s.attrs;
     let next: { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] } | undefined;
-    const edit = (): typeof next => (next ??= { ...a });
+    this.changed = 0;
+    const set = <K extends keyof SessionAttrs>(k: K, v: SessionAttrs[K]): void => {
+      (next ??= { ...a })[k] = v;
+      this.changed |= attrBits[k];
+    };
     const take = (i: number, value: string | undefined): boolean => {
       if (!value || order >= s.at[i]!) return false;
       s.at[i] = order;
       return true;
     };
     const ctx = e.context;
-    if (take(attr.content, e.content_id)) edit()!.content_id = e.content_id!;
-    if (take(attr.region, e.region)) edit()!.region = e.region;
-    if (take(attr.country, e.country)) edit()!.country = e.country;
-    if (take(attr.pop, ctx?.pop)) edit()!.pop = ctx!.pop!;
-    if (take(attr.device, e.device)) edit()!.device = e.device;
+    if (take(attr.content, e.content_id)) set('content_id', e.content_id!);
+    if (take(attr.region, e.region)) set('region', e.region);
+    if (take(attr.country, e.country)) set('country', e.country);
+    if (take(attr.pop, ctx?.pop)) set('pop', ctx!.pop!);
+    if (take(attr.device, e.device)) set('device', e.device);
     if (take(attr.user, e.user_id)) s.user = e.user_id!;
     if (take(attr.anon, e.anonymous_id)) s.anon = e.anonymous_id!;
     const viewer = s.user || s.anon;
-    if (viewer !== a.viewer) edit()!.viewer = viewer;
+    if (viewer !== a.viewer) set('viewer', viewer);
     if (r === rank.play_start) {
-      if (a.started_at === null || e.ts < a.started_at) edit()!.started_at = e.ts;
+      if (a.started_at === null || e.ts < a.started_at) set('started_at', e.ts);
       const d = e.properties?.duration_sec;
       if (typeof d === 'number' && d > 0 && order < s.at[attr.duration]!) {
         s.at[attr.duration] = order;
-        edit()!.duration_sec = d;
+        set('duration_sec', d);
       }
     }
-    if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) edit()!.fatal_at = e.ts;
-    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) edit()!.closed_at = e.ts;
-    if (r === rank.ended && !a.ended) edit()!.ended = true;
-    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) edit()!.furthest_sec = e.position_sec;
+    if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) set('fatal_at', e.ts);
+    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) set('closed_at', e.ts);
+    if (r === rank.ended && !a.ended) set('ended', true);
+    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) set('furthest_sec', e.position_sec);
     const minute = minuteStart(e.ts);
-    if (a.first_minute === null || minute < a.first_minute) edit()!.first_minute = minute;
-    if (a.last_minute === null || minute > a.last_minute) edit()!.last_minute = minute;
+    if (a.first_minute === null || minute < a.first_minute) set('first_minute', minute);
+    // The hour, not the minute: a playing session's attributes then change once an hour, not every minute.
+    const hour = hourStart(e.ts);
+    if (a.last_hour === null || hour > a.last_hour) set('last_hour', hour);
     return next ?? a;
   }
 
@@ -223,8 +250,8 @@ export class Aggregation {
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
     for (const [key, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
-      // Checkpoints from before the span minutes: derived from the timeline, as if they had always been there.
-      const attrs = saved.first_minute === undefined ? { ...saved, first_minute: minuteStart(tsOf(tl[0]!)), last_minute: minuteStart(tsOf(tl[tl.length - 1]!)) } : saved;
+      // Checkpoints from before the span attributes: derived from the timeline, as if they had always been there.
+      const attrs = saved.first_minute === undefined ? { ...saved, first_minute: minuteStart(tsOf(tl[0]!)), last_hour: hourStart(tsOf(tl[tl.length - 1]!)) } : saved;
       this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
     }
   }
@@ -289,33 +316,52 @@ class KeyTree<V> {
 
   /** Every row; `depth` is the number of cells the rows are keyed by. */
   rows(depth: number): V[] {
-    return this.groups(depth).flatMap((m) => [...m.values()]);
-  }
-
-  /** The maps holding the rows, one per key but its last cell; `depth` is the number of cells the rows are keyed by. */
-  groups(depth: number): Array<Map<Cell, V>> {
-    const out: Array<Map<Cell, V>> = [];
+    const out: V[] = [];
     const walk = (m: Map<Cell, unknown>, level: number): void => {
-      if (level === depth) out.push(m as Map<Cell, V>);
-      else for (const v of m.values()) walk(v as Map<Cell, unknown>, level + 1);
+      for (const v of m.values()) {
+        if (level === depth) out.push(v as V);
+        else walk(v as Map<Cell, unknown>, level + 1);
+      }
     };
     walk(this.root, 1);
     return out;
   }
 }
 
-/** The rows of a `map` table sharing all key cells but the last, as one row: the last cells and values as arrays. */
-function pushMap(table: TableSpec, group: Map<Cell, SumRow>, push: (table: TableSpec, row: Cell[]) => void): void {
+/**
+ * A row of a `map` table: its key cells (the last of them, the map key, from the first contribution) and the values
+ * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's marks), so they are
+ * searched in a plain array, which spares a Map per row.
+ */
+interface MapRow {
+  key: readonly Cell[];
+  mapKeys: number[];
+  sums: number[];
+}
+
+/** A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays. */
+function mapRowCells(table: TableSpec, row: MapRow): Cell[] | null {
+  const width = table.values.length;
+  // Most rows hold one map key in a flush.
+  if (row.mapKeys.length === 1) return row.sums.every((v) => v === 0) ? null : [...row.key.slice(0, -1), [row.mapKeys[0]!], ...row.sums.map((v) => [v])];
   // In key order, so that the output never depends on the order the contributions came in.
-  const rows = [...group.values()].filter((r) => r.values.some((v) => v !== 0)).sort((a, b) => Number(a.key.at(-1)) - Number(b.key.at(-1)));
-  if (rows.length === 0) return;
-  const arrays = [rows.map((r) => Number(r.key.at(-1))), ...table.values.map((_, i) => rows.map((r) => r.values[i]!))];
-  push(table, [...rows[0]!.key.slice(0, -1), ...arrays]);
+  const order = row.mapKeys.map((_, i) => i).sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
+  const keys: number[] = [];
+  const columns: number[][] = table.values.map(() => []);
+  for (const i of order) {
+    let zero = true;
+    for (let j = 0; j < width; j++) if (row.sums[i * width + j] !== 0) zero = false;
+    if (zero) continue;
+    keys.push(row.mapKeys[i]!);
+    for (let j = 0; j < width; j++) columns[j]!.push(row.sums[i * width + j]!);
+  }
+  return keys.length === 0 ? null : [...row.key.slice(0, -1), keys, ...columns];
 }
 
 /** Merges pipeline output per table and key between drains. */
 class Accumulator implements Emitter {
   private readonly sums = new Map<TableSpec, KeyTree<SumRow>>();
+  private readonly maps = new Map<TableSpec, KeyTree<MapRow>>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
   private readonly puts = new Map<TableSpec, Map<string, readonly Cell[]>>();
@@ -335,6 +381,7 @@ class Accumulator implements Emitter {
   }
 
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
+    if (table.map) return this.addToMap(table, key, values);
     let tree = this.sums.get(table);
     if (!tree) this.sums.set(table, (tree = new KeyTree()));
     const last = key.length - 1;
@@ -342,6 +389,21 @@ class Accumulator implements Emitter {
     const row = rows.get(key[last]!);
     if (!row) rows.set(key[last]!, { key, values: values.slice() });
     else for (let i = 0; i < values.length; i++) row.values[i]! += values[i]!;
+  }
+
+  private addToMap(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
+    let tree = this.maps.get(table);
+    if (!tree) this.maps.set(table, (tree = new KeyTree()));
+    const last = key.length - 1;
+    const rows = tree.level(key, last - 1);
+    let row = rows.get(key[last - 1]!);
+    if (!row) rows.set(key[last - 1]!, (row = { key, mapKeys: [], sums: [] }));
+    const mapKey = Number(key[last]);
+    const i = row.mapKeys.indexOf(mapKey);
+    if (i < 0) {
+      row.mapKeys.push(mapKey);
+      for (const v of values) row.sums.push(v);
+    } else for (let j = 0; j < values.length; j++) row.sums[i * values.length + j]! += values[j]!;
   }
 
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
@@ -373,8 +435,13 @@ class Accumulator implements Emitter {
       list.push(row);
     };
     for (const [table, rows] of this.sums) {
-      if (table.map) for (const group of rows.groups(table.key.length)) pushMap(table, group, push);
-      else for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
+      for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
+    }
+    for (const [table, rows] of this.maps) {
+      for (const row of rows.rows(table.key.length - 1)) {
+        const cells = mapRowCells(table, row);
+        if (cells) push(table, cells);
+      }
     }
     for (const [table, byTenant] of this.seconds) {
       for (const [tenant, points] of byTenant) {
@@ -398,6 +465,7 @@ class Accumulator implements Emitter {
 
   clear(): void {
     this.sums.clear();
+    this.maps.clear();
     this.seconds.clear();
     this.puts.clear();
     this.appends.clear();
