@@ -19,7 +19,10 @@ export interface TableSpec {
   /** Key columns first, in ORDER BY order, then value columns. */
   key: ReadonlyArray<readonly [string, ColumnType]>;
   values: ReadonlyArray<readonly [string, ColumnType]>;
-  /** Columns ClickHouse computes from the others at insert (`MATERIALIZED`): never sent, read by queries. */
+  /**
+   * Columns ClickHouse computes from the others at insert (`MATERIALIZED`): never sent, read by queries. In a `sum`
+   * table they must be functions of the key columns: they join the sort key, or merges would add them up.
+   */
   derived?: ReadonlyArray<readonly [name: string, type: string, expression: string]>;
   /**
    * PARTITION BY of a `replace` table whose rows never move between partitions (unpartitioned otherwise). FINAL then

@@ -30,7 +30,10 @@ export function createTableSql(table: TableSpec): string {
     ...(table.derived ?? []).map(([name, type, expression]) => `${name} ${type} MATERIALIZED ${expression}`),
     ...(table.projections ?? []).map(([name, select]) => `PROJECTION ${name} (${select})`),
   ].join(', ');
-  const orderBy = sortKey(table).map(([name]) => name).join(', ');
+  // A `sum` table would add its derived columns up when merging rows: they are functions of the key columns, so they
+  // join the sort key without changing which rows merge.
+  const derivedKey = table.engine === 'sum' ? (table.derived ?? []).map(([name]) => name) : [];
+  const orderBy = [...sortKey(table).map(([name]) => name), ...derivedKey].join(', ');
   const engine =
     table.engine === 'sum'
       ? 'SummingMergeTree PARTITION BY toYYYYMM(ts)'

@@ -172,8 +172,8 @@ t.test('the rows replay and the migration compute from session_hours are those t
   const read = async (): Promise<unknown[]> =>
     (
       await client.query({
-        query: `SELECT tenant, toUnixTimestamp(ts) AS ts, dim, value, viewer, arraySort(arrayZip(spanMap.mark, spanMap.sessions)) AS entries
-          FROM viewer_windows FINAL WHERE notEmpty(spanMap.mark) ORDER BY tenant, ts, dim, value, viewer`,
+        query: `SELECT tenant, toUnixTimestamp(ts) AS ts, dim, value, viewer, arraySort(arrayZip(hourMap.hour, hourMap.sessions)) AS entries
+          FROM viewer_windows FINAL WHERE notEmpty(hourMap.hour) ORDER BY tenant, ts, dim, value, viewer`,
         format: 'JSONEachRow',
       })
     ).json();

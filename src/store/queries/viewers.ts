@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { mark, windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
+import { windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
 import { msParam, rangeParams, select, sessionsInRange, type Range } from './range.js';
 
 const hourMs = 3_600_000;
@@ -10,13 +10,10 @@ const sessionValue: Record<Dim, string> = { '': "''", region: 'toString(region)'
 /**
  * Distinct viewers per value of `dim` ('' counts all of a tenant's) in each range, exact (docs/store.md "Viewer
  * windows"): a viewer counts when a session of theirs is in the range (first_ts < to and last_ts >= from), that is
- * when their row in the window holds one of these:
- * - a session touched a whole hour of the range;
- * - one started in its last, partial hour before its end;
- * - one touched its first, partial hour and is among the sessions of that hour that end at or after `from` (read
- *   from `session_hours`; short-circuit evaluation looks up only the rows that need it).
- * A session in the range that touches no whole hour of it lies within one of those two partial hours, so nothing else
- * can put a viewer in it. One scan of one window answers every range.
+ * when a session of theirs touched a whole hour of the range (their row in the window says so), or is one of the
+ * range's sessions in its partial first or last hour (read from `session_hours` and matched by `pair_key`). A session
+ * in the range that touches no whole hour of it lies within one of those two hours, so nothing else can put a viewer
+ * in it. One scan of one window answers every range.
  *
  * Null when the ranges do not lie within one window (longer than 32 days, as `qtd` can be) or one has no whole hour:
  * the caller counts from sessions instead.
@@ -25,32 +22,25 @@ export async function viewersBy(client: ClickHouseClient, tenant: string, dim: D
   const hourOf = (ms: number): number => Math.floor(ms / hourMs) * hourMs;
   const w = Math.floor(Math.min(...ranges.map((r) => hourOf(r.from))) / 1000 / windowStepS) * windowStepS;
   if (ranges.some((r) => hourOf(r.to) / 1000 >= w + windowSpanS || Math.ceil(r.from / hourMs) >= Math.floor(r.to / hourMs))) return null;
-  const at = (ms: number): number => ((hourOf(ms) / 1000 - w) / 3600) * mark.perHour;
+  const offset = (ms: number): number => (hourOf(ms) / 1000 - w) / 3600;
   const params: Record<string, string | number> = { tenant, dim, w };
   const counts = ranges.map((r, i) => {
-    Object.assign(params, {
-      [`whole${i}`]: at(r.from + hourMs - 1),
-      [`last${i}`]: at(r.to),
-      [`before${i}`]: at(r.to) + mark.startedAt + Math.floor((r.to % hourMs) / 60_000),
-      [`first${i}`]: at(r.from) + mark.touched,
-      [`from${i}`]: r.from,
-      [`hour${i}`]: hourOf(r.from) / 1000,
-    });
-    const whole = `(m >= {whole${i}:UInt32} AND m < {last${i}:UInt32} AND m % ${mark.perHour} = ${mark.touched})`;
-    const startsBefore = `(m >= {last${i}:UInt32} AND m < {before${i}:UInt32})`;
+    Object.assign(params, { [`a${i}`]: offset(r.from + hourMs - 1), [`b${i}`]: offset(r.to), [`f${i}`]: r.from, [`t${i}`]: r.to });
     // FINAL sums the map only when the query reads all of its columns: `n` is read for that (docs/store.md).
-    const marked = (condition: string): string => `arrayExists((m, n) -> n > 0 AND ${condition}, spanMap.mark, spanMap.sessions)`;
-    if (r.from % hourMs === 0) return `countIf(${marked(`(${whole} OR ${startsBefore})`)}) AS n${i}`;
-    const endsAfter = `SELECT DISTINCT ${sessionValue[dim]}, viewer FROM session_hours FINAL PREWHERE hour = toDateTime({hour${i}:UInt32}, 'UTC')
-      WHERE tenant = {tenant:String} AND notEmpty(viewer) ${dim === 'content' ? 'AND notEmpty(content_id)' : ''} AND last_ts >= ${msParam(`from${i}`)}`;
-    return `countIf(${marked(`(${whole} OR ${startsBefore})`)} OR (${marked(`m = {first${i}:UInt32}`)} AND (value, viewer) IN (${endsAfter}))) AS n${i}`;
+    const whole = `arrayExists((h, n) -> n > 0 AND h >= {a${i}:UInt16} AND h < {b${i}:UInt16}, hourMap.hour, hourMap.sessions)`;
+    const partial = [r.from % hourMs === 0 ? null : hourOf(r.from), r.to % hourMs === 0 ? null : hourOf(r.to)].filter((h): h is number => h !== null);
+    if (partial.length === 0) return `countIf(${whole}) AS n${i}`;
+    const edgeSessions = `SELECT cityHash64({dim:String}, ${sessionValue[dim]}, viewer) FROM session_hours FINAL
+      PREWHERE hour IN (${partial.map((h) => `toDateTime(${h / 1000}, 'UTC')`).join(', ')})
+      WHERE tenant = {tenant:String} AND notEmpty(viewer) ${dim === 'content' ? 'AND notEmpty(content_id)' : ''}
+        AND first_ts < ${msParam(`t${i}`)} AND last_ts >= ${msParam(`f${i}`)}`;
+    return `countIf(${whole} OR pair_key IN (${edgeSessions})) AS n${i}`;
   });
   const rows = await select<Record<string, string>>(
     client,
     `SELECT value, ${counts.join(', ')} FROM viewer_windows FINAL
      WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String}
-     GROUP BY value
-     SETTINGS short_circuit_function_evaluation = 'force_enable'`,
+     GROUP BY value`,
     params,
   );
   return new Map(rows.map((row) => [row.value!, ranges.map((_, i) => Number(row[`n${i}`]))]));
