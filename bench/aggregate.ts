@@ -11,7 +11,7 @@
 //    = time from the ingest acknowledgement to the moment the concurrency snapshot (concurrency_seconds, what the
 //    concurrency query reads) counts it. p50/p99.
 //
-//   npm run bench:aggregate [-- --messages 400 --events-per-message 500 --sessions 1000000 --probes 100 --skip x,y]
+//   npm run bench:aggregate [-- --messages 400 --events-per-message 500 --playing 20000 --sessions 1000000 --probes 100 --skip x,y]
 
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -35,6 +35,8 @@ const { values: args } = parseArgs({
   options: {
     messages: { type: 'string', default: '400' },
     'events-per-message': { type: 'string', default: '500' },
+    // Sessions the throughput run's events are spread over: fewer sessions, longer sessions (10 s between events).
+    playing: { type: 'string', default: '20000' },
     sessions: { type: 'string', default: '1000000' },
     probes: { type: 'string', default: '100' },
     skip: { type: 'string', default: '' },
@@ -78,8 +80,8 @@ function playbackEvents(count: number, sessions: number, t0: number): WireEvent[
 }
 
 /** The input messages of the throughput run, as ingest frames them. */
-function encodedMessages(messages: number, perMessage: number): Buffer[] {
-  const events = playbackEvents(messages * perMessage, 20_000, Date.now() - 3_600_000);
+function encodedMessages(messages: number, perMessage: number, sessions: number): Buffer[] {
+  const events = playbackEvents(messages * perMessage, sessions, Date.now() - 3_600_000);
   const bodies: Buffer[] = [];
   for (let m = 0; m < messages; m++) {
     const encoded = events.slice(m * perMessage, (m + 1) * perMessage).map(encodeEvent);
@@ -97,7 +99,7 @@ async function throughput(): Promise<void> {
   try {
     await bus.ensureStreams(1, 1);
     const total = messages * perMessage;
-    const bodies = encodedMessages(messages, perMessage);
+    const bodies = encodedMessages(messages, perMessage, Number(args.playing));
     let last = 0;
     for (const b of bodies) last = (await bus.js.publish(bus.names.eventsSubject(0), b)).seq;
     // The bare decode of the same messages, best of three passes.
@@ -129,7 +131,7 @@ async function throughput(): Promise<void> {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     await shard.stop();
     const rate = total / seconds;
-    console.log(`\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream`);
+    console.log(`\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream (${Number(args.playing).toLocaleString()} sessions)`);
     console.log(`   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`);
     console.log(`   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`);
     const agg = new Aggregation(pipelines, 86_400_000);
