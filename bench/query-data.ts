@@ -387,7 +387,7 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   }
   progress('sum tables and session_hours merged');
   // From session_hours, by the statements replay and the migrations use.
-  await run(viewerWindows.rebuild!('1'));
+  await run(viewerWindows.rebuild!(false));
   await run(completionMinutesFromSessions);
   for (const t of ['viewer_windows', 'completion_minutes']) await run(`OPTIMIZE TABLE ${t} FINAL`);
   progress('viewer_windows, completion_minutes');

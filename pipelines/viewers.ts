@@ -46,17 +46,17 @@ export const viewerWindows: TableSpec = {
   derived: [['pair_key', 'UInt64', 'cityHash64(toString(dim), value, viewer)']],
   spanDays: windowSpanS / 86_400,
   // The same rows from `session_hours` (a row per session and hour of its span, latest version wins).
-  rebuild: (where) => `INSERT INTO viewer_windows (tenant, ts, dim, value, viewer, \`hourMap.hour\`, \`hourMap.sessions\`)
+  rebuild: (scoped) => `INSERT INTO viewer_windows (tenant, ts, dim, value, viewer, \`hourMap.hour\`, \`hourMap.sessions\`)
     SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
     SELECT tenant, ts, dim, value, viewer, entries.1, entries.2 FROM (SELECT tenant, ts, dim, value, viewer, arraySort(groupArray((hour, sessions))) AS entries FROM (
       SELECT tenant, toDateTime(w, 'UTC') AS ts, dim, value, viewer, toUInt16(intDiv(h - w, ${hourS})) AS hour, toInt64(count()) AS sessions
       FROM (
         SELECT tenant, viewer, toUInt32(hour) AS h, d.1 AS dim, d.2 AS value FROM session_hours FINAL
         ARRAY JOIN arrayFilter(x -> x.1 != 'content' OR notEmpty(x.2), [('', ''), ('region', toString(region)), ('content', content_id)]) AS d
-        WHERE notEmpty(viewer)
+        WHERE notEmpty(viewer) ${scoped ? `AND tenant = {tenant:String} AND hour >= toDateTime({from_s:UInt32}, 'UTC') AND hour < toDateTime({to_s:UInt32} + ${windowSpanS}, 'UTC')` : ''}
       )
       ARRAY JOIN arrayMap(i -> intDiv(h, ${windowStepS}) * ${windowStepS} - i * ${windowStepS}, range(${windowSpanS / windowStepS})) AS w
-      WHERE ${where}
+      ${scoped ? "WHERE ts >= toDateTime({from_s:UInt32}, 'UTC') AND ts < toDateTime({to_s:UInt32}, 'UTC')" : ''}
       GROUP BY tenant, ts, dim, value, viewer, hour
     )
     GROUP BY tenant, ts, dim, value, viewer)`,

@@ -48,10 +48,11 @@ export interface TableSpec {
   spanDays?: number;
   /**
    * An `INSERT … SELECT` recomputing the table from other snapshot tables, for rows whose own `ts` cannot bound what
-   * they hold (replay rewrites whole `ts` values with it; a migration fills a new table). `where` restricts the rows
-   * written, over the table's own columns; replay passes one with parameters.
+   * they hold (replay rewrites whole `ts` values with it; a migration fills a new table). Unscoped, every row;
+   * scoped, a tenant's rows with `ts` in [from_s, to_s), from parameters `{tenant:String}`, `{from_s:UInt32}` and
+   * `{to_s:UInt32}` (Unix seconds).
    */
-  rebuild?(where: string): string;
+  rebuild?(scoped: boolean): string;
 }
 
 /**
@@ -152,7 +153,7 @@ export interface Pipeline {
   sessionReads?: readonly (keyof SessionAttrs)[];
   /**
    * The net of `session(before, -1)` and `session(after, +1)`, emitted directly, for a pipeline whose output mostly
-   * stays put when the attributes change (viewers: a session's new last minute moves one of its many marks). When
+   * stays put when the attributes change (viewers: a session's new last hour adds one hour to its row). When
    * present, the runtime calls it instead; test/pipelines/session-change.test.ts checks it against `session`.
    */
   sessionChange?(before: SessionAttrs, after: SessionAttrs, out: Emitter): void;

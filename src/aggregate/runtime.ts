@@ -330,7 +330,7 @@ class KeyTree<V> {
 
 /**
  * A row of a `map` table: its key cells (the last of them, the map key, from the first contribution) and the values
- * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's marks), so they are
+ * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's hours), so they are
  * searched in a plain array, which spares a Map per row.
  */
 interface MapRow {

@@ -135,7 +135,7 @@ async function rebuild(client: ClickHouseClient, table: TableSpec, tenant: strin
   const params = { tenant, from_s: Math.floor(first / 3_600_000) * 3600 - span + 1, to_s: Math.floor(last / 1000) + 1 };
   const where = "tenant = {tenant:String} AND ts >= toDateTime({from_s:UInt32}, 'UTC') AND ts < toDateTime({to_s:UInt32}, 'UTC')";
   await client.command({ query: `DELETE FROM ${table.name} WHERE ${where}`, query_params: params, clickhouse_settings: { lightweight_deletes_sync: '2' } });
-  await client.command({ query: table.rebuild!(where), query_params: params });
+  await client.command({ query: table.rebuild!(true), query_params: params });
   const [count] = await (await client.query({ query: `SELECT count() AS n FROM ${table.name} WHERE ${where}`, query_params: params, format: 'JSONEachRow' })).json<{ n: string }>();
   return Number(count?.n ?? 0);
 }

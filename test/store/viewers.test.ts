@@ -180,6 +180,6 @@ t.test('the rows replay and the migration compute from session_hours are those t
   const live = await read();
   t.ok(live.length > 100, `${live.length} rows`);
   await client.command({ query: 'TRUNCATE TABLE viewer_windows' });
-  await client.command({ query: viewerWindows.rebuild!('1') });
+  await client.command({ query: viewerWindows.rebuild!(false) });
   t.same(await read(), live);
 });

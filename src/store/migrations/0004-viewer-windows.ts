@@ -8,5 +8,5 @@ import { createTableSql } from '../snapshots.js';
 export const migration: Migration = {
   version: 4,
   name: 'viewer-windows',
-  statements: [createTableSql(viewerWindows), 'TRUNCATE TABLE viewer_windows', viewerWindows.rebuild!('1')],
+  statements: [createTableSql(viewerWindows), 'TRUNCATE TABLE viewer_windows', viewerWindows.rebuild!(false)],
 };
