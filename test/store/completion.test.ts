@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
 import { pipelines, snapshotTables } from '../../pipelines/index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
@@ -9,6 +6,7 @@ import type { WireEvent } from '../../src/bus/wire.js';
 import { topContent } from '../../src/store/queries/index.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { eventAt } from '../helpers/pipeline.js';
+import { embeddedClient } from '../helpers/store.js';
 
 // Top content's completion (docs/metrics.md "Top content"): the mean over the range's sessions, those that started in
 // it read as sums per minute of start (`completion_minutes`), those that started before it and run into it from
@@ -16,13 +14,7 @@ import { eventAt } from '../helpers/pipeline.js';
 // own, with only the content's published duration (published after they played), with no duration at all; one is
 // moved before the range's start by a late event, and positions keep moving over several flushes.
 
-type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
-
-const dataDir = mkdtempSync(join(tmpdir(), 'darshak-completion-'));
-t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const { createChdbConnection } = await import('chdb/connection');
-const client: ClickHouseClient = createClient({ connection: createChdbConnection({ path: join(dataDir, 'clickhouse') }) as unknown as ClientConnection });
-t.teardown(() => client.close());
+const client: ClickHouseClient = await embeddedClient(t, 'completion');
 
 const minute = 60_000;
 const hour = 60 * minute;

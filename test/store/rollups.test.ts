@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
 import { contentCatalog, contentMinutes } from '../../pipelines/content.js';
 import { snapshotTables } from '../../pipelines/index.js';
@@ -9,13 +6,12 @@ import type { Cell } from '../../src/aggregate/pipeline.js';
 import { catalogueSql, topContent } from '../../src/store/queries/top-content.js';
 import { sumBy, tiers, type Range } from '../../src/store/queries/range.js';
 import { createTableSql, ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
+import { embeddedClient } from '../helpers/store.js';
 
 // Long ranges read `content_minutes` from its hourly and daily projections and only the edge minutes from its rows;
 // top content reads the catalogue from its `latest` projection (pipelines/content.ts). Pinned here: the cut of a range
 // into tiers, sums equal to a plain sum over the minutes for ranges of every shape (also after a merge and a replay's
 // DELETE), the projections added to a store created before them, and the reads ClickHouse answers from them.
-
-type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
 const minute = 60_000;
 const hour = 60 * minute;
@@ -49,11 +45,7 @@ t.test('a range cut into days, hours and edge minutes covers it exactly once', a
 });
 
 t.test('with embedded ClickHouse', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'darshak-rollups-'));
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-  const { createChdbConnection } = await import('chdb/connection');
-  const client: ClickHouseClient = createClient({ connection: createChdbConnection({ path: join(dataDir, 'clickhouse') }) as unknown as ClientConnection });
-  t.teardown(() => client.close());
+  const client: ClickHouseClient = await embeddedClient(t, 'rollups');
   // Settings stick to chDB's session: each read says whether it forces a projection.
   const rows = async <T>(query: string, params: Record<string, unknown> = {}, force = false): Promise<T[]> =>
     (await client.query({ query, query_params: params, format: 'JSONEachRow', clickhouse_settings: { force_optimize_projection: force ? 1 : 0 } })).json<T>();

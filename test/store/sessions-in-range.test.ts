@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
 import { pipelines, snapshotTables } from '../../pipelines/index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
@@ -12,6 +9,7 @@ import { devices, geo, overview, topContent } from '../../src/store/queries/inde
 import { changePct } from '../../src/store/queries/range.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { eventAt } from '../helpers/pipeline.js';
+import { embeddedClient } from '../helpers/store.js';
 
 // The sessions of a range are read from `session_hours`: a row per session and UTC hour of its span, read for the
 // range's hours only, each session counted in one row (docs/store.md "Reading sessions"). These sessions sit on every
@@ -19,14 +17,8 @@ import { eventAt } from '../helpers/pipeline.js';
 // by a late event, so two versions of it are stored. Every count is checked against the definition applied to the
 // sessions directly. Also: the migration that moved `sessions` rows into `session_hours`.
 
-type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
-
 const log = createLogger('silent');
-const dataDir = mkdtempSync(join(tmpdir(), 'darshak-sessions-'));
-t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const { createChdbConnection } = await import('chdb/connection');
-const client: ClickHouseClient = createClient({ connection: createChdbConnection({ path: join(dataDir, 'clickhouse') }) as unknown as ClientConnection });
-t.teardown(() => client.close());
+const client: ClickHouseClient = await embeddedClient(t, 'sessions');
 
 const minute = 60_000;
 const hour = 60 * minute;

@@ -1,8 +1,6 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
+import { Rng } from '../../bench/simulator/rng.js';
 import { pipelines, snapshotTables } from '../../pipelines/index.js';
 import { viewerWindows, windowStepS, type Dim } from '../../pipelines/viewers.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
@@ -10,37 +8,23 @@ import type { WireEvent } from '../../src/bus/wire.js';
 import { viewersBy, viewersIn } from '../../src/store/queries/viewers.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { eventAt } from '../helpers/pipeline.js';
+import { embeddedClient } from '../helpers/store.js';
 
 // Distinct viewers from `viewer_windows` (docs/store.md "Viewer windows"): sessions of every length around a window's
 // start, whose viewer, region and content are settled by events arriving in any order over many flushes, are counted
 // for ranges of every shape and checked against the definition applied to the sessions themselves. Also: the rows the
 // aggregator wrote equal those that replay and the migration compute from `session_hours`.
 
-type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
-
-const dataDir = mkdtempSync(join(tmpdir(), 'darshak-viewers-'));
-t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const { createChdbConnection } = await import('chdb/connection');
-const client: ClickHouseClient = createClient({ connection: createChdbConnection({ path: join(dataDir, 'clickhouse') }) as unknown as ClientConnection });
-t.teardown(() => client.close());
-
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const client: ClickHouseClient = await embeddedClient(t, 'viewers');
 
 const minute = 60_000;
 const hour = 60 * minute;
 const day = 24 * hour;
 // The latest window start: sessions from 20 days before it to 20 days after, so they fall in three windows.
 const w0 = Math.floor(Date.now() / 1000 / windowStepS) * windowStepS * 1000;
-const r = rng(42);
-const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+const rand = new Rng(42);
+const r = (): number => rand.next();
+const pick = <T>(xs: readonly T[]): T => rand.pick(xs);
 
 interface Session {
   id: string;
