@@ -55,7 +55,8 @@ const windowedFromMs = 3 * 86_400_000;
 /** Distinct viewers per value of `dim` in one range: from `viewer_windows` for long ranges, else from its sessions. */
 export async function viewersIn(client: ClickHouseClient, tenant: string, dim: Dim, range: Range): Promise<Map<string, number>> {
   const windowed = range.to - range.from >= windowedFromMs ? await viewersBy(client, tenant, dim, [range]) : null;
-  if (windowed) return new Map([...windowed].map(([value, [n]]) => [value, n!]));
+  // A window also holds values seen only outside the range: listed here, they would appear in geo and top content.
+  if (windowed) return new Map([...windowed].filter(([, [n]]) => n! > 0).map(([value, [n]]) => [value, n!]));
   const rows = await select<{ value: string; n: string }>(
     client,
     `SELECT ${sessionValue[dim]} AS value, uniqExact(viewer_key) AS n FROM ${sessionsInRange(['region', 'content_id', 'viewer_key'])}
