@@ -28,6 +28,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClickHouseClient } from '@clickhouse/client';
+import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { createLogger } from '../src/log.js';
 import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type Range, type RangeName } from '../src/store/queries/index.js';
@@ -170,7 +171,18 @@ for (const r of rangeNames) {
       raw: (c, x, t) => rawConcurrency(c, tenant, x, 60, t),
     });
   }
-  endpoints.push({ name: `top-content ${r}`, path: `/v1/analytics/top-content?range=${r}`, range: r, api: (c, x) => topContent(c, tenant, x), raw: (c, x, t) => rawTopContent(c, tenant, x, t) });
+  // The API's default page, as a dashboard asks for it; the raw answer is cut to the same page.
+  const { default: limit } = limitParam;
+  endpoints.push({
+    name: `top-content ${r}`,
+    path: `/v1/analytics/top-content?range=${r}&limit=${limit}`,
+    range: r,
+    api: (c, x) => topContent(c, tenant, x, limit),
+    raw: async (c, x, t) => {
+      const list = await rawTopContent(c, tenant, x, t);
+      return { items: list.slice(0, limit), total: list.length };
+    },
+  });
   endpoints.push({ name: `geo ${r}`, path: `/v1/analytics/geo?range=${r}`, range: r, api: (c, x) => geo(c, tenant, x), raw: (c, x, t) => rawGeo(c, tenant, x, t) });
   endpoints.push({ name: `devices ${r}`, path: `/v1/analytics/devices?range=${r}`, range: r, api: (c, x) => devices(c, tenant, x), raw: (c, x, t) => rawDevices(c, tenant, x, t) });
 }

@@ -4,7 +4,7 @@ import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { acknowledgeAlert, listAlerts, severities } from '../store/alerts.js';
 import { concurrencySeries, devices, geo, overview, qosByRegion, resolveRange, topContent, type RangeName } from '../store/queries/index.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
-import { page } from './body.js';
+import { page, pageReply } from './body.js';
 import { intervalParam, limitParam, offsetParam, parseParams, rangeParam, type ParamSpec, type Params } from './params.js';
 import type { Principal } from './tokens.js';
 
@@ -48,7 +48,7 @@ export function analyticsRoutes(auth: Authenticator, client: ClickHouseClient, n
     {
       method: 'GET',
       path: '/v1/analytics/top-content',
-      handler: withParams(auth, 'analytics:read', list, async (p, who) => page(await topContent(client, who.tenant, range(p.range)), p.limit, p.offset)),
+      handler: withParams(auth, 'analytics:read', list, async (p, who) => pageReply(await topContent(client, who.tenant, range(p.range), p.limit, p.offset))),
     },
     {
       method: 'GET',

@@ -61,5 +61,10 @@ export async function controlReply(req: HttpRequest, action: () => Promise<HttpR
 
 /** A page of a full list, with the count before paging (every list answer carries X-Total-Count). */
 export function page<T>(items: readonly T[], limit = items.length, offset = 0): HttpReply {
-  return { status: 200, headers: { 'X-Total-Count': String(items.length) }, body: items.slice(offset, offset + limit) };
+  return pageReply({ items: items.slice(offset, offset + limit), total: items.length });
+}
+
+/** A page a query cut itself (it reads less for it), with the length of the whole list. */
+export function pageReply<T>(paged: { items: readonly T[]; total: number }): HttpReply {
+  return { status: 200, headers: { 'X-Total-Count': String(paged.total) }, body: paged.items };
 }

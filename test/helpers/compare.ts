@@ -29,7 +29,7 @@ export function storeAnswers(client: ClickHouseClient): Answers {
   const r = (range: Range) => q.resolveRange(range, Date.now());
   return {
     overview: (tenant, range) => q.overview(client, tenant, r(range)),
-    topContent: (tenant, range) => q.topContent(client, tenant, r(range)),
+    topContent: async (tenant, range) => (await q.topContent(client, tenant, r(range))).items,
     geo: (tenant, range) => q.geo(client, tenant, r(range)),
     devices: (tenant, range) => q.devices(client, tenant, r(range)),
     qos: (tenant, range) => q.qosByRegion(client, tenant, r(range)),

@@ -98,7 +98,7 @@ t.test('completion over the sessions of the range, wherever they started', async
     const known = inRange.filter((s) => s.content === c).map(completionOf).filter((x): x is number => x !== null);
     expected[c] = known.length === 0 ? 0 : known.reduce((a, b) => a + b, 0) / known.length;
   }
-  const items = await topContent(client, 'acme', { from, to });
+  const { items } = await topContent(client, 'acme', { from, to });
   const got = Object.fromEntries(items.map((i) => [i.content_id, i.completion_pct]));
   t.same(Object.keys(got).sort(), ['c1', 'c2', 'c3'], 'every content with a session in the range is listed');
   for (const c of ['c1', 'c2', 'c3']) t.ok(Math.abs(got[c]! - expected[c]!) < 1e-9, `${c}: ${got[c]} = ${expected[c]}`);

@@ -145,12 +145,14 @@ t.test('with embedded ClickHouse', async (t) => {
     force,
   );
   t.pass('completion sums are read from the projection');
-  await rows(catalogueSql.catalogue, { tenant: 't1' }, force);
-  t.pass('the catalogue (with the published durations) is read from the projection');
+  await rows(catalogueSql.catalogue, { tenant: 't1', ids: ['c0', 'c1'] }, force);
+  t.pass("a page's titles and types are read from the projection");
+  await rows(catalogueSql.durations, { tenant: 't1' }, force);
+  t.pass('the published durations are read from the projection');
 
   // Titles and types as docs/metrics.md "Top content" says: the latest content_published's, else the latest event's
   // that carries each.
-  const items = await topContent(client, 't1', { from: end - 30 * day, to: end });
+  const { items } = await topContent(client, 't1', { from: end - 30 * day, to: end });
   t.same(
     items.map((i) => [i.content_id, i.title, i.content_type]).sort(),
     [

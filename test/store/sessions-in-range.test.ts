@@ -125,7 +125,7 @@ t.test('each session of the range counted once, wherever its hours fall', async 
   const regions = [...new Set(sessions.map((s) => s.region))];
   t.same(byRegion, Object.fromEntries(regions.map((r) => [r, distinctViewers(sessions.filter((s) => s.region === r))])), 'geo: viewers');
 
-  const byContent = Object.fromEntries((await topContent(client, 'acme', range)).map((c) => [c.content_id, c.unique_viewers]));
+  const byContent = Object.fromEntries((await topContent(client, 'acme', range)).items.map((c) => [c.content_id, c.unique_viewers]));
   const contents = [...new Set(sessions.map((s) => s.content))];
   t.same(byContent, Object.fromEntries(contents.map((c) => [c, distinctViewers(sessions.filter((s) => s.content === c))])), 'top content: unique viewers');
 

@@ -5,6 +5,7 @@ import { pipelines, snapshotTables } from '../../pipelines/index.js';
 import { viewerWindows, windowStepS, type Dim } from '../../pipelines/viewers.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
+import { topContent } from '../../src/store/queries/top-content.js';
 import { viewersBy, viewersIn } from '../../src/store/queries/viewers.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { eventAt } from '../helpers/pipeline.js';
@@ -155,6 +156,36 @@ t.test('several ranges in one scan, and the fallback to sessions', async (t) => 
     [to - day, 'a day, from sessions'],
   ] as const) {
     for (const dim of ['', 'region', 'content'] as const) t.same(await listed(dim, from), expected(dim, from, to), `${label}, by ${dim || 'tenant'}`);
+  }
+});
+
+t.test('some values only (a page of top content), and pages of top content', async (t) => {
+  const to = w0 + 3 * day + 17 * minute;
+  for (const [from, label] of [
+    [to - 40 * day, 'longer than a window'],
+    [to - 4 * day, 'four days, from the window'],
+    [to - day, 'a day, from sessions'],
+  ] as const) {
+    for (const dim of ['region', 'content'] as const) {
+      const all = expected(dim, from, to);
+      // Every other value, and one that has no viewers at all.
+      const some = Object.keys(all).filter((_, i) => i % 2 === 0);
+      const got = Object.fromEntries([...(await viewersIn(client, 'acme', dim, { from, to }, [...some, 'nowhere']))].sort());
+      t.same(got, Object.fromEntries(some.map((v) => [v, all[v]])), `${label}, ${some.length} of ${Object.keys(all).length} values by ${dim}`);
+    }
+    t.same(await viewersIn(client, 'acme', 'content', { from, to }, []), new Map(), `${label}: no values, no viewers`);
+    // A page reads viewers and titles for its own contents: it must equal the same slice of the whole list.
+    const whole = await topContent(client, 'acme', { from, to });
+    t.ok(whole.total >= 3, `${label}: ${whole.total} contents`);
+    t.equal(whole.items.length, whole.total);
+    for (const [limit, offset] of [
+      [1, 0],
+      [2, 1],
+      [50, 1],
+      [5, whole.total],
+    ]) {
+      t.same(await topContent(client, 'acme', { from, to }, limit, offset), { items: whole.items.slice(offset, offset + limit), total: whole.total }, `${label}: limit ${limit}, offset ${offset}`);
+    }
   }
 });
 

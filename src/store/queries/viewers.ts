@@ -16,14 +16,21 @@ const sessionValue: Record<Dim, string> = { '': "''", region: 'toString(region)'
  * in it. One scan of one window answers every range.
  *
  * Null when the ranges do not lie within one window (longer than 32 days, as `qtd` can be) or one has no whole hour:
- * the caller counts from sessions instead.
+ * the caller counts from sessions instead. With `values`, only those values are counted (a page of top content):
+ * the rows are ordered by value, so the others are not read.
  */
-export async function viewersBy(client: ClickHouseClient, tenant: string, dim: Dim, ranges: readonly Range[]): Promise<Map<string, number[]> | null> {
+export async function viewersBy(
+  client: ClickHouseClient,
+  tenant: string,
+  dim: Dim,
+  ranges: readonly Range[],
+  values?: readonly string[],
+): Promise<Map<string, number[]> | null> {
   const hourOf = (ms: number): number => Math.floor(ms / hourMs) * hourMs;
   const w = Math.floor(Math.min(...ranges.map((r) => hourOf(r.from))) / 1000 / windowStepS) * windowStepS;
   if (ranges.some((r) => hourOf(r.to) / 1000 >= w + windowSpanS || Math.ceil(r.from / hourMs) >= Math.floor(r.to / hourMs))) return null;
   const offset = (ms: number): number => (hourOf(ms) / 1000 - w) / 3600;
-  const params: Record<string, string | number> = { tenant, dim, w };
+  const params: Record<string, string | number | readonly string[]> = { tenant, dim, w, ...(values && { values }) };
   const counts = ranges.map((r, i) => {
     Object.assign(params, { [`a${i}`]: offset(r.from + hourMs - 1), [`b${i}`]: offset(r.to), [`f${i}`]: r.from, [`t${i}`]: r.to });
     // FINAL sums the map only when the query reads all of its columns: `n` is read for that (docs/store.md).
@@ -39,7 +46,7 @@ export async function viewersBy(client: ClickHouseClient, tenant: string, dim: D
   const rows = await select<Record<string, string>>(
     client,
     `SELECT value, ${counts.join(', ')} FROM viewer_windows FINAL
-     WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String}
+     WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String} ${values ? 'AND value IN {values:Array(String)}' : ''}
      GROUP BY value`,
     params,
   );
@@ -52,16 +59,20 @@ export async function viewersBy(client: ClickHouseClient, tenant: string, dim: D
  */
 const windowedFromMs = 3 * 86_400_000;
 
-/** Distinct viewers per value of `dim` in one range: from `viewer_windows` for long ranges, else from its sessions. */
-export async function viewersIn(client: ClickHouseClient, tenant: string, dim: Dim, range: Range): Promise<Map<string, number>> {
-  const windowed = range.to - range.from >= windowedFromMs ? await viewersBy(client, tenant, dim, [range]) : null;
+/**
+ * Distinct viewers per value of `dim` in one range (of `values` only, when given): from `viewer_windows` for long
+ * ranges, else from its sessions.
+ */
+export async function viewersIn(client: ClickHouseClient, tenant: string, dim: Dim, range: Range, values?: readonly string[]): Promise<Map<string, number>> {
+  if (values?.length === 0) return new Map();
+  const windowed = range.to - range.from >= windowedFromMs ? await viewersBy(client, tenant, dim, [range], values) : null;
   // A window also holds values seen only outside the range: listed here, they would appear in geo and top content.
   if (windowed) return new Map([...windowed].filter(([, [n]]) => n! > 0).map(([value, [n]]) => [value, n!]));
   const rows = await select<{ value: string; n: string }>(
     client,
     `SELECT ${sessionValue[dim]} AS value, uniqExact(viewer_key) AS n FROM ${sessionsInRange(['region', 'content_id', 'viewer_key'])}
-     WHERE viewer_key != 0 ${dim === 'content' ? 'AND notEmpty(content_id)' : ''} GROUP BY value`,
-    rangeParams(tenant, range),
+     WHERE viewer_key != 0 ${dim === 'content' ? 'AND notEmpty(content_id)' : ''} ${values ? `AND ${sessionValue[dim]} IN {values:Array(String)}` : ''} GROUP BY value`,
+    { ...rangeParams(tenant, range), ...(values && { values }) },
   );
   return new Map(rows.map((r) => [r.value, Number(r.n)]));
 }
