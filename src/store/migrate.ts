@@ -5,6 +5,7 @@ import { migration as alerts } from './migrations/0002-alerts.js';
 import { migration as sessionHours } from './migrations/0003-session-hours.js';
 import { migration as viewerWindows } from './migrations/0004-viewer-windows.js';
 import { migration as completionMinutes } from './migrations/0005-completion-minutes.js';
+import { migration as billingKeys } from './migrations/0006-billing-keys.js';
 
 export interface Migration {
   version: number;
@@ -14,7 +15,7 @@ export interface Migration {
 }
 
 /** In order; a new migration is a new file in migrations/ and one line here. Never edit an applied one. */
-export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes];
+export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes, billingKeys];
 
 /** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
 export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {

@@ -1,5 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { changePct, days, hours, msParam, select, type Range } from './range.js';
+import { subscriptionKinds } from '../../../pipelines/billing.js';
 import { viewersBy } from './viewers.js';
 import type { Overview } from './answers.js';
 
@@ -16,27 +17,27 @@ const watchSql = `SELECT
     sumIf(watch_ms, ${bucketIn('week0_s', 'week1_s')}) AS week0
   FROM watch_time_minutes WHERE tenant = {tenant:String} AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
 
-const billingSql = `SELECT
-    sumIf(amount_inr, kind = 'payment_succeeded' AND ${bucketIn('from_s', 'to_s')}) AS revenue,
-    sumIf(amount_inr, kind = 'payment_succeeded' AND ${bucketIn('week1_s', 'to_s')}) AS revenue1,
-    sumIf(amount_inr, kind = 'payment_succeeded' AND ${bucketIn('week0_s', 'week1_s')}) AS revenue0,
-    uniqExactIf(user_id, kind IN ('subscription_cancelled', 'subscription_expired') AND ${bucketIn('from_s', 'to_s')}) AS churned
-  FROM billing_events WHERE tenant = {tenant:String} AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
+const revenueSql = `SELECT
+    sumIf(amount_inr, ${bucketIn('from_s', 'to_s')}) AS revenue,
+    sumIf(amount_inr, ${bucketIn('week1_s', 'to_s')}) AS revenue1,
+    sumIf(amount_inr, ${bucketIn('week0_s', 'week1_s')}) AS revenue0
+  FROM billing_events WHERE tenant = {tenant:String} AND kind = 'payment_succeeded' AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
 
 /**
- * Users whose latest subscription event before each instant is started or renewed. Equal timestamps are ordered by
- * rank (started, renewed, cancelled, expired), so the answer never depends on arrival. An event's order is one
- * number, ts × 8 + rank, so "the latest before t" is a plain max and the kind its low bits. Users are grouped by a
- * 128-bit hash of their id: cheaper than the string, and as exact as uniqExact, which hashes strings the same way.
+ * Per user, from their subscription events: whether the latest before each instant is started or renewed (paid), and
+ * whether one in the range is a cancellation or expiry (churned). Equal timestamps are ordered by rank (started,
+ * renewed, cancelled, expired), so the answer never depends on arrival: `sub_order` is ts × 8 + rank, so "the latest
+ * before t" is a plain max and the kind its low bits. Users are grouped by `user_key`, the 128-bit hash of their id
+ * that uniqExact would compute, stored at insert (pipelines/billing.ts).
  */
-const kinds = "['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired']";
-const latestBefore = (p: string): string => `maxIf(k, ts < ${msParam(p)}) % 8`;
+const kinds = `['${subscriptionKinds.join("', '")}']`;
+const latestBefore = (p: string): string => `maxIf(sub_order, ts < ${msParam(p)}) % 8`;
 const paid = (column: string): string => `countIf(${column} IN (1, 2))`;
-const paidSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1 FROM (
-    SELECT ${latestBefore('to_ms')} AS at_to, ${latestBefore('from_ms')} AS at_from, ${latestBefore('week1_ms')} AS at_week1
-    FROM (SELECT user_id, ts, toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(${kinds}, kind) AS k FROM billing_events
-          WHERE tenant = {tenant:String} AND kind IN ${kinds} AND ts < ${msParam('to_ms')})
-    GROUP BY reinterpretAsUInt128(sipHash128(user_id))
+const usersSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1, countIf(churned) AS churned FROM (
+    SELECT ${latestBefore('to_ms')} AS at_to, ${latestBefore('from_ms')} AS at_from, ${latestBefore('week1_ms')} AS at_week1,
+      max(kind IN ('subscription_cancelled', 'subscription_expired') AND ts >= ${msParam('from_ms')}) AS churned
+    FROM billing_events WHERE tenant = {tenant:String} AND kind IN ${kinds} AND ts < ${msParam('to_ms')}
+    GROUP BY user_key
   )`;
 
 type Row = Record<string, string | number | null>;
@@ -60,7 +61,7 @@ export async function overview(client: ClickHouseClient, tenant: string, range: 
     week0_s: week0 / 1000,
     earliest_s: earliest / 1000,
   };
-  const [viewers, [watch], [billing], [subs]] = await Promise.all([
+  const [viewers, [watch], [revenue], [users]] = await Promise.all([
     // The month always lies within one window.
     viewersBy(client, tenant, '', [
       { from: month, to },
@@ -68,22 +69,22 @@ export async function overview(client: ClickHouseClient, tenant: string, range: 
       { from: week0, to: week1 },
     ]).then((counts) => counts!.get('') ?? [0, 0, 0]),
     select<Row>(client, watchSql, params),
-    select<Row>(client, billingSql, params),
-    select<Row>(client, paidSql, params),
+    select<Row>(client, revenueSql, params),
+    select<Row>(client, usersSql, params),
   ]);
-  const paidNow = num(subs, 'at_to');
-  const paidAtFrom = num(subs, 'at_from');
+  const paidNow = num(users, 'at_to');
+  const paidAtFrom = num(users, 'at_from');
   return {
     monthly_active_users: viewers[0]!,
     watch_hours: hours(num(watch, 'range')),
     paid_subscribers: paidNow,
-    arpu_inr: paidNow === 0 ? 0 : num(billing, 'revenue') / paidNow,
-    churn_pct: paidAtFrom === 0 ? 0 : (num(billing, 'churned') / paidAtFrom) * 100,
+    arpu_inr: paidNow === 0 ? 0 : num(revenue, 'revenue') / paidNow,
+    churn_pct: paidAtFrom === 0 ? 0 : (num(users, 'churned') / paidAtFrom) * 100,
     wow_delta: {
       mau: changePct(viewers[1]!, viewers[2]!),
       watch_hours: changePct(hours(num(watch, 'week1')), hours(num(watch, 'week0'))),
-      subs: changePct(paidNow, num(subs, 'at_week1')),
-      revenue: changePct(num(billing, 'revenue1'), num(billing, 'revenue0')),
+      subs: changePct(paidNow, num(users, 'at_week1')),
+      revenue: changePct(num(revenue, 'revenue1'), num(revenue, 'revenue0')),
     },
   };
 }
