@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { changePct, days, hours, msParam, select, type Range } from './range.js';
 import { subscriptionKinds } from '../../../pipelines/billing.js';
+import { changePct, days, hours, msParam, select, type Range } from './range.js';
 import { viewersBy } from './viewers.js';
 import type { Overview } from './answers.js';
 
@@ -26,8 +26,8 @@ const revenueSql = `SELECT
 /**
  * Per user, from their subscription events: whether the latest before each instant is started or renewed (paid), and
  * whether one in the range is a cancellation or expiry (churned). Equal timestamps are ordered by rank (started,
- * renewed, cancelled, expired), so the answer never depends on arrival: `sub_order` is ts × 8 + rank, so "the latest
- * before t" is a plain max and the kind its low bits. Users are grouped by `user_key`, the 128-bit hash of their id
+ * renewed, cancelled, expired), so the answer never depends on arrival. `sub_order` is ts × 8 + rank: "the latest
+ * before t" is a plain max, and its kind the low bits. Users are grouped by `user_key`, the 128-bit hash of their id
  * that uniqExact would compute, stored at insert (pipelines/billing.ts).
  */
 const kinds = `['${subscriptionKinds.join("', '")}']`;
