@@ -2,7 +2,9 @@ import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeli
 import { pct, round, severityOf, windowFields, type WindowDetector } from '../src/alerts/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
-export const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
+const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
+/** The same, as a ClickHouse array literal. */
+export const subscriptionKindsSql = `['${subscriptionKinds.join("', '")}']`;
 
 const kinds = new Set<string>([...subscriptionKinds, 'payment_succeeded', 'payment_failed']);
 
@@ -27,7 +29,7 @@ export const billingEvents: TableSpec = {
   ],
   derived: [
     ['user_key', 'UInt128', 'reinterpretAsUInt128(sipHash128(user_id))'],
-    ['sub_order', 'UInt64', `toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(['${subscriptionKinds.join("', '")}'], kind)`],
+    ['sub_order', 'UInt64', `toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(${subscriptionKindsSql}, kind)`],
   ],
 };
 

@@ -1,5 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { subscriptionKinds } from '../../../pipelines/billing.js';
+import { subscriptionKindsSql } from '../../../pipelines/billing.js';
 import { changePct, days, hours, msParam, select, type Range } from './range.js';
 import { viewersBy } from './viewers.js';
 import type { Overview } from './answers.js';
@@ -30,13 +30,12 @@ const revenueSql = `SELECT
  * before t" is a plain max, and its kind the low bits. Users are grouped by `user_key`, the 128-bit hash of their id
  * that uniqExact would compute, stored at insert (pipelines/billing.ts).
  */
-const kinds = `['${subscriptionKinds.join("', '")}']`;
 const latestBefore = (p: string): string => `maxIf(sub_order, ts < ${msParam(p)}) % 8`;
 const paid = (column: string): string => `countIf(${column} IN (1, 2))`;
 const usersSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1, countIf(churned) AS churned FROM (
     SELECT ${latestBefore('to_ms')} AS at_to, ${latestBefore('from_ms')} AS at_from, ${latestBefore('week1_ms')} AS at_week1,
       max(kind IN ('subscription_cancelled', 'subscription_expired') AND ts >= ${msParam('from_ms')}) AS churned
-    FROM billing_events WHERE tenant = {tenant:String} AND kind IN ${kinds} AND ts < ${msParam('to_ms')}
+    FROM billing_events WHERE tenant = {tenant:String} AND kind IN ${subscriptionKindsSql} AND ts < ${msParam('to_ms')}
     GROUP BY user_key
   )`;
 
