@@ -1,6 +1,7 @@
 import { ControlError } from '../control/control-plane.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
+import type { Paged } from '../store/queries/answers.js';
 
 export type BodyField = 'string' | 'string[]' | 'boolean' | 'object';
 type FieldValue<F extends BodyField> = F extends 'string' ? string : F extends 'boolean' ? boolean : F extends 'object' ? Record<string, unknown> : string[];
@@ -65,6 +66,6 @@ export function page<T>(items: readonly T[], limit = items.length, offset = 0): 
 }
 
 /** A page a query cut itself (it reads less for it), with the length of the whole list. */
-export function pageReply<T>(paged: { items: readonly T[]; total: number }): HttpReply {
+export function pageReply<T>(paged: Paged<T>): HttpReply {
   return { status: 200, headers: { 'X-Total-Count': String(paged.total) }, body: paged.items };
 }

@@ -17,6 +17,12 @@ export interface ConcurrencySeries {
   peak_at: string;
 }
 
+/** A page of a list, and the length of the whole list (the API's `X-Total-Count`). */
+export interface Paged<T> {
+  items: T[];
+  total: number;
+}
+
 export interface TopContentItem {
   content_id: string;
   title: string;

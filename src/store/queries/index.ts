@@ -5,5 +5,5 @@ export { geo } from './geo.js';
 export { overview } from './overview.js';
 export { qosByRegion } from './qos.js';
 export { resolveRange, ranges, type Range, type RangeName } from './range.js';
-export { topContent, type Paged } from './top-content.js';
-export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, QosItem, TopContentItem } from './answers.js';
+export { topContent } from './top-content.js';
+export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Paged, QosItem, TopContentItem } from './answers.js';

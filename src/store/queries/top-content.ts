@@ -1,7 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { completion } from '../../../pipelines/content.js';
 import { hours, msParam, rangeParams, select, sumBy, sumsBy, type Range } from './range.js';
-import type { TopContentItem } from './answers.js';
+import type { Paged, TopContentItem } from './answers.js';
 import { viewersIn } from './viewers.js';
 
 // What the catalogue says of some contents: the latest of each kind (published or not), in the form of the
@@ -29,12 +29,6 @@ interface CatalogRow {
   some_title: string;
   last_type: string;
   some_type: string;
-}
-
-/** A page of a list, and the length of the whole list. */
-export interface Paged<T> {
-  items: T[];
-  total: number;
 }
 
 /**
