@@ -145,6 +145,20 @@ t.test('several ranges in one scan, and the fallback to sessions', async (t) => 
   ];
   const counts = await viewersBy(client, 'acme', '', ranges);
   t.same(counts?.get(''), ranges.map((x) => expected('', x.from, x.to)['']), 'the overview month and its two weeks');
+  // Ranges that share partial hours, each with edge sessions in them that are in it and not in the others: each
+  // range must count only its own sessions there, however the partial hours are read.
+  const sharing = [
+    { from: edgeFrom, to: edgeTo },
+    { from: edgeTo, to: edgeTo + 3 * day },
+    { from: edgeFrom - 2 * day, to: edgeFrom },
+  ];
+  for (const dim of ['', 'region', 'content'] as const) {
+    const byRange = await viewersBy(client, 'acme', dim, sharing);
+    sharing.forEach((x, i) => {
+      const got = sorted(new Map([...byRange!].map(([v, n]) => [v, n[i]!])));
+      t.same(got, expected(dim, x.from, x.to), `partial hours shared by several ranges: range ${i}, by ${dim || 'tenant'}`);
+    });
+  }
   t.equal(await viewersBy(client, 'acme', '', [{ from: to - 40 * day, to }]), null, 'longer than a window');
   t.equal(await viewersBy(client, 'acme', '', [{ from: to - 50 * minute, to }]), null, 'no whole hour');
   // The answers list only values with viewers in the range, whichever way they are counted: a region or content seen
