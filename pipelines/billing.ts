@@ -4,7 +4,9 @@ import { pct, round, severityOf, windowFields, type WindowDetector } from '../sr
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
 const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
 /** The same, as a ClickHouse array literal. */
-export const subscriptionKindsSql = `['${subscriptionKinds.join("', '")}']`;
+const subscriptionKindsSql = `['${subscriptionKinds.join("', '")}']`;
+/** A subscription kind's rank, the low 3 bits of its `sub_order`. */
+export const subscriptionRank = (kind: (typeof subscriptionKinds)[number]): number => subscriptionKinds.indexOf(kind) + 1;
 
 const kinds = new Set<string>([...subscriptionKinds, 'payment_succeeded', 'payment_failed']);
 

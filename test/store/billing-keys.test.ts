@@ -37,8 +37,14 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
     [to - 1 * day, 'u4', 'subscription_renewed'],
     // After the range's end: not counted.
     [to + 60_000, 'u5', 'subscription_started'],
-    // Payments are not subscription events.
+    // Payments are not subscription events: u6 has none, and u7's latest event is a payment, after its start.
     [to - 5 * day, 'u6', 'payment_succeeded'],
+    [to - 20 * day, 'u7', 'subscription_started'],
+    [to - 1 * day, 'u7', 'payment_succeeded'],
+    // Renewed twice in the range: paid throughout, and a renewal is no churn.
+    [to - 60 * day, 'u8', 'subscription_started'],
+    [to - 25 * day, 'u8', 'subscription_renewed'],
+    [to - 5 * day, 'u8', 'subscription_renewed'],
   ];
   await client.command({
     query: `INSERT INTO billing_events (tenant, ts, user_id, kind, amount_inr, plan) SETTINGS insert_deduplication_token = '' VALUES ${rows
@@ -54,7 +60,7 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
       format: 'JSONEachRow',
     })
   ).json<Record<string, string>>();
-  t.same(keys, { keyed: String(rows.length), ordered: String(rows.length), payments: '1', n: String(rows.length) }, 'every old row keyed and ordered');
+  t.same(keys, { keyed: String(rows.length), ordered: String(rows.length), payments: '2', n: String(rows.length) }, 'every old row keyed and ordered');
   // Written into the old part, not computed at each read.
   const [stored] = await (
     await client.query({
@@ -66,8 +72,8 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
 
   await ensureSnapshotTables(client, snapshotTables, 400);
   const o = await overview(client, 'acme', { from: to - 30 * day, to });
-  t.equal(o.paid_subscribers, 2, 'u1 and u4 at the end');
-  t.equal(o.churn_pct, (2 / 2) * 100, 'u2 and u3 cancelled in the range; u1 and u2 were paid at its start');
-  t.equal(o.arpu_inr, 199 / 2);
-  t.equal(o.wow_delta.subs, 0, 'as many paid a week ago (u1, u2) as now (u1, u4)');
+  t.equal(o.paid_subscribers, 4, 'u1, u4, u7 and u8 at the end');
+  t.equal(o.churn_pct, (2 / 3) * 100, 'u2 and u3 cancelled in the range; u1, u2 and u8 were paid at its start');
+  t.equal(o.arpu_inr, (2 * 199) / 4);
+  t.equal(o.wow_delta.subs, 0, 'as many paid a week ago (u1, u2, u7, u8) as now (u1, u4, u7, u8)');
 });

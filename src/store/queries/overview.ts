@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { subscriptionKindsSql } from '../../../pipelines/billing.js';
-import { changePct, days, hours, msParam, select, type Range } from './range.js';
+import { subscriptionRank } from '../../../pipelines/billing.js';
+import { changePct, days, hours, select, type Range } from './range.js';
 import { viewersBy } from './viewers.js';
 import type { Overview } from './answers.js';
 
@@ -26,16 +26,18 @@ const revenueSql = `SELECT
 /**
  * Per user, from their subscription events: whether the latest before each instant is started or renewed (paid), and
  * whether one in the range is a cancellation or expiry (churned). Equal timestamps are ordered by rank (started,
- * renewed, cancelled, expired), so the answer never depends on arrival. `sub_order` is ts × 8 + rank: "the latest
- * before t" is a plain max, and its kind the low bits. Users are grouped by `user_key`, the 128-bit hash of their id
- * that uniqExact would compute, stored at insert (pipelines/billing.ts).
+ * renewed, cancelled, expired), so the answer never depends on arrival. `sub_order` is ts × 8 + rank (0 for any other
+ * kind): "the latest before t" is a plain max below t × 8, and its kind the low bits, so the scan reads two columns
+ * (ts < t exactly when sub_order < t × 8, the rank being under 8). Users are grouped by `user_key`, the 128-bit hash
+ * of their id that uniqExact would compute, stored at insert (pipelines/billing.ts).
  */
-const latestBefore = (p: string): string => `maxIf(sub_order, ts < ${msParam(p)}) % 8`;
-const paid = (column: string): string => `countIf(${column} IN (1, 2))`;
+const latestBefore = (p: string): string => `maxIf(sub_order, sub_order < {${p}:UInt64}) % 8`;
+const paid = (column: string): string => `countIf(${column} IN (${subscriptionRank('subscription_started')}, ${subscriptionRank('subscription_renewed')}))`;
+const ended = `(${subscriptionRank('subscription_cancelled')}, ${subscriptionRank('subscription_expired')})`;
 const usersSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1, countIf(churned) AS churned FROM (
-    SELECT ${latestBefore('to_ms')} AS at_to, ${latestBefore('from_ms')} AS at_from, ${latestBefore('week1_ms')} AS at_week1,
-      max(kind IN ('subscription_cancelled', 'subscription_expired') AND ts >= ${msParam('from_ms')}) AS churned
-    FROM billing_events WHERE tenant = {tenant:String} AND kind IN ${subscriptionKindsSql} AND ts < ${msParam('to_ms')}
+    SELECT max(sub_order) % 8 AS at_to, ${latestBefore('from_order')} AS at_from, ${latestBefore('week1_order')} AS at_week1,
+      max(sub_order % 8 IN ${ended} AND sub_order >= {from_order:UInt64}) AS churned
+    FROM billing_events WHERE tenant = {tenant:String} AND sub_order % 8 != 0 AND sub_order < {to_order:UInt64}
     GROUP BY user_key
   )`;
 
@@ -51,9 +53,9 @@ export async function overview(client: ClickHouseClient, tenant: string, range: 
   const earliest = Math.min(range.from, week0);
   const params = {
     tenant,
-    to_ms: to,
-    from_ms: range.from,
-    week1_ms: week1,
+    to_order: to * 8,
+    from_order: range.from * 8,
+    week1_order: week1 * 8,
     to_s: to / 1000,
     from_s: range.from / 1000,
     week1_s: week1 / 1000,
