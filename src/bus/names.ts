@@ -64,6 +64,8 @@ export interface BusNames {
   exportsBucket: string;
   /** The HMAC secret of signed export URLs, created once and shared by every api process. */
   exportSecretBucket: string;
+  /** Which raw-stream messages the flusher wrote together (flush/groups.ts). */
+  flushGroupsBucket: string;
 }
 
 export function busNames(prefix: string): BusNames {
@@ -112,5 +114,6 @@ export function busNames(prefix: string): BusNames {
     webhookLogWildcard: `${prefix}.webhooks.log.*`,
     exportsBucket: `${prefix}_exports`,
     exportSecretBucket: `${prefix}_export_secret`,
+    flushGroupsBucket: `${prefix}_flush_groups`,
   };
 }

@@ -10,6 +10,7 @@ import { registry } from '../metrics.js';
 import { eventRow, insertEvents, type EventRow } from '../store/events.js';
 import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
+import { FlushGroups, groupSpan, groupToken, spanOf } from './groups.js';
 
 const flushed = new Counter({
   name: 'darshak_flush_rows_total',
@@ -19,8 +20,14 @@ const flushed = new Counter({
 });
 const flushLatency = new Histogram({
   name: 'darshak_flush_insert_seconds',
-  help: 'Time to write one aggregator output message to ClickHouse (all its tables)',
+  help: 'Time to write one group of aggregator output messages to ClickHouse (all its tables)',
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  registers: [registry],
+});
+const groupSize = new Histogram({
+  name: 'darshak_flush_group_messages',
+  help: 'Aggregator output messages written together, in one insert per table',
+  buckets: [1, 2, 5, 10, 20, 50, 100],
   registers: [registry],
 });
 
@@ -28,34 +35,51 @@ const flushLatency = new Histogram({
 const ackWaitMs = 15_000;
 
 export interface FlusherOptions {
-  /** Output messages being written at once, at most. */
+  /** Groups being written at once, at most; meanwhile arriving messages gather into the next. Default 2. */
   maxInflight: number;
+  /** Message bytes one group holds, at most (a group also stays within one span of `groupSpan` sequences). Default 16 MiB. */
+  maxGroupBytes: number;
 }
 
+export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 16 * 1024 * 1024 };
+
 /**
- * Writes the raw stream to ClickHouse: each message's raw events to `events` and its snapshot rows to the pipelines'
- * tables, one insert per table, with `<table>:<stream>:<sequence>` as the de-duplication token (`<stream>` is the
- * stream's creation time: a stream made again, whose sequences restart at 1, must not have its writes taken for
- * duplicates of the old one's), and acknowledges the
- * message only once every insert has returned. A redelivered message, however the fetches group it, carries the same
- * tokens and is not stored twice. Messages are independent (sums, appends, versioned replacements), so several are
- * written at once.
+ * Writes the raw stream to ClickHouse: the raw events to `events` and the snapshot rows to the pipelines' tables.
+ *
+ * - Messages are written in groups, one insert per table per group: while groups are being written, arriving messages
+ *   gather into the next, so a busy store gets fewer, larger inserts, and an idle one writes a message at once.
+ * - Each insert's de-duplication token names the table, the stream (its creation time: a stream made again, whose
+ *   sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are recorded in
+ *   NATS before they are written (flush/groups.ts), so a message sent again is written again with its group, under
+ *   the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, under the
+ *   per-message token earlier versions used.
+ * - A message is acknowledged only once every insert of its group has returned.
  */
 export class Flusher {
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
   private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
+  private readonly options: FlusherOptions;
+  /** Delivered and not yet acknowledged: kept alive by the heartbeat. */
+  private readonly held = new Set<JsMsg>();
+  private pending: JsMsg[] = [];
   private readonly inflight = new Set<Promise<void>>();
+  /** Recorded groups being written again here, by first sequence: several of their messages may come back. */
+  private readonly rewriting = new Map<number, Promise<void>>();
   private failure: Error | undefined;
   private streamId = '';
+  private groups: FlushGroups | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly bus: Bus,
     private readonly store: Store,
     log: Logger,
-    private readonly options: FlusherOptions = { maxInflight: 8 },
+    options: Partial<FlusherOptions> = {},
   ) {
     this.log = log.child({ module: 'flush' });
+    this.options = { ...flusherDefaults, ...options };
+    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1, not ${JSON.stringify(options)}`);
   }
 
   async start(): Promise<void> {
@@ -68,7 +92,13 @@ export class Flusher {
       max_ack_pending: 1000,
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
-    this.streamId = Date.parse((await this.bus.jsm.streams.info(this.bus.names.rawStream)).created).toString(36);
+    const stream = await this.bus.jsm.streams.info(this.bus.names.rawStream);
+    this.streamId = Date.parse(stream.created).toString(36);
+    // A record is needed while its messages can come back, which is at most as long as the stream keeps them.
+    this.groups = new FlushGroups(await this.bus.kv(this.bus.names.flushGroupsBucket, stream.config.max_age / 1_000_000 || undefined), this.streamId);
+    // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its
+    // unacknowledged messages go to another within the ack wait, not a minute later.
+    this.heartbeat = setInterval(() => this.held.forEach((m) => m.working()), ackWaitMs / 3);
     this.loop = consumeLoop({
       bus: this.bus,
       open: async () => {
@@ -84,48 +114,113 @@ export class Flusher {
 
   private async handle(m: JsMsg): Promise<void> {
     if (this.failure) throw this.failure;
-    const p = this.write(m)
-      .catch((err: Error) => {
-        // Not acknowledged: JetStream sends it again after the ack wait.
-        this.failure ??= err;
-      })
-      .finally(() => this.inflight.delete(p));
-    this.inflight.add(p);
-    if (this.inflight.size >= this.options.maxInflight) await Promise.race(this.inflight);
+    this.held.add(m);
+    this.pending.push(m);
+    this.kick();
+    // Read no further ahead than a group's worth while every writer is busy.
+    while (this.pending.length >= groupSpan && this.inflight.size > 0 && !this.failure) await Promise.race(this.inflight);
   }
 
-  private async write(m: JsMsg): Promise<void> {
-    // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its
-    // unacknowledged messages go to another within the ack wait, not a minute later.
-    const heartbeat = setInterval(() => m.working(), ackWaitMs / 3);
-    try {
-      await this.writeOnce(m);
-    } finally {
-      clearInterval(heartbeat);
+  /** Start writing what is pending, as far as writers are free. */
+  private kick(): void {
+    while (this.pending.length > 0 && this.inflight.size < this.options.maxInflight && !this.failure) {
+      const group = this.takeGroup();
+      const p = this.writeGroup(group)
+        .catch((err: Error) => {
+          // Not acknowledged: JetStream sends them again after the ack wait, and they are written with this group.
+          this.failure ??= err;
+          for (const m of [...group, ...this.pending]) this.held.delete(m);
+          this.pending = [];
+        })
+        .finally(() => {
+          this.inflight.delete(p);
+          this.kick();
+        });
+      this.inflight.add(p);
     }
   }
 
-  private async writeOnce(m: JsMsg): Promise<void> {
-    const out = decodeOutput(m.data);
+  /** The pending messages of the first one's span, up to the byte cap (at least one). */
+  private takeGroup(): JsMsg[] {
+    const span = spanOf(this.pending[0]!.seq);
+    const group: JsMsg[] = [];
+    let bytes = 0;
+    this.pending = this.pending.filter((m) => {
+      if (spanOf(m.seq) !== span || (group.length > 0 && bytes + m.data.length > this.options.maxGroupBytes)) return true;
+      group.push(m);
+      bytes += m.data.length;
+      return false;
+    });
+    return group;
+  }
+
+  private async writeGroup(messages: JsMsg[]): Promise<void> {
     const started = process.hrtime.bigint();
-    const writes: Array<Promise<void>> = [];
-    const eventRows: EventRow[] = [];
-    forEachPassed(out, (e, seq, index) => eventRows.push(eventRow(e, seq, index)));
-    if (eventRows.length > 0) {
-      writes.push(insertEvents(this.store.client, eventRows, `raw:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: 'events' }, eventRows.length)));
+    const data = new Map(messages.map((m) => [m.seq, m.data]));
+    const claim = await this.groups!.claim(
+      messages.filter((m) => !m.redelivered).map((m) => m.seq),
+      messages.filter((m) => m.redelivered).map((m) => m.seq),
+    );
+    await Promise.all([...claim.created.map((g) => this.insert(g, data)), ...claim.recorded.map((g) => this.rewrite(g, data))]);
+    for (const m of messages) {
+      m.ack();
+      this.held.delete(m);
     }
-    for (const [name, rows] of Object.entries(out.rows ?? {})) {
-      const table = this.tables.get(name);
-      if (!table) throw new Error(`output message ${m.seq} has rows for unknown table ${name}`);
-      writes.push(insertSnapshotRows(this.store.client, table, rows as Array<Array<string | number | null>>, `${name}:${this.streamId}:${m.seq}`).then(() => void flushed.inc({ table: name }, rows.length)));
+    flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    groupSize.observe(messages.length);
+  }
+
+  /** A group recorded earlier (here, or by a flusher that died): written again whole, what is not at hand read back from the stream. */
+  private rewrite(group: number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
+    const first = group[0]!;
+    let p = this.rewriting.get(first);
+    if (!p) {
+      p = (async () => {
+        const all = new Map(data);
+        for (const seq of group.filter((s) => !all.has(s))) {
+          const stored = await this.bus.jsm.streams.getMessage(this.bus.names.rawStream, { seq }).catch((err: Error) => {
+            if (!/no message found/i.test(err.message)) throw err;
+            return null;
+          });
+          if (stored) all.set(seq, stored.data);
+          else this.log.warn({ seq, group: first }, 'a message of a group written again is no longer in the stream; written without it');
+        }
+        await this.insert(group, all);
+      })().finally(() => this.rewriting.delete(first));
+      this.rewriting.set(first, p);
+    }
+    return p;
+  }
+
+  /** One insert per table of the group's messages, in sequence order. */
+  private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
+    const eventRows: EventRow[] = [];
+    const rows = new Map<TableSpec, Array<Array<string | number | null>>>();
+    for (const seq of group) {
+      const bytes = data.get(seq);
+      if (!bytes) continue;
+      const out = decodeOutput(bytes);
+      forEachPassed(out, (e, ingestSeq, index) => eventRows.push(eventRow(e, ingestSeq, index)));
+      for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
+        const table = this.tables.get(name);
+        if (!table) throw new Error(`output message ${seq} has rows for unknown table ${name}`);
+        const list = rows.get(table) ?? [];
+        for (const r of tableRows as Array<Array<string | number | null>>) list.push(r);
+        rows.set(table, list);
+      }
+    }
+    const writes: Array<Promise<void>> = [];
+    if (eventRows.length > 0) writes.push(insertEvents(this.store.client, eventRows, groupToken('raw', this.streamId, group)).then(() => void flushed.inc({ table: 'events' }, eventRows.length)));
+    for (const [table, tableRows] of rows) {
+      writes.push(insertSnapshotRows(this.store.client, table, tableRows, groupToken(table.name, this.streamId, group)).then(() => void flushed.inc({ table: table.name }, tableRows.length)));
     }
     await Promise.all(writes);
-    flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
-    m.ack();
   }
 
+  /** Stop reading, write what was read, and wait for it. */
   async stop(): Promise<void> {
     await this.loop?.stop();
-    await Promise.allSettled(this.inflight);
+    for (this.kick(); this.inflight.size > 0; this.kick()) await Promise.allSettled(this.inflight);
+    clearInterval(this.heartbeat);
   }
 }

@@ -1,0 +1,101 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AckPolicy, type JsMsg } from 'nats';
+import t, { type Test } from 'tap';
+import { quotaMinutes } from '../../pipelines/quota.js';
+import { minuteOf } from '../../src/aggregate/pipeline.js';
+import { Bus } from '../../src/bus/bus.js';
+import { encodeEvent, encodeRow, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
+import { Flusher } from '../../src/flush/flusher.js';
+import { FlushGroups, groupToken } from '../../src/flush/groups.js';
+import { createLogger } from '../../src/log.js';
+import { eventRow, insertEvents } from '../../src/store/events.js';
+import { Store } from '../../src/store/store.js';
+import { eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+
+// The flusher writes several raw-stream messages in one insert per table. A message sent again must be written with
+// the group it was first written in, under the same tokens, or what a killed flusher had stored would be stored twice.
+
+const log = createLogger('error');
+
+async function namespace(t: Test): Promise<Bus> {
+  const prefix = uniquePrefix();
+  const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log);
+  t.teardown(async () => {
+    await bus.close();
+    await removeNamespace(prefix);
+  });
+  return bus;
+}
+
+t.test('group records: compare-and-set per span, a message in one group only', async (t) => {
+  const bus = await namespace(t);
+  const kv = await bus.kv(bus.names.flushGroupsBucket);
+  const a = new FlushGroups(kv, 's1');
+  const b = new FlushGroups(kv, 's1');
+  t.same(await b.claim([5], []), { created: [[5]], recorded: [] }, 'b knows the span, as of its own write');
+  t.same(await a.claim([3, 1, 2], []), { created: [[1, 2, 3]], recorded: [] });
+  t.same(await b.claim([3, 4], []), { created: [[4]], recorded: [[1, 2, 3]] }, 'b, behind, reads the span again and leaves out what a recorded');
+  t.same(await a.claim([], [6, 7, 4]), { created: [[6], [7]], recorded: [[4]] }, 'redelivered and unrecorded: each alone');
+  t.same(await a.claim([1], []), { created: [], recorded: [[1, 2, 3]] }, 'nothing new: no write');
+  t.same(await new FlushGroups(kv, 's2').claim([1], []), { created: [[1]], recorded: [] }, 'another stream, other records');
+  t.same(await a.claim([100, 101], []), { created: [[100, 101]], recorded: [] }, 'the next span is another entry');
+  await t.rejects(a.claim([99, 100], []), /across spans/);
+  t.equal(groupToken('raw', 's1', [7]), 'raw:s1:7', 'a group of one keeps the per-message token');
+  t.equal(groupToken('quota_minutes', 's1', [1, 2, 3]), 'quota_minutes:s1:g1');
+});
+
+t.test('a group recorded and half written by a flusher that died is completed, not doubled', async (t) => {
+  const bus = await namespace(t);
+  await bus.ensureStreams(4, 24);
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-flusher-'));
+  const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, log);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const t0 = Date.now() - 60_000;
+  const events: WireEvent[] = [];
+  for (let i = 0; i < 10; i++) {
+    const e: WireEvent = { tenant: 'acme', env: 'production', event_type: 'play_start', ts: t0 + i, client_ts: t0 + i, received_at: t0 + i, event_id: `e${i}`, country: 'IN', region: 'Kerala', device: 'tv', session_id: `s${i}` };
+    const encoded = encodeEvent(e);
+    const message = frameOutput([frameInput(i + 1, 0, frameMessage([encoded], encoded.length), [])], [[quotaMinutes.name, [encodeRow(['acme', minuteOf(e.received_at), 1])]]]);
+    await bus.js.publish(bus.names.rawSubject(i % 4), message);
+    events.push(e);
+  }
+  const stream = await bus.jsm.streams.info(bus.names.rawStream);
+  const streamId = Date.parse(stream.created).toString(36);
+  const first = stream.state.first_seq;
+
+  // The flusher that died: it took the first eight messages, recorded 1-6 as a group and 7-8 as another, stored the
+  // first group's events (not its quota rows), and nothing of the second.
+  await bus.ensureConsumer(bus.names.rawStream, { durable_name: 'flush', ack_policy: AckPolicy.Explicit, ack_wait: 15_000_000_000 });
+  const consumer = await bus.js.consumers.get(bus.names.rawStream, 'flush');
+  const taken: JsMsg[] = [];
+  for await (const m of await consumer.fetch({ max_messages: 8, expires: 5000 })) taken.push(m);
+  t.equal(taken.length, 8);
+  const groups = new FlushGroups(await bus.kv(bus.names.flushGroupsBucket), streamId);
+  const seqs = taken.map((m) => m.seq);
+  t.same((await groups.claim(seqs.slice(0, 6), [])).created, [seqs.slice(0, 6)]);
+  t.same((await groups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
+  await insertEvents(store.client, events.slice(0, 6).map((e, i) => eventRow(e, i + 1, 0)), groupToken('raw', streamId, seqs.slice(0, 6)));
+  // Its messages come back. The eighth is held by another flusher, stuck: it is acknowledged here, so the seventh
+  // alone brings the rewrite of their group, which must read the eighth back from the stream.
+  taken[7]!.ack();
+  for (const m of taken.slice(0, 7)) m.nak();
+
+  const flusher = new Flusher(bus, store, log);
+  await flusher.start();
+  t.teardown(() => flusher.stop());
+  const done = await eventually(async () => {
+    const c = await bus.jsm.consumers.info(bus.names.rawStream, 'flush');
+    return c.num_pending === 0 && c.num_ack_pending === 0 && c.ack_floor.stream_seq === first + 9;
+  }, 30_000);
+  t.not(done, -1, 'every message acknowledged');
+  const read = async (query: string): Promise<unknown[]> => (await (await store.client.query({ query, format: 'JSONEachRow' })).json()) as unknown[];
+  t.same(await read("SELECT event_id, count() AS n FROM events WHERE tenant = 'acme' GROUP BY event_id HAVING n != 1"), [], 'no event stored twice');
+  t.same(await read("SELECT count() AS n FROM events WHERE tenant = 'acme'"), [{ n: '10' }], 'every event stored');
+  t.same(await read("SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'"), [{ n: '10' }], 'every quota row stored once');
+});
