@@ -94,12 +94,16 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   };
   const truth = groundTruth(sender.accepted, o.tenant, startAt, endAt + MINUTE);
   // The last events reach the store within seconds: wait until the answers agree, or the settle time is up.
-  const deadline = Date.now() + o.settleMs;
+  const settleStart = Date.now();
+  const deadline = settleStart + o.settleMs;
   const probes = ['overview', 'concurrency 1m'];
   for (;;) {
     const want = truthAnswers(truth.oracle, o.tenant, Date.now(), probes);
     const agree = await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0));
-    if (agree.every(Boolean) || Date.now() > deadline) break;
+    if (agree.every(Boolean) || Date.now() > deadline) {
+      log(`${agree.every(Boolean) ? 'the answers agree' : 'settle time up'} after ${((Date.now() - settleStart) / 1000).toFixed(1)} s`);
+      break;
+    }
     await new Promise((r) => setTimeout(r, 500));
   }
   const answers = await checkAnswers(get, truth.oracle, o.tenant);
