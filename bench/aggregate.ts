@@ -1,4 +1,4 @@
-// Aggregation benchmark (npm run bench:aggregate). Three figures, each with the machine:
+// Aggregation benchmark (npm run bench:aggregate). Four figures, each with the machine:
 //
 // 1. Throughput of one shard: N input messages of realistic playback events are written to a fresh namespace's
 //    events stream, then one ShardAggregator (all pipelines) reads them from JetStream, de-duplicates, aggregates,
@@ -10,8 +10,13 @@
 // 3. Freshness: `darshak start` in this process; one new session every 100 ms, sent with its `ts` now. Freshness
 //    = time from the ingest acknowledgement to the moment the concurrency snapshot (concurrency_seconds, what the
 //    concurrency query reads) counts it. p50/p99.
+// 4. Flush: M output messages of a few dozen events each with their snapshot rows (what many shards sealing every
+//    500 ms send at a moderate rate), already in the raw stream; a Flusher writes them to the embedded store, in
+//    groups as it runs, and, in the same run on a stream of the same messages, one message per group. Messages/s =
+//    messages / time from start to the last one acknowledged.
 //
-//   npm run bench:aggregate [-- --messages 400 --events-per-message 500 --playing 20000 --sessions 1000000 --probes 100 --skip x,y]
+//   npm run bench:aggregate [-- --messages 400 --events-per-message 500 --playing 20000 --sessions 1000000 --probes 100
+//                              --flush-messages 400 --flush-events 20 --skip x,y]
 
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,12 +29,14 @@ import { Aggregation } from '../src/aggregate/runtime.js';
 import { outputMark, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { decodeMessage, encodeEvent, frameMessage, type WireEvent } from '../src/bus/wire.js';
+import { decodeMessage, decodeOutput, encodeEvent, encodeRow, frameInput, frameMessage, frameOutput, type WireEvent } from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
+import { Flusher } from '../src/flush/flusher.js';
 import { createLogger } from '../src/log.js';
 import { resolveTargets, Services, startModules } from '../src/modules.js';
 import { registry } from '../src/registry.js';
+import { Store } from '../src/store/store.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -39,6 +46,8 @@ const { values: args } = parseArgs({
     playing: { type: 'string', default: '20000' },
     sessions: { type: 'string', default: '1000000' },
     probes: { type: 'string', default: '100' },
+    'flush-messages': { type: 'string', default: '400' },
+    'flush-events': { type: 'string', default: '20' },
     skip: { type: 'string', default: '' },
   },
 });
@@ -241,7 +250,56 @@ async function freshness(): Promise<void> {
   }
 }
 
+/** The flusher on many small output messages: in groups, and one message per group, on the same messages. */
+async function flush(): Promise<void> {
+  const count = Number(args['flush-messages']);
+  const perMessage = Number(args['flush-events']);
+  // Output as a shard seals it: one input message each, passed on whole, and the rows the runtime drained after it.
+  const agg = new Aggregation(pipelines, 86_400_000);
+  const outputs = encodedMessages(count, perMessage, 2000).map((body, i) => {
+    for (const e of decodeMessage(body).events) agg.apply(e);
+    const rows = [...agg.drain(i).rows].map(([table, list]) => [table, list.map(encodeRow)] as const);
+    return frameOutput([frameInput(i + 1, 0, body, [])], rows);
+  });
+  const dataDir = mkdtempSync(join(tmpdir(), 'darshak-bench-flush-'));
+  const store = await Store.open({ clickhouse_url: '', data_dir: dataDir, events_retention_days: 30 }, log);
+  console.log(`\n4. flush: ${count} output messages of ${perMessage} events and their snapshot rows (${snapshotRows(outputs)} rows), raw stream → embedded ClickHouse`);
+  const rates: number[] = [];
+  try {
+    for (const [label, options] of [['in groups (as it runs)', {}], ['one message per group', { maxGroupBytes: 1 }]] as const) {
+      // A namespace each: its raw stream's creation time makes its de-duplication tokens its own.
+      const prefix = `bench${randomUUID().slice(0, 8)}`;
+      const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log, 'bench-flush');
+      try {
+        await bus.ensureStreams(1, 1);
+        let last = 0;
+        for (const o of outputs) last = (await bus.js.publish(bus.names.rawSubject(0), o)).seq;
+        const flusher = new Flusher(bus, store, log, options);
+        const started = process.hrtime.bigint();
+        await flusher.start();
+        while ((await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).ack_floor.stream_seq < last) await new Promise((r) => setTimeout(r, 10));
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        await flusher.stop();
+        rates.push(count / seconds);
+        console.log(`   ${label}: ${seconds.toFixed(2)} s = ${Math.round(count / seconds).toLocaleString()} messages/s, ${Math.round((count * perMessage) / seconds).toLocaleString()} events/s`);
+      } finally {
+        await bus.close();
+        await removeNamespace(natsUrl, prefix);
+      }
+    }
+    console.log(`   in groups / one per group: ${(rates[0]! / rates[1]!).toFixed(1)}×`);
+  } finally {
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function snapshotRows(outputs: readonly Buffer[]): number {
+  return outputs.reduce((n, o) => n + Object.values(decodeOutput(o).rows ?? {}).reduce((m, rows) => m + rows.length, 0), 0);
+}
+
 if (!skip.has('throughput')) await throughput();
 if (!skip.has('memory')) memory();
 if (!skip.has('freshness')) await freshness();
+if (!skip.has('flush')) await flush();
 setImmediate(() => process.exit(0));
