@@ -99,9 +99,9 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   const probes = ['overview', 'concurrency 1m'];
   for (;;) {
     const want = truthAnswers(truth.oracle, o.tenant, Date.now(), probes);
-    const agree = await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0));
-    if (agree.every(Boolean) || Date.now() > deadline) {
-      log(`${agree.every(Boolean) ? 'the answers agree' : 'settle time up'} after ${((Date.now() - settleStart) / 1000).toFixed(1)} s`);
+    const agree = (await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0))).every(Boolean);
+    if (agree || Date.now() > deadline) {
+      log(`${agree ? 'the answers agree' : 'settle time up'} after ${((Date.now() - settleStart) / 1000).toFixed(1)} s`);
       break;
     }
     await new Promise((r) => setTimeout(r, 500));
