@@ -4,8 +4,7 @@ import { snapshotTables, pipelines } from '../../pipelines/index.js';
 import type { Cell, TableSpec } from '../aggregate/pipeline.js';
 import { Aggregation } from '../aggregate/runtime.js';
 import { rankOf } from '../aggregate/session.js';
-import type { WireEvent } from '../bus/wire.js';
-import type { EventRow } from '../store/events.js';
+import { sessionEventTypes, storedColumns, toEvent, type StoredEvent } from '../store/events.js';
 import { insertSnapshotRows, timeColumn } from '../store/snapshots.js';
 
 export interface ReplayRequest {
@@ -31,43 +30,6 @@ export class ReplayError extends Error {
 /** A segment's effect reaches 30 s past its event (concurrency): sessions with an event this far before count. */
 const reachMs = 31_000;
 
-/** The columns replay reads, as the JSON format returns them (times as text). */
-type StoredEvent = Pick<
-  EventRow,
-  'tenant' | 'env' | 'event_type' | 'event_id' | 'anonymous_id' | 'user_id' | 'session_id' | 'content_id' | 'content_type' | 'content_title' | 'position_sec' | 'bitrate_kbps' | 'country' | 'region' | 'device' | 'pop' | 'properties'
-> & { ts: string; client_ts: string | null; received_at: string };
-
-const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
-
-/** A stored row back into the event the pipelines saw (only the fields they read). */
-function toEvent(r: StoredEvent): WireEvent {
-  const opt = (v: string): string | undefined => (v === '' ? undefined : v);
-  return {
-    tenant: r.tenant,
-    env: r.env as WireEvent['env'],
-    event_type: r.event_type,
-    ts: ms(r.ts),
-    client_ts: r.client_ts === null ? null : ms(r.client_ts),
-    received_at: ms(r.received_at),
-    event_id: opt(r.event_id),
-    anonymous_id: opt(r.anonymous_id),
-    user_id: opt(r.user_id),
-    session_id: opt(r.session_id),
-    content_id: opt(r.content_id),
-    content_type: opt(r.content_type),
-    content_title: opt(r.content_title),
-    position_sec: r.position_sec ?? undefined,
-    bitrate_kbps: r.bitrate_kbps ?? undefined,
-    country: r.country,
-    region: r.region,
-    device: r.device,
-    context: r.pop === '' ? undefined : { pop: r.pop },
-    properties: JSON.parse(r.properties) as Record<string, unknown>,
-  };
-}
-
-const sessionTypes = ['play_start', 'first_frame', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'ended', 'session_end'];
-
 /**
  * Recompute a tenant's snapshots over [from, to) from its raw events, with today's pipelines: every snapshot row of
  * the range is deleted and written again, and the sessions with an event in (or just before) the range get their
@@ -78,12 +40,11 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
   if (!(req.from < req.to) || req.from % 60_000 !== 0 || req.to % 60_000 !== 0) {
     throw new ReplayError('--from and --to must be whole minutes, --from before --to');
   }
-  const params = { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionTypes };
-  const columns = 'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';
+  const params = { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionEventTypes };
   const inRange = (c: string, from = 'from_ms'): string => `${c} >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC') AND ${c} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
   // Whole sessions that touch the range, and every other event whose own time (or arrival, for quota) is in it.
   const result = await client.query({
-    query: `SELECT ${columns} FROM events
+    query: `SELECT ${storedColumns} FROM events
       WHERE tenant = {tenant:String} AND (
         (session_id IN (SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
                           AND event_type IN {types:Array(String)} AND ${inRange('ts', 'reach_ms')})
@@ -159,7 +120,7 @@ async function clear(client: ClickHouseClient, table: TableSpec, req: ReplayRequ
       : `tenant = {tenant:String} AND ${col} >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND ${col} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
   await client.command({
     query: `DELETE FROM ${table.name} WHERE ${where}`,
-    query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionTypes },
+    query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionEventTypes },
     // Wait for the delete to apply before rows are written again.
     clickhouse_settings: { lightweight_deletes_sync: '2' },
   });

@@ -85,3 +85,77 @@ export async function insertEvents(client: ClickHouseClient, rows: readonly Even
     clickhouse_settings: { insert_deduplication_token: token },
   });
 }
+
+/** The columns read back to rebuild events for the pipelines, as the JSON format returns them (times as text). */
+export type StoredEvent = Pick<
+  EventRow,
+  'tenant' | 'env' | 'event_type' | 'event_id' | 'anonymous_id' | 'user_id' | 'session_id' | 'content_id' | 'content_type' | 'content_title' | 'position_sec' | 'bitrate_kbps' | 'country' | 'region' | 'device' | 'pop' | 'properties'
+> & { ts: string; client_ts: string | null; received_at: string };
+
+export const storedColumns =
+  'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';
+
+/** The event types of a session's state machine (docs/metrics.md "Sessions"). */
+export const sessionEventTypes = ['play_start', 'first_frame', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'ended', 'session_end'];
+
+const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
+
+/** A stored row back into the event the pipelines saw (only the fields they read). */
+export function toEvent(r: StoredEvent): WireEvent {
+  const opt = (v: string): string | undefined => (v === '' ? undefined : v);
+  return {
+    tenant: r.tenant,
+    env: r.env as WireEvent['env'],
+    event_type: r.event_type,
+    ts: ms(r.ts),
+    client_ts: r.client_ts === null ? null : ms(r.client_ts),
+    received_at: ms(r.received_at),
+    event_id: opt(r.event_id),
+    anonymous_id: opt(r.anonymous_id),
+    user_id: opt(r.user_id),
+    session_id: opt(r.session_id),
+    content_id: opt(r.content_id),
+    content_type: opt(r.content_type),
+    content_title: opt(r.content_title),
+    position_sec: r.position_sec ?? undefined,
+    bitrate_kbps: r.bitrate_kbps ?? undefined,
+    country: r.country,
+    region: r.region,
+    device: r.device,
+    context: r.pop === '' ? undefined : { pop: r.pop },
+    properties: JSON.parse(r.properties) as Record<string, unknown>,
+  };
+}
+
+/** Which sessions' stored events an aggregator asks for (docs/aggregation.md "Late events"). */
+export interface HistoryRequest {
+  tenant: string;
+  sessions: string[];
+  /** Events the shard read before its input message of this sequence... */
+  before_seq: number;
+  /**
+   * ...or received before this time (Unix ms): events of an events stream made again (its sequences restart at 1)
+   * are older than any session still in memory.
+   */
+  received_before: number;
+  /** Rows to skip: the events of earlier answers to the same request. */
+  offset: number;
+}
+
+/**
+ * The session events of these sessions that an aggregator had read before a given input message, in the order it
+ * read them: always the same answer for the same request, so a shard replaying its input after a crash rebuilds the
+ * same state. At most `limit` rows from `offset`.
+ */
+export async function sessionHistory(client: ClickHouseClient, req: HistoryRequest, limit: number): Promise<WireEvent[]> {
+  const result = await client.query({
+    query: `SELECT ${storedColumns} FROM events
+      WHERE tenant = {tenant:String} AND session_id IN {sessions:Array(String)} AND event_type IN {types:Array(String)}
+        AND (ingest_seq < {before_seq:UInt64} OR received_at < fromUnixTimestamp64Milli({received_before:Int64}, 'UTC'))
+      ORDER BY ingest_seq, ingest_index, session_id, event_id
+      LIMIT {limit:UInt32} OFFSET {offset:UInt32}`,
+    query_params: { ...req, types: sessionEventTypes, limit },
+    format: 'JSONEachRow',
+  });
+  return (await result.json<StoredEvent>()).map(toEvent);
+}

@@ -51,7 +51,7 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
       .map(([ms, user, kind]) => `('acme', '${at(ms)}', '${user}', '${kind}', ${kind === 'payment_succeeded' ? 199 : 0}, 'monthly')`)
       .join(', ')}`,
   });
-  t.same(await migrate(client, log), [6], 'migration 6 applied');
+  t.same(await migrate(client, log, migrations.filter((m) => m.version <= 6)), [6], 'migration 6 applied');
   const [keys] = await (
     await client.query({
       query: `SELECT countIf(user_key = reinterpretAsUInt128(sipHash128(user_id))) AS keyed,
