@@ -58,6 +58,9 @@ export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
   last_hour: null,
 });
 
+/** An event this far behind the shard's clock, for a session memory does not hold, may be one that left memory. */
+export const recallBehindMs = 3_600_000;
+
 const minuteStart = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
 const hourStart = (ms: number): number => Math.floor(ms / 3_600_000) * 3_600_000;
 
@@ -76,7 +79,7 @@ const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
  */
 export class Aggregation {
   private readonly sessions = new Map<string, Session>();
-  private readonly acc = new Accumulator();
+  private acc = new Accumulator();
   private readonly segmentPipes: Pipeline[];
   private readonly sessionPipes: Pipeline[];
   private readonly sessionMasks: number[];
@@ -155,6 +158,41 @@ export class Aggregation {
     }
     if (e.received_at > s.lastReceived) s.lastReceived = e.received_at;
     s.dirty = true;
+  }
+
+  /**
+   * The sessions (per tenant) of these events that memory does not hold although an event of theirs is over an hour
+   * behind the shard's clock: they may have left memory, and their earlier events be only in the store. Asked before
+   * a message is applied, so it depends on the input alone, like the rest of the state.
+   */
+  lateUnknownSessions(events: readonly WireEvent[]): Map<string, Set<string>> | undefined {
+    const horizon = this.watermark - recallBehindMs;
+    let out: Map<string, Set<string>> | undefined;
+    for (const e of events) {
+      // Most events are recent: one comparison each.
+      if (e.ts >= horizon || e.session_id === undefined || rankOf(e.event_type, false) < 0) continue;
+      if (this.sessions.has(`${e.tenant}\u0000${e.session_id}`)) continue;
+      out ??= new Map();
+      let ids = out.get(e.tenant);
+      if (!ids) out.set(e.tenant, (ids = new Set()));
+      ids.add(e.session_id);
+    }
+    return out;
+  }
+
+  /**
+   * Apply sessions' stored events, in the order they were first read, without output: the snapshot tables hold them
+   * already. The sessions are then as an uninterrupted run would hold them, and a late event changes exactly the
+   * segments and attributes it would have changed on time.
+   */
+  restore(history: readonly WireEvent[]): void {
+    const live = this.acc;
+    this.acc = new Accumulator();
+    try {
+      for (const e of history) this.apply(e);
+    } finally {
+      this.acc = live;
+    }
   }
 
   private segment(attrs: SessionAttrs, seg: Segment, sign: 1 | -1): void {

@@ -86,3 +86,42 @@ t.test('a checkpoint taken between flushes resumes to the same rows', async (t) 
   flushes.push(b.drain(2).rows);
   t.same(net(flushes), whole);
 });
+
+t.test('a session that left memory, restored from its stored events, takes late events as if it had stayed', async (t) => {
+  const hours3 = 3 * 3_600_000;
+  for (let seed = 1; seed <= 20; seed++) {
+    const r = rng(seed * 104_729);
+    const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
+    const half = Math.floor(events.length / 2);
+    const base = Math.min(...events.map((e) => e.ts));
+    // The first half comes on time; an event without a session three hours later moves the clock past every session's
+    // retention; the rest comes late.
+    const arrivals = [
+      ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
+      eventAt('app_open', base + hours3, { session_id: undefined }),
+      ...events.slice(half).map((e, i) => ({ ...e, received_at: base + hours3 + i })),
+    ];
+    const stayed = run(arrivals, 4);
+    // Retained an hour: longer than the on-time half takes, shorter than the three hours to the late half.
+    const agg = new Aggregation(pipelines, 3_600_000);
+    const stored = new Map<string, WireEvent[]>();
+    const flushes: Rows[] = [];
+    let recalled = 0;
+    arrivals.forEach((e, i) => {
+      for (const [, ids] of agg.lateUnknownSessions([e]) ?? []) {
+        for (const id of ids) {
+          recalled++;
+          agg.restore(stored.get(id) ?? []);
+        }
+      }
+      agg.apply(e);
+      agg.evictIdle();
+      if (e.session_id !== undefined) stored.set(e.session_id, [...(stored.get(e.session_id) ?? []), e]);
+      if (i === half) t.equal(agg.sessionCount, 0, `seed ${seed}: every session left memory`);
+      if ((i + 1) % 4 === 0) flushes.push(agg.drain(i).rows);
+    });
+    flushes.push(agg.drain(arrivals.length).rows);
+    t.ok(recalled > 0, `seed ${seed}: ${recalled} sessions recalled`);
+    t.same(net(flushes), stayed, `seed ${seed}: the rows of a run that kept every session`);
+  }
+});
