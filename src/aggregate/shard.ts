@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs } from './dedup.js';
 import type { Pipeline } from './pipeline.js';
+import { recallSessions } from './recall.js';
 import { Aggregation, type Output, type SavedState } from './runtime.js';
 
 const events = new Counter({
@@ -28,6 +29,13 @@ const openSessions = new Gauge({
   name: 'darshak_aggregate_sessions',
   help: 'Sessions held in memory by a shard',
   labelNames: ['shard'] as const,
+  registers: [registry],
+});
+
+const recalled = new Counter({
+  name: 'darshak_aggregate_recalled_sessions_total',
+  help: 'Sessions not in memory that a late event made a shard ask the store for, by whether the store held events of them',
+  labelNames: ['outcome'] as const,
   registers: [registry],
 });
 
@@ -135,6 +143,7 @@ export class ShardAggregator {
   private checkpointedUpTo = -1;
   private lastCheckpointAt = Date.now();
   private readonly maxPayload: number;
+  private stopping = false;
 
   constructor(
     private readonly bus: Bus,
@@ -237,7 +246,8 @@ export class ShardAggregator {
           break;
         }
         count++;
-        this.apply(m.seq, m.data, keep);
+        const recalling = this.apply(m.seq, m.data, keep);
+        if (recalling) await recalling;
         // Stop at the last one wanted rather than wait out the fetch for messages that are not there.
         if (m.seq === upTo) {
           done = true;
@@ -250,10 +260,44 @@ export class ShardAggregator {
     return count;
   }
 
-  /** De-duplicate one input message and apply what passes to the pipelines; keep it for output. */
-  private apply(seq: number, data: Uint8Array, keep: boolean): void {
-    const dropped: number[] = [];
+  /**
+   * Apply one input message. Sessions it brings back that left memory (a late event) are first recalled from the
+   * store, as they stood before this message: only then is a promise answered, so the usual message costs none.
+   */
+  private apply(seq: number, data: Uint8Array, keep: boolean): Promise<void> | undefined {
     const { events: input } = decodeMessage(data);
+    const late = this.agg.lateUnknownSessions(input);
+    if (!late) {
+      this.applyInput(seq, data, input, keep);
+      return undefined;
+    }
+    return this.recall(seq, late).then(() => this.applyInput(seq, data, input, keep));
+  }
+
+  /**
+   * Restore sessions from the events of theirs that the store holds from input before `seq`: what this shard had
+   * applied before they left memory. The same question gets the same answer in a replay after a crash, whatever was
+   * stored since. Nothing of the message is applied yet, so a batch sealed meanwhile is exact.
+   */
+  private async recall(seq: number, late: Map<string, Set<string>>): Promise<void> {
+    const answers: Array<[tenant: string, sessions: number, history: WireEvent[]]> = [];
+    for (const [tenant, ids] of late) {
+      const req = { tenant, sessions: [...ids], before_seq: seq, received_before: this.agg.watermark - this.options.sessionRetainMs };
+      answers.push([tenant, ids.size, await recallSessions(this.bus, req, () => this.stopping, this.log)]);
+    }
+    // All answered first: a stop while asking leaves the state as it was.
+    for (const [tenant, sessions, history] of answers) {
+      this.agg.restore(history);
+      const found = new Set(history.map((e) => e.session_id)).size;
+      recalled.inc({ outcome: 'found' }, found);
+      recalled.inc({ outcome: 'none' }, sessions - found);
+      this.log.debug({ tenant, sessions, found, events: history.length, before_seq: seq }, 'sessions recalled from the store');
+    }
+  }
+
+  /** De-duplicate a decoded input message and apply what passes to the pipelines; keep it for output. */
+  private applyInput(seq: number, data: Uint8Array, input: readonly WireEvent[], keep: boolean): void {
+    const dropped: number[] = [];
     input.forEach((e, index) => {
       if (e.event_id !== undefined && !this.dedup.firstSeen(e.tenant, e.event_id, e.received_at)) {
         dropped.push(index);
@@ -321,7 +365,8 @@ export class ShardAggregator {
     if (m.seq <= this.appliedUpTo) return;
     // An input message never straddles two batches; seal first if its events could overflow this one.
     if (this.pendingBytes + m.data.length > this.maxPayload / 2) this.seal();
-    this.apply(m.seq, m.data, true);
+    const recalling = this.apply(m.seq, m.data, true);
+    if (recalling) await recalling;
     this.appliedUpTo = m.seq;
     if (this.inflight >= this.options.maxInflight) await this.publishing;
   }
@@ -432,6 +477,7 @@ export class ShardAggregator {
 
   /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */
   async stop(): Promise<void> {
+    this.stopping = true;
     clearInterval(this.sealTimer);
     await this.loop?.stop();
     this.lastCheckpointAt = 0;

@@ -12,6 +12,8 @@ export interface BusNames {
   checkpointBucket: string;
   /** Requests to the flush role: `darshak replay`. */
   replaySubject: string;
+  /** Requests to the flush role: a session's stored events, for an aggregator (flush/history-service.ts). */
+  historySubject: string;
   clusterBucket: string;
   tenantsBucket: string;
   usersBucket: string;
@@ -78,6 +80,7 @@ export function busNames(prefix: string): BusNames {
     rawWildcard: `${prefix}.raw.*`,
     checkpointBucket: `${prefix}_checkpoints`,
     replaySubject: `${prefix}.control.replay`,
+    historySubject: `${prefix}.control.history`,
     clusterBucket: `${prefix}_cluster`,
     tenantsBucket: `${prefix}_tenants`,
     usersBucket: `${prefix}_users`,

@@ -1,6 +1,7 @@
 import type { ModuleDef } from '../modules.js';
 import { AlertWriter } from './alerts.js';
 import { Flusher } from './flusher.js';
+import { serveHistory } from './history-service.js';
 import { serveReplay } from './replay-service.js';
 
 export const flushRole: ModuleDef = {
@@ -14,9 +15,11 @@ export const flushRole: ModuleDef = {
     const alerts = new AlertWriter(bus, store, services.log);
     await alerts.start();
     const replay = serveReplay(bus, store, services.log);
+    const history = serveHistory(bus, store, services.log);
     return {
       async stop() {
         await replay.drain();
+        await history.drain();
         await flusher.stop();
         await alerts.stop();
       },
