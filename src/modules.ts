@@ -46,6 +46,8 @@ export interface Running {
 
 export interface ModuleDef {
   deps: readonly string[];
+  /** Modules started first when they run in the same process, but not started for this one. */
+  after?: readonly string[];
   /** Roles are what `--role` names; the rest are shared parts started because a role needs them. */
   role: boolean;
   start(services: Services): Promise<Running>;
@@ -64,7 +66,7 @@ export function resolveTargets(registry: ModuleRegistry, spec: string): string[]
   return asked;
 }
 
-/** Every module the targets need, dependencies first. */
+/** Every module the targets need, dependencies first (and `after` modules among the targets before their followers). */
 export function startOrder(registry: ModuleRegistry, targets: readonly string[]): string[] {
   const order: string[] = [];
   const visiting = new Set<string>();
@@ -75,6 +77,7 @@ export function startOrder(registry: ModuleRegistry, targets: readonly string[])
     if (!def) throw new Error(`unknown module ${name}`);
     visiting.add(name);
     for (const d of def.deps) visit(d);
+    for (const a of def.after ?? []) if (targets.includes(a)) visit(a);
     visiting.delete(name);
     order.push(name);
   };

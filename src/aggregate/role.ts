@@ -16,6 +16,9 @@ export function shardsOf(list: readonly string[], shards: number): number[] {
 
 export const aggregateRole: ModuleDef = {
   deps: ['bus'],
+  // A shard rebuilding its state may ask the flush role for stored sessions (recall.ts): in one process, flush must
+  // be up first, and stop after.
+  after: ['flush'],
   role: true,
   async start(services) {
     const { config } = services;

@@ -15,7 +15,8 @@ t.test('dependencies start first, once each; cycles are refused', async (t) => {
   const reg: ModuleRegistry = { a: fake([]), b: fake(['a']), c: fake(['a', 'b'], true), d: fake(['b'], true) };
   t.same(startOrder(reg, ['c', 'd']), ['a', 'b', 'c', 'd']);
   t.same(startOrder(registry, ['ingest']), ['bus', 'control', 'directory', 'usage', 'keyUsage', 'ingest']);
-  t.same(startOrder(registry, ['aggregate', 'flush']), ['bus', 'aggregate', 'store', 'flush'], 'aggregators need no store: they run anywhere');
+  t.same(startOrder(registry, ['aggregate']), ['bus', 'aggregate'], 'aggregators need no store: they run anywhere');
+  t.same(startOrder(registry, ['aggregate', 'flush']), ['bus', 'store', 'flush', 'aggregate'], 'in one process, flush first: a rebuilding shard may ask it for stored sessions');
   t.throws(() => startOrder({ x: fake(['y']), y: fake(['x']) }, ['x']), /cycle/);
 });
 
