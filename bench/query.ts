@@ -10,6 +10,8 @@
 // 3. API: the same answers over HTTP from `darshak start --role api` on that data directory (the store is closed
 //    first), timed one request at a time with fetch; or, with --direct (or before the api role exists), the
 //    src/store/queries functions called in-process.
+// 4. Session recall: a whole session's stored events read back as an aggregator asks for them after a late event
+//    (src/store/events.ts sessionHistory), with the `session_id` skip index and without it.
 //
 // The machine is often shared (2 cores): before each endpoint is timed, the script waits (up to --quiet-wait s) until
 // the whole machine's CPU, sampled over a second while this run is idle, is at most --max-busy percent busy, and
@@ -32,6 +34,7 @@ import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { createLogger } from '../src/log.js';
 import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type Range, type RangeName } from '../src/store/queries/index.js';
+import { sessionHistory } from '../src/store/events.js';
 import { Store } from '../src/store/store.js';
 import {
   benchTenant,
@@ -72,6 +75,8 @@ const mainJs = join(root, 'dist/src/main.js');
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const targetP95Ms = 100;
 const targetRatio = 20;
+/** Sessions whose stored events are read back, one at a time, with the skip index and (as many others) without. */
+const recallSessions = 50;
 const perInsert = 10_000_000;
 
 const int = (s: string | undefined, name: string): number => {
@@ -473,6 +478,23 @@ for (const e of endpoints) {
   );
 }
 
+// A late event for a session that left an aggregator's memory makes its shard wait for the session's stored events
+// (docs/aggregation.md): one read of `events`, timed here for whole sessions, with the `session_id` skip index and
+// without it. Each session is read once: ClickHouse's query condition cache would make a second read of it cheap.
+const sample = await selectRows<{ session_id: string }>(
+  client,
+  `SELECT session_id FROM (SELECT DISTINCT session_id FROM session_hours WHERE tenant = '${tenant}') ORDER BY cityHash64(session_id) LIMIT ${2 * recallSessions}`,
+);
+const recall = { index: [] as number[], scan: [] as number[] };
+let recalledEvents = 0;
+for (const [i, { session_id }] of sample.entries()) {
+  const indexed = i % 2 === 0;
+  const t0 = performance.now();
+  const req = { tenant, sessions: [session_id], before_seq: Number.MAX_SAFE_INTEGER, received_before: 0, offset: 0 };
+  recalledEvents += (await sessionHistory(client, req, 5000, { use_skip_indexes: indexed ? 1 : 0 })).length;
+  (indexed ? recall.index : recall.scan).push(performance.now() - t0);
+}
+
 let api = new Map<string, Timing>();
 let how: string;
 const apiRoleBuilt = existsSync(join(root, 'dist/src/api/role.js'));
@@ -509,6 +531,9 @@ for (const e of endpoints) {
 }
 console.log(
   `\nNotes: snapshot tables are derived from the generated events with SQL following pipelines/*.ts (fully merged: one session_hours row per session and hour), so their cardinalities are the live system's; their values are not checked against the pipelines, only against the raw SQL ("same answer"). Raw SQL reads each session's events from [from − ${lookbackMs / 3_600_000} h, to) (generated sessions last under 5 h). "CPU busy before": the whole machine, sampled for 1 s while this run was idle, just before the endpoint was timed; (!) marks a row timed while others were using more than ${Math.round(maxBusy * 100)}% of it after ${quietWait} s of waiting, so it counts their work too.`,
+);
+console.log(
+  `\nSession recall (a late event's session read back from \`events\`, in-process, one session per read, ${(recalledEvents / Math.max(1, sample.length)).toFixed(1)} events each): with the \`session_id\` skip index p50 ${ms1(pct(recall.index, 50))} ms, p95 ${ms1(pct(recall.index, 95))} ms; without it p50 ${ms1(pct(recall.scan, 50))} ms, p95 ${ms1(pct(recall.scan, 95))} ms (${recall.index.length} sessions each)`,
 );
 console.log(`run time for this size: ${secs(started)}`);
 

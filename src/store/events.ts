@@ -1,4 +1,4 @@
-import type { ClickHouseClient } from '@clickhouse/client';
+import type { ClickHouseClient, ClickHouseSettings } from '@clickhouse/client';
 import type { WireEvent } from '../bus/wire.js';
 
 /** A row of the `events` table. Times are Unix milliseconds (ClickHouse reads them as DateTime64(3)). */
@@ -147,7 +147,7 @@ export interface HistoryRequest {
  * read them: always the same answer for the same request, so a shard replaying its input after a crash rebuilds the
  * same state. At most `limit` rows from `offset`.
  */
-export async function sessionHistory(client: ClickHouseClient, req: HistoryRequest, limit: number): Promise<WireEvent[]> {
+export async function sessionHistory(client: ClickHouseClient, req: HistoryRequest, limit: number, settings?: ClickHouseSettings): Promise<WireEvent[]> {
   const result = await client.query({
     query: `SELECT ${storedColumns} FROM events
       WHERE tenant = {tenant:String} AND session_id IN {sessions:Array(String)} AND event_type IN {types:Array(String)}
@@ -156,6 +156,7 @@ export async function sessionHistory(client: ClickHouseClient, req: HistoryReque
       LIMIT {limit:UInt32} OFFSET {offset:UInt32}`,
     query_params: { ...req, types: sessionEventTypes, limit },
     format: 'JSONEachRow',
+    clickhouse_settings: settings,
   });
   return (await result.json<StoredEvent>()).map(toEvent);
 }
