@@ -59,7 +59,7 @@ export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
 });
 
 /** An event this far behind the shard's clock, for a session memory does not hold, may be one that left memory. */
-export const recallBehindMs = 3_600_000;
+const recallBehindMs = 3_600_000;
 
 const minuteStart = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
 const hourStart = (ms: number): number => Math.floor(ms / 3_600_000) * 3_600_000;

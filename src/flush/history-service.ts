@@ -25,29 +25,30 @@ export function serveHistory(bus: Bus, store: Store, log: Logger): Subscription 
     callback: (err, msg) => {
       if (err) return;
       void (async () => {
-        let answer: HistoryAnswer;
+        let answer: string;
         try {
           const req = JSON.parse(new TextDecoder().decode(msg.data)) as HistoryRequest;
-          const events = await sessionHistory(store.client, req, pageRows);
-          answer = page(events, req.offset, maxBytes);
+          answer = page(await sessionHistory(store.client, req, pageRows), req.offset, maxBytes);
         } catch (e) {
           hlog.warn({ err: (e as Error).message }, 'history request failed');
-          answer = { error: (e as Error).message };
+          answer = JSON.stringify({ error: (e as Error).message } satisfies HistoryAnswer);
         }
-        msg.respond(new TextEncoder().encode(JSON.stringify(answer)));
+        msg.respond(new TextEncoder().encode(answer));
       })();
     },
   });
 }
 
-/** The events that fit `maxBytes` as JSON (at least one), and the offset of the first left out. */
-function page(events: WireEvent[], offset: number, maxBytes: number): HistoryAnswer {
+/** A `HistoryAnswer` in JSON: the events that fit `maxBytes` (at least one), and the offset of the first left out. */
+function page(events: readonly WireEvent[], offset: number, maxBytes: number): string {
+  const parts: string[] = [];
   let bytes = 64;
-  let n = 0;
-  for (; n < events.length; n++) {
-    bytes += Buffer.byteLength(JSON.stringify(events[n])) + 1;
-    if (bytes > maxBytes && n > 0) break;
+  for (const e of events) {
+    const json = JSON.stringify(e);
+    bytes += Buffer.byteLength(json) + 1;
+    if (bytes > maxBytes && parts.length > 0) break;
+    parts.push(json);
   }
-  const more = n < events.length || events.length === pageRows;
-  return { events: n < events.length ? events.slice(0, n) : events, next: more ? offset + n : null };
+  const more = parts.length < events.length || events.length === pageRows;
+  return `{"events":[${parts.join(',')}],"next":${more ? offset + parts.length : null}}`;
 }
