@@ -1,0 +1,55 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { recallSessions } from '../../src/aggregate/recall.js';
+import { Bus } from '../../src/bus/bus.js';
+import { serveHistory, type HistoryAnswer } from '../../src/flush/history-service.js';
+import { createLogger } from '../../src/log.js';
+import { eventRow, insertEvents } from '../../src/store/events.js';
+import { Store } from '../../src/store/store.js';
+import { freePort, uniquePrefix } from '../helpers/env.js';
+import { eventAt } from '../helpers/pipeline.js';
+import { PrivateNats } from '../helpers/private-nats.js';
+
+// A recalled session can be larger than a NATS message: the flush role answers in pages cut under the server's
+// max_payload, and the aggregator asks page after page. Against a private nats-server with a 64 KiB max_payload.
+
+const dir = mkdtempSync(join(tmpdir(), 'darshak-history-'));
+writeFileSync(join(dir, 'nats.conf'), 'max_payload: 65536\n');
+const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
+await nats.start();
+const log = createLogger('error');
+const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, log);
+const store = await Store.open({ clickhouse_url: '', data_dir: join(dir, 'data'), events_retention_days: 30 }, log);
+const history = serveHistory(bus, store, log);
+t.teardown(async () => {
+  await history.drain();
+  await store.close();
+  await bus.close();
+  await nats.kill();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+t.test('a session larger than a message comes back whole, in order, in pages under max_payload', async (t) => {
+  const base = Date.now() - 86_400_000;
+  // 100 heartbeats of about 2 KB each: some 200 KB, four pages or more.
+  const events = Array.from({ length: 100 }, (_, i) => eventAt(i === 0 ? 'play_start' : 'heartbeat', base + i * 10_000, { event_id: `h${i}`, properties: { note: 'x'.repeat(2000) } }));
+  await insertEvents(store.client, events.map((e, i) => eventRow(e, 10 + i, 0)), 'history-pages');
+  const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0 };
+
+  const first = await bus.nc.request(bus.names.historySubject, new TextEncoder().encode(JSON.stringify({ ...req, offset: 0 })), { timeout: 10_000 });
+  const answer = JSON.parse(new TextDecoder().decode(first.data)) as HistoryAnswer;
+  t.ok(first.data.length <= 65536, `the first page is ${first.data.length} bytes`);
+  if ('error' in answer) throw new Error(answer.error);
+  t.ok(answer.events.length > 0 && answer.events.length < 100, `${answer.events.length} events in it`);
+  t.equal(answer.next, answer.events.length, 'the next page starts after them');
+
+  const all = await recallSessions(bus, req, () => false, log);
+  t.same(
+    all.map((e) => e.event_id),
+    events.map((e) => e.event_id),
+    'every event, in the order it was read',
+  );
+  t.equal((all[99]!.properties as { note: string }).note.length, 2000);
+});
