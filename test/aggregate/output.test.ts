@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -8,7 +8,7 @@ import { outputMark, ShardAggregator } from '../../src/aggregate/shard.js';
 import { Bus } from '../../src/bus/bus.js';
 import { decodeOutput, encodeEvent, forEachPassed, frameMessage, type WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
-import { freePort, uniquePrefix } from '../helpers/env.js';
+import { uniquePrefix } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
 
 // An aggregator passes its input on to the raw stream as it came, with the indexes of the duplicates it dropped; the
@@ -16,9 +16,7 @@ import { PrivateNats } from '../helpers/private-nats.js';
 // passed on in slices. Against a private nats-server with a 64 KiB max_payload.
 
 const dir = mkdtempSync(join(tmpdir(), 'darshak-output-'));
-writeFileSync(join(dir, 'nats.conf'), 'max_payload: 65536\n');
-const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
-await nats.start();
+const nats = await PrivateNats.withMaxPayload(dir, 65536);
 const log = createLogger('error');
 const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, log);
 t.teardown(async () => {

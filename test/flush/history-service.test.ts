@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -8,7 +8,7 @@ import { serveHistory, type HistoryAnswer } from '../../src/flush/history-servic
 import { createLogger } from '../../src/log.js';
 import { eventRow, insertEvents } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
-import { freePort, uniquePrefix } from '../helpers/env.js';
+import { uniquePrefix } from '../helpers/env.js';
 import { eventAt } from '../helpers/pipeline.js';
 import { PrivateNats } from '../helpers/private-nats.js';
 
@@ -16,9 +16,7 @@ import { PrivateNats } from '../helpers/private-nats.js';
 // max_payload, and the aggregator asks page after page. Against a private nats-server with a 64 KiB max_payload.
 
 const dir = mkdtempSync(join(tmpdir(), 'darshak-history-'));
-writeFileSync(join(dir, 'nats.conf'), 'max_payload: 65536\n');
-const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
-await nats.start();
+const nats = await PrivateNats.withMaxPayload(dir, 65536);
 const log = createLogger('error');
 const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, log);
 const store = await Store.open({ clickhouse_url: '', data_dir: join(dir, 'data'), events_retention_days: 30 }, log);

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from 'nats';
-import { eventually } from './env.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { eventually, freePort } from './env.js';
 
 const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
 
@@ -15,6 +17,14 @@ export class PrivateNats {
     /** More nats-server options (a cluster's name, listen address and routes). */
     private readonly extraArgs: readonly string[] = [],
   ) {}
+
+  /** Started, with a `max_payload` of `bytes`, its store and config under `dir`. */
+  static async withMaxPayload(dir: string, bytes: number): Promise<PrivateNats> {
+    writeFileSync(join(dir, 'nats.conf'), `max_payload: ${bytes}\n`);
+    const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
+    await nats.start();
+    return nats;
+  }
 
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
