@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
-import { msParam, rangeParams, select, sessionsInRange, type Range } from './range.js';
+import { msParam, rangeParams, select, sessionsInRange, type Query, type Range } from './range.js';
 
 const hourMs = 3_600_000;
 
@@ -26,11 +26,24 @@ export async function viewersBy(
   ranges: readonly Range[],
   values?: readonly string[],
 ): Promise<Map<string, number[]> | null> {
+  const q = viewersQuery(tenant, dim, ranges, values);
+  return q && viewerCounts(await select<ViewerRow>(client, q.query, q.params), ranges);
+}
+
+/** A row of `viewersQuery`: a value and its count in each range (`n0`, `n1`, ...), as ClickHouse writes them. */
+export type ViewerRow = Record<string, string | number>;
+
+/** The counts of `viewersQuery`'s rows, per value, in the order of its ranges. */
+export const viewerCounts = (rows: readonly ViewerRow[], ranges: readonly Range[]): Map<string, number[]> =>
+  new Map(rows.map((row) => [String(row.value), ranges.map((_, i) => Number(row[`n${i}`]))]));
+
+/** The query of `viewersBy`, or null when the window cannot answer (see there). */
+export function viewersQuery(tenant: string, dim: Dim, ranges: readonly Range[], values?: readonly string[]): Query | null {
   const hourOf = (ms: number): number => Math.floor(ms / hourMs) * hourMs;
   const w = Math.floor(Math.min(...ranges.map((r) => hourOf(r.from))) / 1000 / windowStepS) * windowStepS;
   if (ranges.some((r) => hourOf(r.to) / 1000 >= w + windowSpanS || Math.ceil(r.from / hourMs) >= Math.floor(r.to / hourMs))) return null;
   const offset = (ms: number): number => (hourOf(ms) / 1000 - w) / 3600;
-  const params: Record<string, string | number | readonly string[]> = { tenant, dim, w, ...(values && { values }) };
+  const params: Query['params'] = { tenant, dim, w, ...(values && { values }) };
   const counts = ranges.map((r, i) => {
     Object.assign(params, { [`a${i}`]: offset(r.from + hourMs - 1), [`b${i}`]: offset(r.to), [`f${i}`]: r.from, [`t${i}`]: r.to });
     // FINAL sums the map only when the query reads all of its columns: `n` is read for that (docs/store.md).
@@ -43,14 +56,12 @@ export async function viewersBy(
         AND first_ts < ${msParam(`t${i}`)} AND last_ts >= ${msParam(`f${i}`)}`;
     return `countIf(${whole} OR pair_key IN (${edgeSessions})) AS n${i}`;
   });
-  const rows = await select<Record<string, string>>(
-    client,
-    `SELECT value, ${counts.join(', ')} FROM viewer_windows FINAL
+  return {
+    query: `SELECT value, ${counts.join(', ')} FROM viewer_windows FINAL
      WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String} ${values ? 'AND value IN {values:Array(String)}' : ''}
      GROUP BY value`,
     params,
-  );
-  return new Map(rows.map((row) => [row.value!, ranges.map((_, i) => Number(row[`n${i}`]))]));
+  };
 }
 
 /**
