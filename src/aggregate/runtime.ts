@@ -1,6 +1,7 @@
 import type { WireEvent } from '../bus/wire.js';
 import type { Cell, Emitter, Fields, Marks, Pipeline, SessionAttrs, SignalRow, TableSpec } from './pipeline.js';
 import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment } from './session.js';
+import { EvictedSessions, type SavedEvicted } from './evicted.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
 const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7 } as const;
@@ -18,6 +19,46 @@ interface Session {
   marks: Record<string, number>;
 }
 
+/**
+ * Sessions by tenant, then session id. Every event looks its session up: two lookups of the strings the decoder made,
+ * rather than joining them into a key per event, which costs an allocation and hashing the joined string each time.
+ */
+class SessionTable {
+  private readonly byTenant = new Map<string, Map<string, Session>>();
+  size = 0;
+
+  get(tenant: string, id: string): Session | undefined {
+    return this.byTenant.get(tenant)?.get(id);
+  }
+
+  add(s: Session): void {
+    let m = this.byTenant.get(s.attrs.tenant);
+    if (!m) this.byTenant.set(s.attrs.tenant, (m = new Map()));
+    if (!m.has(s.attrs.session_id)) this.size++;
+    m.set(s.attrs.session_id, s);
+  }
+
+  delete(s: Session): void {
+    const m = this.byTenant.get(s.attrs.tenant);
+    if (!m?.delete(s.attrs.session_id)) return;
+    this.size--;
+    if (m.size === 0) this.byTenant.delete(s.attrs.tenant);
+  }
+
+  /** Each session; `fn` may delete the one it is given. */
+  forEach(fn: (s: Session) => void): void {
+    for (const m of this.byTenant.values()) for (const s of m.values()) fn(s);
+  }
+
+  clear(): void {
+    this.byTenant.clear();
+    this.size = 0;
+  }
+}
+
+/** A session's key, as checkpoints keep it. */
+const sessionKey = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
+
 /** The rows of one flush, per table name, in the table's column order. */
 export type Rows = Map<string, Cell[][]>;
 
@@ -34,6 +75,7 @@ export interface SavedState {
   watermark: number;
   next_sweep: number;
   sessions: SavedSession[];
+  evicted?: SavedEvicted;
 }
 
 /** A session's attributes before any of its events says anything. */
@@ -78,7 +120,9 @@ const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
  * clock), so replaying a shard's input rebuilds it exactly.
  */
 export class Aggregation {
-  private readonly sessions = new Map<string, Session>();
+  private readonly sessions = new SessionTable();
+  /** Sessions that left memory in the last days, looked up again when they continue. */
+  private readonly evicted = new EvictedSessions();
   private acc = new Accumulator();
   private readonly segmentPipes: Pipeline[];
   private readonly sessionPipes: Pipeline[];
@@ -114,11 +158,10 @@ export class Aggregation {
     for (const p of this.eventPipes) p.event!(e, this.acc);
     const r = rankOf(e.event_type, e.event_type === 'error' && e.properties?.fatal === true);
     if (r < 0 || e.session_id === undefined) return;
-    const key = `${e.tenant}\u0000${e.session_id}`;
-    let s = this.sessions.get(key);
+    let s = this.sessions.get(e.tenant, e.session_id);
     if (!s) {
       s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
-      this.sessions.set(key, s);
+      this.sessions.add(s);
     }
     const before = s.attrs;
     let after = this.withEvent(s, e, r);
@@ -161,17 +204,22 @@ export class Aggregation {
   }
 
   /**
-   * The sessions (per tenant) of these events that memory does not hold although an event of theirs is over an hour
-   * behind the shard's clock: they may have left memory, and their earlier events be only in the store. Asked before
-   * a message is applied, so it depends on the input alone, like the rest of the state.
+   * The sessions (per tenant) of these events that memory does not hold although their earlier events may be in the
+   * store: an event of theirs is over an hour behind the shard's clock (a late event), or the session left memory in
+   * the last `evictedDays` days (a long pause, then play). Asked before a message is applied, so it depends on the
+   * input alone, like the rest of the state.
    */
   lateUnknownSessions(events: readonly WireEvent[]): Map<string, Set<string>> | undefined {
     const horizon = this.watermark - recallBehindMs;
+    const anyEvicted = this.evicted.size > 0;
     let out: Map<string, Set<string>> | undefined;
     for (const e of events) {
-      // Most events are recent: one comparison each.
-      if (e.ts >= horizon || e.session_id === undefined || rankOf(e.event_type, false) < 0) continue;
-      if (this.sessions.has(`${e.tenant}\u0000${e.session_id}`)) continue;
+      const late = e.ts < horizon;
+      // Most events are recent, and a shard that has let no session go has nothing to look for: one comparison each.
+      // Otherwise a recent event costs a digest of its session and two bits of the filter of those that left.
+      if ((!late && !anyEvicted) || e.session_id === undefined) continue;
+      if (!late && !this.evicted.has(e.tenant, e.session_id)) continue;
+      if (rankOf(e.event_type, false) < 0 || this.sessions.get(e.tenant, e.session_id) || out?.get(e.tenant)?.has(e.session_id)) continue;
       out ??= new Map();
       let ids = out.get(e.tenant);
       if (!ids) out.set(e.tenant, (ids = new Set()));
@@ -246,7 +294,9 @@ export class Aggregation {
 
   /** The output merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
   drain(version: number): Output {
-    for (const s of this.sessions.values()) if (s.dirty) this.snapshot(s);
+    this.sessions.forEach((s) => {
+      if (s.dirty) this.snapshot(s);
+    });
     return this.acc.drain(version);
   }
 
@@ -264,21 +314,22 @@ export class Aggregation {
     if (this.watermark < this.nextSweep) return 0;
     this.nextSweep = this.watermark + 600_000;
     let n = 0;
-    for (const [key, s] of this.sessions) {
+    this.sessions.forEach((s) => {
       if (this.watermark - s.lastReceived > this.retainMs) {
         // Its last change is still owed to the snapshot tables; whether it is depends on flush timing, eviction not.
         if (s.dirty) this.snapshot(s);
-        this.sessions.delete(key);
+        this.sessions.delete(s);
+        this.evicted.add(s.attrs.tenant, s.attrs.session_id, this.watermark);
         n++;
       }
-    }
+    });
     return n;
   }
 
   save(): SavedState {
     const sessions: SavedSession[] = [];
-    for (const [key, s] of this.sessions) sessions.push([key, s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived, s.marks]);
-    return { watermark: this.watermark, next_sweep: this.nextSweep, sessions };
+    this.sessions.forEach((s) => sessions.push([sessionKey(s.attrs.tenant, s.attrs.session_id), s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived, s.marks]));
+    return { watermark: this.watermark, next_sweep: this.nextSweep, sessions, evicted: this.evicted.save() };
   }
 
   /** Start from a checkpoint taken right after a drain: nothing is pending, no session is dirty. */
@@ -287,17 +338,22 @@ export class Aggregation {
     this.acc.clear();
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
-    for (const [key, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
+    // Checkpoints from before sessions were remembered after leaving memory hold none.
+    this.evicted.load(state.evicted ?? []);
+    // A session's key is also in its attributes.
+    for (const [, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
       // Checkpoints from before the span attributes: derived from the timeline, as if they had always been there.
       const attrs = saved.first_minute === undefined ? { ...saved, first_minute: minuteStart(tsOf(tl[0]!)), last_hour: hourStart(tsOf(tl[tl.length - 1]!)) } : saved;
-      this.sessions.set(key, { attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
+      this.sessions.add({ attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
     }
   }
 
   /** Drop output not yet drained (a replay rebuilding state whose output was already published). */
   discard(): void {
     this.acc.clear();
-    for (const s of this.sessions.values()) s.dirty = false;
+    this.sessions.forEach((s) => {
+      s.dirty = false;
+    });
   }
 }
 

@@ -18,7 +18,8 @@ import { drained, eventually, natsUrl, removeNamespace, uniquePrefix } from '../
 // A session leaves an aggregator's memory after a day without events. A late event for it must still change every
 // answer exactly as if it had come on time: the aggregator asks the store for the session's stored events first.
 // Here sessions leave memory after 30 minutes, and the answers are checked against the oracle, which keeps nothing
-// out of memory; then again after a rebuild without a checkpoint, which must ask the same questions.
+// out of memory; then again after a rebuild without a checkpoint, which must ask the same questions. A session that
+// left memory and then continues with recent events (a long pause) is recalled too.
 
 const log = createLogger('error');
 const prefix = uniquePrefix();
@@ -151,4 +152,40 @@ t.test('while no flush process answers, the shard waits for the stored events ra
   t.same(await recalledSessions(), { found: before.found, none: before.none + 1 }, 'answered once a flush process is back');
   await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
   await shard.stop();
+});
+
+t.test('a session that left memory and continues with recent events takes up where it stopped', async (t) => {
+  const again = serveHistory(bus, store, log);
+  t.teardown(() => again.drain());
+  const shard = new ShardAggregator(bus, 0, options, log);
+  await shard.start();
+  const before = await recalledSessions();
+  // Session r plays for a minute, two hours ago (late, so asked for once: nothing stored yet) ...
+  const r0 = now - 120 * minute;
+  const r = { session_id: 'r', user_id: 'u9', content_id: 'replay', region: 'Karnataka' };
+  await send([
+    event('play_start', r0, r0, { ...r, properties: { duration_sec: 900 } }),
+    event('first_frame', r0 + 1000, r0 + 1000, { ...r, position_sec: 0 }),
+    ...Array.from({ length: 6 }, (_, i) => event('heartbeat', r0 + (i + 1) * 10_000, r0 + (i + 1) * 10_000, { ...r, position_sec: (i + 1) * 10 })),
+  ]);
+  // ... another viewer moves the shard's clock on past r's retention, and r leaves memory (its events stored, as
+  // they would be in the day it takes) ...
+  await settled();
+  const later = now + 11 * minute;
+  await send([event('play_start', now - 40_000, later, { session_id: 'w', user_id: 'u10' })]);
+  await settled();
+  // ... the shard restarts from its checkpoint, which must remember that r left ...
+  await shard.stop();
+  const restarted = new ShardAggregator(bus, 0, options, log);
+  await restarted.start();
+  // ... then r plays on, on time: its heartbeats name neither its content nor its viewer, and its region is unknown.
+  await send(
+    Array.from({ length: 3 }, (_, i) =>
+      event('heartbeat', now - 30_000 + i * 10_000, later + 1000, { session_id: 'r', user_id: undefined, content_id: undefined, region: '', country: '', device: '', position_sec: 70 + i * 10 }),
+    ),
+  );
+  await settled();
+  t.same(await recalledSessions(), { found: before.found + 1, none: before.none + 1 }, 'r asked for when it came late, and again when it came back');
+  await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
+  await restarted.stop();
 });

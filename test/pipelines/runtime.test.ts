@@ -87,8 +87,37 @@ t.test('a checkpoint taken between flushes resumes to the same rows', async (t) 
   t.same(net(flushes), whole);
 });
 
+/**
+ * The arrivals through a runtime that keeps sessions `retainMs` and recalls those `lateUnknownSessions` names from the
+ * events it was given before (what the store would answer): the summed rows, the sessions recalled, and how many
+ * sessions memory held after each arrival.
+ */
+function runRecalling(arrivals: readonly WireEvent[], retainMs: number): { rows: Record<string, unknown>; recalled: number; held: number[] } {
+  const agg = new Aggregation(pipelines, retainMs);
+  const stored = new Map<string, WireEvent[]>();
+  const flushes: Rows[] = [];
+  const held: number[] = [];
+  let recalled = 0;
+  arrivals.forEach((e, i) => {
+    for (const [, ids] of agg.lateUnknownSessions([e]) ?? []) {
+      for (const id of ids) {
+        recalled++;
+        agg.restore(stored.get(id) ?? []);
+      }
+    }
+    agg.apply(e);
+    agg.evictIdle();
+    held.push(agg.sessionCount);
+    if (e.session_id !== undefined) stored.set(e.session_id, [...(stored.get(e.session_id) ?? []), e]);
+    if ((i + 1) % 4 === 0) flushes.push(agg.drain(i).rows);
+  });
+  flushes.push(agg.drain(arrivals.length).rows);
+  return { rows: net(flushes), recalled, held };
+}
+
+const hour = 3_600_000;
+
 t.test('a session that left memory, restored from its stored events, takes late events as if it had stayed', async (t) => {
-  const hours3 = 3 * 3_600_000;
   for (let seed = 1; seed <= 20; seed++) {
     const r = rng(seed * 104_729);
     const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
@@ -98,30 +127,33 @@ t.test('a session that left memory, restored from its stored events, takes late 
     // retention; the rest comes late.
     const arrivals = [
       ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
-      eventAt('app_open', base + hours3, { session_id: undefined }),
-      ...events.slice(half).map((e, i) => ({ ...e, received_at: base + hours3 + i })),
+      eventAt('app_open', base + 3 * hour, { session_id: undefined }),
+      ...events.slice(half).map((e, i) => ({ ...e, received_at: base + 3 * hour + i })),
     ];
-    const stayed = run(arrivals, 4);
     // Retained an hour: longer than the on-time half takes, shorter than the three hours to the late half.
-    const agg = new Aggregation(pipelines, 3_600_000);
-    const stored = new Map<string, WireEvent[]>();
-    const flushes: Rows[] = [];
-    let recalled = 0;
-    arrivals.forEach((e, i) => {
-      for (const [, ids] of agg.lateUnknownSessions([e]) ?? []) {
-        for (const id of ids) {
-          recalled++;
-          agg.restore(stored.get(id) ?? []);
-        }
-      }
-      agg.apply(e);
-      agg.evictIdle();
-      if (e.session_id !== undefined) stored.set(e.session_id, [...(stored.get(e.session_id) ?? []), e]);
-      if (i === half) t.equal(agg.sessionCount, 0, `seed ${seed}: every session left memory`);
-      if ((i + 1) % 4 === 0) flushes.push(agg.drain(i).rows);
-    });
-    flushes.push(agg.drain(arrivals.length).rows);
+    const { rows, recalled, held } = runRecalling(arrivals, hour);
+    t.equal(held[half], 0, `seed ${seed}: every session left memory`);
     t.ok(recalled > 0, `seed ${seed}: ${recalled} sessions recalled`);
-    t.same(net(flushes), stayed, `seed ${seed}: the rows of a run that kept every session`);
+    t.same(rows, run(arrivals, 4), `seed ${seed}: the rows of a run that kept every session`);
+  }
+});
+
+t.test('a session that left memory and continues with recent events takes up where it stopped', async (t) => {
+  for (let seed = 1; seed <= 20; seed++) {
+    const events = [...sessionEvents(seed)].sort((a, b) => a.ts - b.ts);
+    const half = Math.floor(events.length / 2);
+    const base = events[0]!.ts;
+    // Every session pauses for days after the first half, then plays on: on time, but without the attributes its
+    // first events carried (a heartbeat names only its session), and past any retention of memory.
+    const pause = (2 + (seed % 5)) * 24 * hour;
+    const arrivals = [
+      ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
+      eventAt('app_open', base + pause - hour, { session_id: undefined }),
+      ...events.slice(half).map(({ content_id: _c, user_id: _u, anonymous_id: _a, ...e }) => ({ ...e, region: '', device: '', ts: e.ts + pause, received_at: e.ts + pause })),
+    ];
+    const { rows, recalled, held } = runRecalling(arrivals, hour);
+    t.equal(held[half], 0, `seed ${seed}: every session left memory`);
+    t.ok(recalled > 0, `seed ${seed}: ${recalled} sessions recalled`);
+    t.same(rows, run(arrivals, 4), `seed ${seed}: the rows of a run that kept every session`);
   }
 });
