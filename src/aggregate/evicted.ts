@@ -51,10 +51,15 @@ export class EvictedSessions {
   private day = -Infinity;
   private bits = new Uint32Array(1 << (minBitsLog2 - 5));
   private bitsLog2 = minBitsLog2;
-  size = 0;
+  private count = 0;
+
+  /** How many sessions are remembered. */
+  get size(): number {
+    return this.count;
+  }
 
   has(tenant: string, id: string): boolean {
-    if (this.size === 0) return false;
+    if (this.count === 0) return false;
     const digest = sessionDigest(tenant, id);
     if (!this.mayHave(digest)) return false;
     if (this.today.has(digest)) return true;
@@ -80,8 +85,8 @@ export class EvictedSessions {
     const digest = sessionDigest(tenant, id);
     if (this.today.has(digest)) return;
     this.today.add(digest);
-    this.size++;
-    if (this.size * bitsPerKey > 2 ** this.bitsLog2) this.rebuild();
+    this.count++;
+    if (this.count * bitsPerKey > 2 ** this.bitsLog2) this.rebuild();
     else this.mark(digest);
   }
 
@@ -111,9 +116,9 @@ export class EvictedSessions {
 
   /** The filter sized for what is remembered now, and filled from it. */
   private rebuild(): void {
-    this.size = this.today.size;
-    for (const d of this.sealed.values()) this.size += d.length;
-    this.bitsLog2 = Math.min(31, Math.max(minBitsLog2, Math.ceil(Math.log2(Math.max(1, this.size * bitsPerKey * 2)))));
+    this.count = this.today.size;
+    for (const d of this.sealed.values()) this.count += d.length;
+    this.bitsLog2 = Math.min(31, Math.max(minBitsLog2, Math.ceil(Math.log2(Math.max(1, this.count * bitsPerKey * 2)))));
     this.bits = new Uint32Array(2 ** (this.bitsLog2 - 5));
     for (const digest of this.today) this.mark(digest);
     for (const digests of this.sealed.values()) for (const digest of digests) this.mark(digest);
