@@ -1,6 +1,6 @@
 const dayMs = 86_400_000;
 
-/** How many days of the shard's clock a session that left memory is remembered (docs/aggregation.md). */
+/** For how many days of the shard's clock, at least, a session that left memory is remembered (docs/aggregation.md). */
 export const evictedDays = 7;
 
 /** A remembered day as a checkpoint keeps it: the day (of the shard's clock) and its digests, sorted, as float64 bytes. */
@@ -40,7 +40,7 @@ export function sessionDigest(tenant: string, id: string): number {
 /**
  * The sessions a shard let go of in the last `evictedDays` days, so that one continuing with recent events after a
  * long pause is recalled from the store instead of starting afresh. Each is kept as a 53-bit digest, 8 bytes, behind
- * a bit filter of 2 bytes, so the usual event (a session never let go) costs a digest and two bit reads. A new session
+ * a bit filter of 2 to 4 bytes, so the usual event (a session never let go) costs a digest and two bit reads. A new session
  * is taken for one of n remembered with a chance of n / 2^53, which costs a store read that finds nothing. Days are
  * added to by the eviction sweep, which the shard's clock drives, so a replay rebuilds the same set.
  */
@@ -75,8 +75,9 @@ export class EvictedSessions {
       this.today = new Set();
       this.day = day;
       let expired = false;
+      // The day a session left, and the `evictedDays` after it: at least that many whole days.
       for (const d of this.sealed.keys()) {
-        if (d > day - evictedDays) continue;
+        if (d >= day - evictedDays) continue;
         this.sealed.delete(d);
         expired = true;
       }

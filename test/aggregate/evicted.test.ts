@@ -12,13 +12,13 @@ const id = (i: number): string => `s${i}`;
 t.test('remembers what left, for evictedDays days of the clock, and nothing else', async (t) => {
   const e = new EvictedSessions();
   for (let d = 0; d < 10; d++) for (let i = 0; i < 1000; i++) e.add('acme', id(d * 1000 + i), start + d * day + i * 1000);
-  // Day 9 is today: days 3 to 9 are within the last seven.
-  const kept = (d: number): boolean => d > 9 - evictedDays;
+  // Day 9 is today: the days a session left on are kept with the seven after them, so days 2 to 9.
+  const kept = (d: number): boolean => d >= 9 - evictedDays;
   for (let d = 0; d < 10; d++) {
     const found = Array.from({ length: 1000 }, (_, i) => e.has('acme', id(d * 1000 + i))).filter(Boolean).length;
     t.equal(found, kept(d) ? 1000 : 0, `day ${d}: ${kept(d) ? 'every key' : 'none'}`);
   }
-  t.equal(e.size, evictedDays * 1000);
+  t.equal(e.size, (evictedDays + 1) * 1000);
   const never = Array.from({ length: 20_000 }, (_, i) => e.has('acme', `new${i}`)).filter(Boolean).length;
   t.equal(never, 0, 'no session that never left is taken for one');
   t.notOk(e.has('globex', id(9000)), 'the same id of another tenant is another session');
@@ -35,11 +35,13 @@ t.test('a checkpoint brings it back whole, and days go on from there', async (t)
   t.equal(back.size, 500);
   t.ok(Array.from({ length: 500 }, (_, i) => back.has('acme', id(i))).every(Boolean), 'every key');
   t.notOk(back.has('acme', id(500)));
-  // Today (day 4) goes on being added to; seven days later the first day is gone.
+  // Today (day 4) goes on being added to; the first day is kept through day 7 and forgotten on day 8.
   back.add('acme', id(600), start + 4 * day + 1);
   t.same(back.save().map(([d]) => d - Math.floor(start / day)), [0, 1, 2, 3, 4], 'one entry per day');
-  back.add('acme', id(700), start + 7 * day);
-  t.notOk(back.has('acme', id(0)), 'day 0 forgotten on day 7');
+  back.add('acme', id(650), start + 7 * day);
+  t.ok(back.has('acme', id(0)), 'day 0 kept on day 7');
+  back.add('acme', id(700), start + 8 * day);
+  t.notOk(back.has('acme', id(0)), 'day 0 forgotten on day 8');
   t.ok(back.has('acme', id(100)) && back.has('acme', id(600)) && back.has('acme', id(700)));
   const empty = new EvictedSessions();
   empty.load([]);
