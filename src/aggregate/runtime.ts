@@ -153,6 +153,11 @@ export class Aggregation {
     return this.sessions.size;
   }
 
+  /** Sessions that left memory and are still remembered. */
+  get rememberedCount(): number {
+    return this.evicted.size;
+  }
+
   apply(e: WireEvent): void {
     if (e.received_at > this.watermark) this.watermark = e.received_at;
     for (const p of this.eventPipes) p.event!(e, this.acc);

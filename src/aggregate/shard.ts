@@ -32,9 +32,16 @@ const openSessions = new Gauge({
   registers: [registry],
 });
 
+const remembered = new Gauge({
+  name: 'darshak_aggregate_remembered_sessions',
+  help: 'Sessions a shard let go of in the last 7 days, which it recalls from the store if they play on',
+  labelNames: ['shard'] as const,
+  registers: [registry],
+});
+
 const recalled = new Counter({
   name: 'darshak_aggregate_recalled_sessions_total',
-  help: 'Sessions not in memory that a late event made a shard ask the store for, by whether the store held events of them',
+  help: 'Sessions not in memory whose stored events a shard asked for (a late event, or a session playing on after it left memory), by whether the store held events of them',
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
@@ -199,8 +206,11 @@ export class ShardAggregator {
     // Only now: a rebuild that fails part-way (the bus is electing leaders) must be done again before reading on.
     this.failure = undefined;
     replayed.set({ shard: String(this.shard) }, count);
-    openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
-    this.log.info({ passed_up_to: this.passedUpTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size, sessions: this.agg.sessionCount }, 'shard state rebuilt');
+    this.gaugeSessions();
+    this.log.info(
+      { passed_up_to: this.passedUpTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size, sessions: this.agg.sessionCount, remembered_sessions: this.agg.rememberedCount },
+      'shard state rebuilt',
+    );
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
@@ -415,11 +425,16 @@ export class ShardAggregator {
       const cp: Checkpoint = { v: 3, shard: this.shard, passed_up_to: batch.upTo, ids: this.dedup.entries(), state: this.agg.save() };
       batch.checkpoint = packCheckpoint(cp);
     }
-    openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
+    this.gaugeSessions();
     return batch;
   }
 
   /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
+  private gaugeSessions(): void {
+    openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
+    remembered.set({ shard: String(this.shard) }, this.agg.rememberedCount);
+  }
+
   private split(inputs: readonly FramedInput[], { rows }: Output): Buffer[] {
     const parts: Buffer[] = [];
     let passed: FramedInput[] = [];

@@ -174,6 +174,8 @@ t.test('a session that left memory and continues with recent events takes up whe
   const later = now + 11 * minute;
   await send([event('play_start', now - 40_000, later, { session_id: 'w', user_id: 'u10' })]);
   await settled();
+  const remembered = (await registry.getSingleMetric('darshak_aggregate_remembered_sessions')!.get()).values.find((v) => v.labels.shard === '0');
+  t.ok(remembered && remembered.value >= 1, `the shard remembers ${remembered?.value} sessions that left, r among them`);
   // ... the shard restarts from its checkpoint, which must remember that r left ...
   await shard.stop();
   const restarted = new ShardAggregator(bus, 0, options, log);
