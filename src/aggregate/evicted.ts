@@ -125,26 +125,30 @@ export class EvictedSessions {
     for (const digests of this.sealed.values()) for (const digest of digests) this.mark(digest);
   }
 
-  // The filter's two bits of a digest: its low 32 bits, and its high 21 mixed with them. Inline, without an array:
-  // `mayHave` runs per event.
+  // The filter's two bits of a digest (firstBit, secondBit), computed apart rather than returned as a pair: `mayHave`
+  // runs per event, and most answers need only the first.
   private mark(digest: number): void {
-    const lo = digest >>> 0;
     const mask = 2 ** this.bitsLog2 - 1;
-    const a = lo & mask;
-    const b = (Math.imul(Math.floor(digest / 4294967296) ^ (lo >>> 11), 0x85ebca6b) >>> 0) & mask;
+    const a = firstBit(digest, mask);
+    const b = secondBit(digest, mask);
     this.bits[a >>> 5]! |= 1 << (a & 31);
     this.bits[b >>> 5]! |= 1 << (b & 31);
   }
 
   private mayHave(digest: number): boolean {
-    const lo = digest >>> 0;
     const mask = 2 ** this.bitsLog2 - 1;
-    const a = lo & mask;
+    const a = firstBit(digest, mask);
     if ((this.bits[a >>> 5]! & (1 << (a & 31))) === 0) return false;
-    const b = (Math.imul(Math.floor(digest / 4294967296) ^ (lo >>> 11), 0x85ebca6b) >>> 0) & mask;
+    const b = secondBit(digest, mask);
     return (this.bits[b >>> 5]! & (1 << (b & 31))) !== 0;
   }
 }
+
+/** A digest's first bit in the filter: its low 32 bits. */
+const firstBit = (digest: number, mask: number): number => (digest >>> 0) & mask;
+
+/** Its second: the high 21 bits mixed with the low ones. */
+const secondBit = (digest: number, mask: number): number => (Math.imul(Math.floor(digest / 4294967296) ^ (digest >>> 11), 0x85ebca6b) >>> 0) & mask;
 
 function contains(sorted: Float64Array, x: number): boolean {
   let lo = 0;

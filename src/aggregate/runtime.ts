@@ -25,7 +25,11 @@ interface Session {
  */
 class SessionTable {
   private readonly byTenant = new Map<string, Map<string, Session>>();
-  size = 0;
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
 
   get(tenant: string, id: string): Session | undefined {
     return this.byTenant.get(tenant)?.get(id);
@@ -34,14 +38,14 @@ class SessionTable {
   add(s: Session): void {
     let m = this.byTenant.get(s.attrs.tenant);
     if (!m) this.byTenant.set(s.attrs.tenant, (m = new Map()));
-    if (!m.has(s.attrs.session_id)) this.size++;
+    if (!m.has(s.attrs.session_id)) this.count++;
     m.set(s.attrs.session_id, s);
   }
 
   delete(s: Session): void {
     const m = this.byTenant.get(s.attrs.tenant);
     if (!m?.delete(s.attrs.session_id)) return;
-    this.size--;
+    this.count--;
     if (m.size === 0) this.byTenant.delete(s.attrs.tenant);
   }
 
@@ -52,7 +56,7 @@ class SessionTable {
 
   clear(): void {
     this.byTenant.clear();
-    this.size = 0;
+    this.count = 0;
   }
 }
 

@@ -34,7 +34,7 @@ const openSessions = new Gauge({
 
 const remembered = new Gauge({
   name: 'darshak_aggregate_remembered_sessions',
-  help: 'Sessions a shard let go of in the last 7 days, which it recalls from the store if they play on',
+  help: 'Sessions a shard let go of and still remembers (at least 7 days), which it recalls from the store if they play on',
   labelNames: ['shard'] as const,
   registers: [registry],
 });
@@ -271,8 +271,9 @@ export class ShardAggregator {
   }
 
   /**
-   * Apply one input message. Sessions it brings back that left memory (a late event) are first recalled from the
-   * store, as they stood before this message: only then is a promise answered, so the usual message costs none.
+   * Apply one input message. Sessions it brings back that left memory (a late event, or one playing on after a long
+   * pause) are first recalled from the store, as they stood before this message: only then is a promise answered, so
+   * the usual message costs none.
    */
   private apply(seq: number, data: Uint8Array, keep: boolean): Promise<void> | undefined {
     const { events: input } = decodeMessage(data);
