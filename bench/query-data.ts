@@ -9,6 +9,7 @@
 // 3. raw*: each analytics answer computed from `events` alone, with the definitions of docs/metrics.md.
 
 import type { ClickHouseClient } from '@clickhouse/client';
+import { subscriptionUsers } from '../pipelines/billing.js';
 import { viewerWindows } from '../pipelines/viewers.js';
 import { completionMinutesFromSessions } from '../src/store/migrations/0005-completion-minutes.js';
 import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
@@ -379,9 +380,11 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   await run(`INSERT INTO billing_events (tenant, ts, user_id, kind, amount_inr, plan) SETTINGS ${noDedup}
     SELECT tenant, ts, user_id, event_type, JSONExtractFloat(properties, 'amount_inr'), JSONExtractString(properties, 'plan')
     FROM events WHERE event_type IN ${billingKinds} AND user_id != ''`);
+  // From billing_events, by the statement its migration uses.
+  await run(subscriptionUsers.derivedFrom!.fill);
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);
-  progress('content_catalog, billing_events, quota_minutes');
+  progress('content_catalog, billing_events, subscription_users, quota_minutes');
   for (const t of ['watch_time_minutes', 'content_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes', 'session_hours']) {
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }

@@ -10,11 +10,13 @@ export const subscriptionRank = (kind: (typeof subscriptionKinds)[number]): numb
 
 const kinds = new Set<string>([...subscriptionKinds, 'payment_succeeded', 'payment_failed']);
 
+/** The 128-bit hash of a user id that `uniqExact` would compute: the key users are grouped and stored by. */
+const userKey = (id: string): string => `reinterpretAsUInt128(sipHash128(${id}))`;
+
 /**
  * Subscription and payment events, one row each. Paid subscribers at an instant depend on each user's latest
  * subscription event before it, so the events themselves are the state; a late one simply lands in its place.
- * `user_key` (the 128-bit hash uniqExact groups strings by) and `sub_order` (ts × 8 + the kind's tie rank, 0 for a
- * payment) are computed at insert, so the overview groups users without hashing 200k ids per call.
+ * `user_key` (see `userKey`) and `sub_order` (ts × 8 + the kind's tie rank, 0 for a payment) are computed at insert.
  */
 export const billingEvents: TableSpec = {
   name: 'billing_events',
@@ -30,9 +32,52 @@ export const billingEvents: TableSpec = {
     ['plan', 'String'],
   ],
   derived: [
-    ['user_key', 'UInt128', 'reinterpretAsUInt128(sipHash128(user_id))'],
+    ['user_key', 'UInt128', userKey('user_id')],
     ['sub_order', 'UInt64', `toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(${subscriptionKindsSql}, kind)`],
   ],
+};
+
+/** The version of a refresh: its time, and above every version the tenant has, should the clock step back. */
+const refreshVersion = `greatest(toUInt64(toUnixTimestamp64Nano(now64(9))), (SELECT max(version) + 1 FROM subscription_users WHERE tenant = {tenant:String}))`;
+
+/**
+ * Per user, the `sub_order` of each of their subscription events, ascending (docs/store.md "Paid subscribers"): the
+ * overview reads a user's latest event before an instant from one row, rather than grouping every subscription event
+ * by user at each call. ClickHouse keeps it from `billing_events`: each insert there recomputes the rows of the users
+ * it wrote from all their events, so a late event lands in place. The latest refresh of a user wins (`version`, its
+ * time). A user left with no subscription event (a replay removed them) keeps a row with none, which counts nowhere.
+ * `last_ts`, the latest event's time, bounds retention.
+ */
+export const subscriptionUsers: TableSpec = {
+  name: 'subscription_users',
+  engine: 'replace',
+  key: [
+    ['tenant', 'LowCardinality(String)'],
+    ['user_key', 'UInt128'],
+  ],
+  values: [
+    ['last_ts', 'DateTime64(3)'],
+    ['orders', 'Array(UInt64)'],
+    ['version', 'UInt64'],
+  ],
+  derivedFrom: {
+    table: 'billing_events',
+    by: 'user_id',
+    // Users with a subscription event, or a row already (whose events a replay may have removed): not payers alone.
+    refresh: `INSERT INTO subscription_users (tenant, user_key, last_ts, orders, version)
+      SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
+      SELECT {tenant:String}, k, if(empty(sub.orders), now64(3), sub.last_ts), arraySort(sub.orders), ${refreshVersion}
+      FROM (SELECT ${userKey('arrayJoin({keys:Array(String)})')} AS k) AS users
+      LEFT JOIN (
+        SELECT user_key, groupUniqArray(sub_order) AS orders, max(ts) AS last_ts FROM billing_events
+        WHERE tenant = {tenant:String} AND user_id IN {keys:Array(String)} AND sub_order % 8 != 0 GROUP BY user_key
+      ) AS sub ON users.k = sub.user_key
+      WHERE notEmpty(sub.orders) OR k IN (SELECT user_key FROM subscription_users WHERE tenant = {tenant:String})`,
+    fill: `INSERT INTO subscription_users (tenant, user_key, last_ts, orders, version)
+      SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
+      SELECT tenant, user_key, max(ts), arraySort(groupUniqArray(sub_order)), toUInt64(toUnixTimestamp64Nano(now64(9)))
+      FROM billing_events WHERE sub_order % 8 != 0 GROUP BY tenant, user_key`,
+  },
 };
 
 const hour = 3600;
@@ -104,7 +149,7 @@ export const churnSpike: WindowDetector = {
 
 export const billing: Pipeline = {
   name: 'billing',
-  tables: [billingEvents],
+  tables: [billingEvents, subscriptionUsers],
   detectors: [paymentFailure, churnSpike],
   event(e, out) {
     if (!kinds.has(e.event_type) || !e.user_id) return;

@@ -4,7 +4,20 @@ import type { Segment } from './session.js';
 
 // What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
 
-export type ColumnType = 'String' | 'LowCardinality(String)' | 'DateTime' | 'Int64' | 'Float64' | 'UInt64' | 'UInt8' | 'UInt16' | 'UInt32' | 'Nullable(Float64)' | 'DateTime64(3)';
+export type ColumnType =
+  | 'String'
+  | 'LowCardinality(String)'
+  | 'DateTime'
+  | 'Int64'
+  | 'Float64'
+  | 'UInt64'
+  | 'UInt8'
+  | 'UInt16'
+  | 'UInt32'
+  | 'UInt128'
+  | 'Nullable(Float64)'
+  | 'DateTime64(3)'
+  | 'Array(UInt64)';
 
 /**
  * A snapshot table a pipeline writes.
@@ -53,6 +66,15 @@ export interface TableSpec {
    * `{to_s:UInt32}` (Unix seconds).
    */
   rebuild?(scoped: boolean): string;
+  /**
+   * A table ClickHouse derives from another rather than one the aggregators write: rows per (tenant, value of the
+   * source's `by` column), recomputed from all the source's rows of those values. Every insert into the source
+   * refreshes the values it wrote (store/snapshots.ts `insertSnapshotRows`), so a late row lands in place as it does
+   * in the source. `refresh` is an `INSERT … SELECT` recomputing the rows of `{tenant:String}`'s `{keys:Array(String)}`,
+   * a value without source rows left included; `fill` recomputes every row (a migration). The source is an `append`
+   * or `sum` table (replay finds the keys it deletes by `ts`).
+   */
+  derivedFrom?: { table: string; by: string; refresh: string; fill: string };
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Cell, TableSpec } from '../aggregate/pipeline.js';
 import { Aggregation } from '../aggregate/runtime.js';
 import { rankOf } from '../aggregate/session.js';
 import { sessionEventTypes, storedColumns, toEvent, type StoredEvent } from '../store/events.js';
-import { insertSnapshotRows, timeColumn } from '../store/snapshots.js';
+import { derivedTables, insertSnapshotRows, refreshDerived, timeColumn } from '../store/snapshots.js';
 
 export interface ReplayRequest {
   tenant: string;
@@ -73,13 +73,17 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
   const written: Record<string, number> = {};
   const token = randomUUID();
   for (const table of snapshotTables) {
-    if (table.rebuild) continue;
+    if (table.rebuild || table.derivedFrom) continue;
     const all = rows.get(table.name) ?? [];
     // Session rows only for the sessions replayed whole (and deleted below); other rows only within the range.
     const session = table.key.findIndex(([name]) => name === 'session_id');
     const keep = table.engine === 'replace' ? all.filter((r) => sessions.has(String(r[session]))) : all.filter((r) => within(table, r, req));
+    // Derived tables refresh the keys written again as they are inserted; those of rows deleted and not written again
+    // are refreshed here.
+    const cleared = await keysInRange(client, table, req);
     await clear(client, table, req);
     await insertSnapshotRows(client, table, keep, `replay:${token}:${table.name}`);
+    for (const [derived, keys] of cleared) await refreshDerived(client, derived, req.tenant, keys);
     written[table.name] = keep.length;
   }
   // Tables computed from the others, once these are written: every `ts` whose rows can hold the replayed spans.
@@ -107,6 +111,22 @@ function within(table: TableSpec, row: readonly Cell[], req: ReplayRequest): boo
   const v = Number(row[i]);
   const t = table.key[i]![1] === 'DateTime' ? v * 1000 : v;
   return t >= req.from && t < req.to;
+}
+
+/** Per table derived from `table`, the values of its key column in the rows of the range that `clear` deletes. */
+async function keysInRange(client: ClickHouseClient, table: TableSpec, req: ReplayRequest): Promise<Map<TableSpec, string[]>> {
+  const out = new Map<TableSpec, string[]>();
+  for (const derived of derivedTables(table)) {
+    const col = timeColumn(table);
+    const result = await client.query({
+      query: `SELECT DISTINCT toString(${derived.derivedFrom!.by}) AS k FROM ${table.name}
+        WHERE tenant = {tenant:String} AND ${col} >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND ${col} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`,
+      query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to },
+      format: 'JSONEachRow',
+    });
+    out.set(derived, (await result.json<{ k: string }>()).map((r) => r.k));
+  }
+  return out;
 }
 
 /** Delete the range's rows (lightweight DELETE); for sessions, the rows of the sessions being written again. */

@@ -7,6 +7,7 @@ import { migration as viewerWindows } from './migrations/0004-viewer-windows.js'
 import { migration as completionMinutes } from './migrations/0005-completion-minutes.js';
 import { migration as billingKeys } from './migrations/0006-billing-keys.js';
 import { migration as sessionIndex } from './migrations/0007-events-session-index.js';
+import { migration as subscriptionUsers } from './migrations/0008-subscription-users.js';
 
 export interface Migration {
   version: number;
@@ -16,7 +17,7 @@ export interface Migration {
 }
 
 /** In order; a new migration is a new file in migrations/ and one line here. Never edit an applied one. */
-export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes, billingKeys, sessionIndex];
+export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes, billingKeys, sessionIndex, subscriptionUsers];
 
 /** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
 export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {

@@ -1,4 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
+import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell, ColumnType, TableSpec } from '../aggregate/pipeline.js';
 
 // The pipelines' snapshot tables. Each pipeline file declares its tables (pipelines/*.ts); they are created here at
@@ -79,7 +80,11 @@ export async function ensureSnapshotTables(client: ClickHouseClient, tables: rea
   }
 }
 
-/** One idempotent insert of a flush's rows for one table (rows in the table's column order). */
+/**
+ * One idempotent insert of a flush's rows for one table (rows in the table's column order), then the refresh of the
+ * tables derived from it for the keys the rows hold (`TableSpec.derivedFrom`): every writer (the flusher, replay)
+ * keeps them in step, and a redelivered flush, stored once, refreshes again to the same rows.
+ */
 export async function insertSnapshotRows(client: ClickHouseClient, table: TableSpec, rows: readonly (readonly Cell[])[], token: string): Promise<void> {
   if (rows.length === 0) return;
   await client.insert({
@@ -89,4 +94,30 @@ export async function insertSnapshotRows(client: ClickHouseClient, table: TableS
     format: 'JSONCompactEachRow',
     clickhouse_settings: { insert_deduplication_token: token },
   });
+  const tenantAt = rowColumns(table).indexOf('tenant');
+  for (const derived of derivedTables(table)) {
+    const at = rowColumns(table).indexOf(derived.derivedFrom!.by);
+    const keys = new Map<string, Set<string>>();
+    for (const row of rows) {
+      const tenant = String(row[tenantAt]);
+      const set = keys.get(tenant) ?? new Set<string>();
+      set.add(String(row[at]));
+      keys.set(tenant, set);
+    }
+    for (const [tenant, set] of keys) await refreshDerived(client, derived, tenant, set);
+  }
+}
+
+/** The tables derived from `source`. */
+export const derivedTables = (source: TableSpec): TableSpec[] => snapshotTables.filter((t) => t.derivedFrom?.table === source.name);
+
+/** Keys per refresh statement: they travel as one parameter, in the URL of a ClickHouse server's request. */
+const refreshChunk = 1000;
+
+/** Recompute a derived table's rows of a tenant's `keys` from its source (`TableSpec.derivedFrom`). */
+export async function refreshDerived(client: ClickHouseClient, derived: TableSpec, tenant: string, keys: Iterable<string>): Promise<void> {
+  const all = [...keys];
+  for (let i = 0; i < all.length; i += refreshChunk) {
+    await client.command({ query: derived.derivedFrom!.refresh, query_params: { tenant, keys: all.slice(i, i + refreshChunk) } });
+  }
 }

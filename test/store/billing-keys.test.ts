@@ -8,8 +8,9 @@ import { createTableSql, ensureSnapshotTables } from '../../src/store/snapshots.
 import { embeddedClient } from '../helpers/store.js';
 
 // Migration 6 gives `billing_events` rows of a store created before them their `user_key` and `sub_order`
-// (pipelines/billing.ts), and the overview's paid subscribers and churn read them: each user's latest subscription
-// event before an instant, ties in rank order (docs/metrics.md "Overview").
+// (pipelines/billing.ts); migration 8 computes `subscription_users` from them, and the overview's paid subscribers
+// and churn read that: each user's latest subscription event before an instant, ties in rank order (docs/metrics.md
+// "Overview").
 
 const client = await embeddedClient(t, 'billing-keys');
 const log = createLogger('silent');
@@ -70,6 +71,8 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
   ).json<{ columns: string[] }>();
   t.same(stored?.columns.sort(), ['sub_order', 'user_key'], 'stored in the parts');
 
+  // Migration 8 computes `subscription_users`, which the overview reads, from these rows.
+  t.same(await migrate(client, log), [7, 8], 'migrations 7 and 8 applied');
   await ensureSnapshotTables(client, snapshotTables, 400);
   const o = await overview(client, 'acme', { from: to - 30 * day, to });
   t.equal(o.paid_subscribers, 4, 'u1, u4, u7 and u8 at the end');

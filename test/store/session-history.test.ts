@@ -31,7 +31,7 @@ t.test('a session\u2019s events read before an input message, in reading order, 
     [at(10, 'heartbeat', 's1', { tenant: 'other' }), 4, 0],
   ];
   await insertEvents(client, rows.map(([e, seq, i]) => eventRow(e, seq, i)), 'history-test');
-  t.same(await migrate(client, log), [7], 'migration 7 applied to a store holding events');
+  t.same(await migrate(client, log, migrations.filter((m) => m.version <= 7)), [7], 'migration 7 applied to a store holding events');
   const [index] = await (
     await client.query({ query: "SELECT type FROM system.data_skipping_indices WHERE table = 'events' AND name = 'session_idx'", format: 'JSONEachRow' })
   ).json<{ type: string }>();

@@ -24,22 +24,18 @@ const revenueSql = `SELECT
   FROM billing_events WHERE tenant = {tenant:String} AND kind = 'payment_succeeded' AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
 
 /**
- * Per user, from their subscription events: whether the latest before each instant is started or renewed (paid), and
- * whether one in the range is a cancellation or expiry (churned). Equal timestamps are ordered by rank (started,
- * renewed, cancelled, expired), so the answer never depends on arrival. `sub_order` is ts × 8 + rank (0 for any other
- * kind): "the latest before t" is a plain max below t × 8, and its kind the low bits, so the scan reads two columns
- * (ts < t exactly when sub_order < t × 8, the rank being under 8). Users are grouped by `user_key`, the 128-bit hash
- * of their id that uniqExact would compute, stored at insert (pipelines/billing.ts).
+ * Per user, from the `sub_order`s of their subscription events (`subscription_users`, one row per user, ascending):
+ * whether the latest before each instant is started or renewed (paid), and whether one in the range is a cancellation
+ * or expiry (churned). `sub_order` is ts × 8 + the kind's rank (started, renewed, cancelled, expired), so equal
+ * timestamps are ordered by rank and the answer never depends on arrival; "before t" is `sub_order < t × 8`, the rank
+ * being under 8, and the kind is the low 3 bits (a user with none before t reads 0: not paid).
  */
-const latestBefore = (p: string): string => `maxIf(sub_order, sub_order < {${p}:UInt64}) % 8`;
-const paid = (column: string): string => `countIf(${column} IN (${subscriptionRank('subscription_started')}, ${subscriptionRank('subscription_renewed')}))`;
+const kindBefore = (p: string): string => `arrayLast(o -> o < {${p}:UInt64}, orders) % 8`;
+const paid = (p: string): string => `countIf(${kindBefore(p)} IN (${subscriptionRank('subscription_started')}, ${subscriptionRank('subscription_renewed')}))`;
 const ended = `(${subscriptionRank('subscription_cancelled')}, ${subscriptionRank('subscription_expired')})`;
-const usersSql = `SELECT ${paid('at_to')} AS at_to, ${paid('at_from')} AS at_from, ${paid('at_week1')} AS at_week1, countIf(churned) AS churned FROM (
-    SELECT max(sub_order) % 8 AS at_to, ${latestBefore('from_order')} AS at_from, ${latestBefore('week1_order')} AS at_week1,
-      max(sub_order % 8 IN ${ended} AND sub_order >= {from_order:UInt64}) AS churned
-    FROM billing_events WHERE tenant = {tenant:String} AND sub_order % 8 != 0 AND sub_order < {to_order:UInt64}
-    GROUP BY user_key
-  )`;
+const usersSql = `SELECT ${paid('to_order')} AS at_to, ${paid('from_order')} AS at_from, ${paid('week1_order')} AS at_week1,
+    countIf(arrayExists(o -> o >= {from_order:UInt64} AND o < {to_order:UInt64} AND o % 8 IN ${ended}, orders)) AS churned
+  FROM subscription_users FINAL WHERE tenant = {tenant:String}`;
 
 type Row = Record<string, string | number | null>;
 const num = (row: Row | undefined, key: string): number => Number(row?.[key] ?? 0);
