@@ -56,10 +56,12 @@ export function viewersQuery(tenant: string, dim: Dim, ranges: readonly Range[],
         AND first_ts < ${msParam(`t${i}`)} AND last_ts >= ${msParam(`f${i}`)}`;
     return `countIf(${whole} OR pair_key IN (${edgeSessions})) AS n${i}`;
   });
+  // All of a tenant's viewers have one value, '': no grouping (a third of the scan's time at 600k viewers).
+  const grouped = dim !== '';
   return {
-    query: `SELECT value, ${counts.join(', ')} FROM viewer_windows FINAL
+    query: `SELECT ${grouped ? 'value' : "'' AS value"}, ${counts.join(', ')} FROM viewer_windows FINAL
      WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String} ${values ? 'AND value IN {values:Array(String)}' : ''}
-     GROUP BY value`,
+     ${grouped ? 'GROUP BY value' : ''}`,
     params,
   };
 }
