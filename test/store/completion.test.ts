@@ -102,4 +102,9 @@ t.test('completion over the sessions of the range, wherever they started', async
   const got = Object.fromEntries(items.map((i) => [i.content_id, i.completion_pct]));
   t.same(Object.keys(got).sort(), ['c1', 'c2', 'c3'], 'every content with a session in the range is listed');
   for (const c of ['c1', 'c2', 'c3']) t.ok(Math.abs(got[c]! - expected[c]!) < 1e-9, `${c}: ${got[c]} = ${expected[c]}`);
+  // Completion is computed for a page's contents alone, with the published durations read with the page.
+  for (const offset of [0, 1, 2]) {
+    const page = await topContent(client, 'acme', { from, to }, 1, offset);
+    t.same(page, { items: items.slice(offset, offset + 1), total: 3 }, `a page of one at offset ${offset} (${items[offset]!.content_id}) as in the whole list`);
+  }
 });

@@ -5,14 +5,11 @@ import type { Paged, TopContentItem } from './answers.js';
 import { viewersIn } from './viewers.js';
 
 // What the catalogue says of some contents: the latest of each kind (published or not), in the form of the
-// `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content.
+// `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content. The
+// published row's duration is the content's published one.
 const catalogue = `SELECT content_id, published, argMax(title, ts) AS last_title, argMaxIf(title, ts, notEmpty(title)) AS some_title,
-    argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type
+    argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type, argMax(duration_sec, ts) AS duration
   FROM content_catalog WHERE tenant = {tenant:String} AND content_id IN {ids:Array(String)} GROUP BY content_id, published`;
-
-// Every published duration, which completion needs before the list can be ordered (the same projection).
-const durations = `SELECT content_id, argMax(duration_sec, ts) AS duration
-  FROM content_catalog WHERE tenant = {tenant:String} AND published = 1 GROUP BY content_id, published`;
 
 // Sessions that started before the range and run into it: each has a row in the hour of its start (docs/store.md).
 const straddling = `SELECT content_id, ended, furthest_sec, duration_sec FROM session_hours FINAL
@@ -20,7 +17,7 @@ const straddling = `SELECT content_id, ended, furthest_sec, duration_sec FROM se
   WHERE tenant = {tenant:String} AND first_ts < ${msParam('from_ms')} AND last_ts >= ${msParam('from_ms')} AND notEmpty(content_id)`;
 
 /** The SQL of top content's catalogue read, for tests that check it is answered from the projection. */
-export const catalogueSql = { catalogue, durations };
+export const catalogueSql = { catalogue };
 
 interface CatalogRow {
   content_id: string;
@@ -29,62 +26,55 @@ interface CatalogRow {
   some_title: string;
   last_type: string;
   some_type: string;
+  duration: number | null;
+}
+
+/** What a content's completion is made of: sums per furthest position of sessions started in the range, and sessions before it. */
+interface CompletionParts {
+  started: Array<[furthest: number, sessions: number, sum: number]>;
+  before: Array<{ ended: number; furthest_sec: number; duration_sec: number | null }>;
 }
 
 /**
  * docs/metrics.md "Top content": the ordered list, or the page of it at `offset` (the API's), and its full length.
  * Completion is the mean over the range's sessions: those that started in it come summed per minute of start from
  * `completion_minutes`, those that started before and run into it from `session_hours`; sessions without a duration
- * of their own take the content's published one, as read now. The order needs watch time alone, so distinct viewers,
- * titles and types are read for the page's contents only.
+ * of their own take the content's published one, as read now. The order needs watch time alone, so completion (and
+ * the published durations it needs), distinct viewers, titles and types are computed for the page's contents only.
  */
 export async function topContent(client: ClickHouseClient, tenant: string, range: Range, limit = Infinity, offset = 0): Promise<Paged<TopContentItem>> {
   const params = rangeParams(tenant, range);
-  const [watch, started, before, published] = await Promise.all([
+  const [watch, started, before] = await Promise.all([
     sumBy(client, 'content_minutes', 'content_id', 'watch_ms', tenant, range),
     sumsBy(client, 'completion_minutes', ['content_id', 'furthest_sec'], ['sessions', 'completion_sum'], tenant, range),
     select<{ content_id: string; ended: number; furthest_sec: number; duration_sec: number | null }>(client, straddling, params),
-    select<{ content_id: string; duration: number | null }>(client, durations, params),
   ]);
-  const items = new Map<string, TopContentItem>();
-  const item = (id: string): TopContentItem => {
-    let it = items.get(id);
-    if (!it) items.set(id, (it = { content_id: id, title: '', content_type: '', watch_hours: 0, completion_pct: 0, unique_viewers: 0 }));
-    return it;
+  const entries = new Map<string, CompletionParts & { item: TopContentItem }>();
+  const entry = (id: string): CompletionParts & { item: TopContentItem } => {
+    let e = entries.get(id);
+    if (!e) entries.set(id, (e = { item: { content_id: id, title: '', content_type: '', watch_hours: 0, completion_pct: 0, unique_viewers: 0 }, started: [], before: [] }));
+    return e;
   };
-  for (const [id, ms] of watch) if (ms !== 0) item(id).watch_hours = hours(ms);
-  const publishedDuration = new Map(published.filter((c) => c.duration !== null).map((c) => [c.content_id, Number(c.duration)]));
-  // Per content: sessions whose completion is known, and its sum.
-  const completions = new Map<string, [n: number, sum: number]>();
-  const add = (id: string, n: number, total: number | null): void => {
-    item(id);
-    if (total === null) return;
-    const acc = completions.get(id) ?? [0, 0];
-    completions.set(id, [acc[0] + n, acc[1] + total]);
-  };
-  const times = (n: number, c: number | null): number | null => (c === null ? null : n * c);
+  for (const [id, ms] of watch) if (ms !== 0) entry(id).item.watch_hours = hours(ms);
   for (const { keys, sums } of started) {
-    const [id, furthest] = [String(keys[0]), Number(keys[1])];
     const [n, sum] = sums as [number, number];
-    if (n === 0) continue;
-    // Known without the catalogue (furthest -1): the row holds the sum; else each session's furthest position.
-    if (furthest < 0) add(id, n, sum);
-    else add(id, n, times(n, completion(false, furthest, publishedDuration.get(id) ?? null)));
+    if (n !== 0) entry(String(keys[0])).started.push([Number(keys[1]), n, sum]);
   }
-  for (const s of before) add(s.content_id, 1, completion(Number(s.ended) === 1, s.furthest_sec, s.duration_sec ?? publishedDuration.get(s.content_id) ?? null));
-  for (const [id, [n, sum]] of completions) if (n > 0) item(id).completion_pct = sum / n;
-  const list = [...items.values()].sort((a, b) => b.watch_hours - a.watch_hours || (a.content_id < b.content_id ? -1 : 1));
+  for (const s of before) entry(s.content_id).before.push(s);
+  const list = [...entries.values()].map((e) => e.item).sort((a, b) => b.watch_hours - a.watch_hours || (a.content_id < b.content_id ? -1 : 1));
   const page = list.slice(offset, offset + limit);
   const ids = page.map((it) => it.content_id);
   const [viewers, catalog] = await Promise.all([
     viewersIn(client, tenant, 'content', range, ids),
     ids.length === 0 ? [] : select<CatalogRow>(client, catalogue, { tenant, ids }),
   ]);
-  for (const [id, n] of viewers) items.get(id)!.unique_viewers = n;
+  for (const [id, n] of viewers) entries.get(id)!.item.unique_viewers = n;
+  const publishedDuration = new Map(catalog.filter((c) => Number(c.published) === 1 && c.duration !== null).map((c) => [c.content_id, Number(c.duration)]));
+  for (const it of page) it.completion_pct = completionPct(entries.get(it.content_id)!, publishedDuration.get(it.content_id) ?? null);
   // A content's title and type come from its latest content_published, else from the latest event carrying each.
   const isPublished = new Set(catalog.filter((c) => Number(c.published) === 1).map((c) => c.content_id));
   for (const c of catalog) {
-    const it = items.get(c.content_id)!;
+    const it = entries.get(c.content_id)!.item;
     if (Number(c.published) === 1) {
       it.title = c.last_title;
       it.content_type = c.last_type;
@@ -94,4 +84,25 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     }
   }
   return { items: page, total: list.length };
+}
+
+/** The mean completion of a content's sessions whose completion is known; 0 when none is. */
+function completionPct(parts: CompletionParts, publishedDuration: number | null): number {
+  let n = 0;
+  let total = 0;
+  const add = (k: number, sum: number | null): void => {
+    if (sum === null) return;
+    n += k;
+    total += sum;
+  };
+  for (const [furthest, k, sum] of parts.started) {
+    // Known without the catalogue (furthest -1): the row holds the sum; else each session's furthest position.
+    if (furthest < 0) add(k, sum);
+    else {
+      const c = completion(false, furthest, publishedDuration);
+      add(k, c === null ? null : k * c);
+    }
+  }
+  for (const s of parts.before) add(1, completion(Number(s.ended) === 1, s.furthest_sec, s.duration_sec ?? publishedDuration));
+  return n > 0 ? total / n : 0;
 }
