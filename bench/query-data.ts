@@ -11,7 +11,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { subscriptionUsers } from '../pipelines/billing.js';
 import { viewerWindows } from '../pipelines/viewers.js';
-import { completionMinutesFromSessions } from '../src/store/migrations/0005-completion-minutes.js';
+import { completionFromSessions } from '../src/store/migrations/0005-completion-minutes.js';
 import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
 
 export const benchTenant = 'bench';
@@ -340,8 +340,8 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
     await run(`INSERT INTO watch_time_minutes (tenant, ts, watch_ms, rebuffer_ms) SETTINGS ${noDedup}
       SELECT tenant, ${minute('t')} AS m, sum(w), sum(if(rb, w, 0)) FROM bench_sessions_part ARRAY JOIN t2 AS t, wms AS w, reb AS rb
       WHERE w > 0 GROUP BY tenant, m`);
-    await run(`INSERT INTO content_minutes (tenant, ts, content_id, watch_ms) SETTINGS ${noDedup}
-      SELECT tenant, ${minute('t')} AS m, content_id, sum(w) FROM bench_sessions_part ARRAY JOIN t2 AS t, wms AS w
+    await run(`INSERT INTO content_minute_sums (tenant, ts, content_id, furthest_sec, watch_ms) SETTINGS ${noDedup}
+      SELECT tenant, ${minute('t')} AS m, content_id, -1, sum(w) FROM bench_sessions_part ARRAY JOIN t2 AS t, wms AS w
       WHERE w > 0 AND content_id != '' GROUP BY tenant, m, content_id`);
     await run(`INSERT INTO qos_minutes (tenant, ts, region, pop, watch_ms, rebuffer_ms, sessions_started, fatal_sessions, startups, startup_ms) SETTINGS ${noDedup}
       SELECT tenant, ${minute('at')} AS m, region, pop, sum(w), sum(rw), sum(ss), sum(fs), sum(su), sum(sm) FROM (
@@ -385,15 +385,15 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);
   progress('content_catalog, billing_events, subscription_users, quota_minutes');
-  for (const t of ['watch_time_minutes', 'content_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes', 'session_hours']) {
+  for (const t of ['watch_time_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes', 'session_hours']) {
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
   progress('sum tables and session_hours merged');
   // From session_hours, by the statements replay and the migrations use.
   await run(viewerWindows.rebuild!(false));
-  await run(completionMinutesFromSessions);
-  for (const t of ['viewer_windows', 'completion_minutes']) await run(`OPTIMIZE TABLE ${t} FINAL`);
-  progress('viewer_windows, completion_minutes');
+  await run(completionFromSessions('content_minute_sums'));
+  for (const t of ['viewer_windows', 'content_minute_sums']) await run(`OPTIMIZE TABLE ${t} FINAL`);
+  progress('viewer_windows, content_minute_sums');
 }
 
 // ---------------------------------------------------------------------------------------------------------------

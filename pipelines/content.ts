@@ -1,8 +1,8 @@
-import { minuteOf, timeRollups, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, timeRollups, type Pipeline, type RetiredTable, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
-/** Watch time per content and minute. */
+/** Watch time per content and minute, until `content_minute_sums` took it over (migration 9): no longer written. */
 export const contentMinutes: TableSpec = {
   name: 'content_minutes',
   engine: 'sum',
@@ -53,27 +53,50 @@ export function completion(ended: boolean, furthestSec: number, duration: number
 
 export const completionOf = (a: SessionAttrs): number | null => completion(a.ended, a.furthest_sec, a.duration_sec);
 
-/**
- * Completion of the sessions that started in each minute, per content: top content's completion over a range is these
- * sums for the sessions that started in it, plus those that started before and run into it (read from
- * `session_hours`). A session whose completion needs the content's published duration (not ended, no duration of its
- * own) is counted under its `furthest_sec`, so the query can apply the duration it reads; the others under -1.
- */
+/** Per content and minute, and a session's furthest position (-1 for any other row: see `contentMinuteSums`). */
+const minuteFurthestKey: TableSpec['key'] = [
+  ['tenant', 'LowCardinality(String)'],
+  ['ts', 'DateTime'],
+  ['content_id', 'String'],
+  ['furthest_sec', 'Float64'],
+];
+
+/** The completion of the sessions that started in each minute, until `content_minute_sums` took it over: no longer written. */
 export const completionMinutes: TableSpec = {
   name: 'completion_minutes',
   engine: 'sum',
-  key: [
-    ['tenant', 'LowCardinality(String)'],
-    ['ts', 'DateTime'],
-    ['content_id', 'String'],
-    ['furthest_sec', 'Float64'],
-  ],
+  key: minuteFurthestKey,
   values: [
     ['sessions', 'Int64'],
     ['completion_sum', 'Float64'],
   ],
   projections: timeRollups(['content_id', 'furthest_sec'], ['sessions', 'completion_sum']),
 };
+
+/**
+ * Per content and minute, what top content sums over a range (docs/store.md "Completion"): watch time (`watch_ms`,
+ * under the minute it was watched), and the completion of the sessions that started in the minute (`sessions`,
+ * `completion_sum`, under the minute of their start). A session whose completion needs the content's published
+ * duration (not ended, no duration of its own) is counted under its `furthest_sec`, so the query can apply the
+ * duration it reads; the others, and watch time, under -1. One table, so top content reads one set of tiers.
+ */
+export const contentMinuteSums: TableSpec = {
+  name: 'content_minute_sums',
+  engine: 'sum',
+  key: minuteFurthestKey,
+  values: [
+    ['watch_ms', 'Int64'],
+    ['sessions', 'Int64'],
+    ['completion_sum', 'Float64'],
+  ],
+  projections: timeRollups(['content_id', 'furthest_sec'], ['watch_ms', 'sessions', 'completion_sum']),
+};
+
+/** Where rows of the two tables `content_minute_sums` replaced, still in the raw stream at an upgrade, go. */
+const retired: readonly RetiredTable[] = [
+  { spec: contentMinutes, successor: contentMinuteSums, row: ([tenant, ts, id, ms]) => [tenant!, ts!, id!, -1, ms!, 0, 0] },
+  { spec: completionMinutes, successor: contentMinuteSums, row: ([tenant, ts, id, furthest, n, sum]) => [tenant!, ts!, id!, furthest!, 0, n!, sum!] },
+];
 
 /** First playback (or publication) of a content id the cluster has never seen. */
 export const newRelease: OnceDetector = {
@@ -132,7 +155,8 @@ export const completionDrop: WindowDetector = {
 
 export const content: Pipeline = {
   name: 'content',
-  tables: [contentMinutes, contentCatalog, completionMinutes],
+  tables: [contentMinuteSums, contentCatalog],
+  retired,
   detectors: [newRelease, completionDrop],
   sessionReads: ['tenant', 'content_id', 'ended', 'furthest_sec', 'duration_sec', 'closed_at', 'first_minute'],
   session(a, sign, out) {
@@ -140,7 +164,7 @@ export const content: Pipeline = {
     const c = completionOf(a);
     // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion.
     if (c !== null && a.closed_at !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
-    if (a.first_minute !== null) out.add(completionMinutes, [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1], [sign, c === null ? 0 : sign * c]);
+    if (a.first_minute !== null) out.add(contentMinuteSums, [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1], [0, sign, c === null ? 0 : sign * c]);
   },
   // Mostly an open session's furthest position moved: its completion changes within the same row.
   sessionChange(before, after, out) {
@@ -149,7 +173,7 @@ export const content: Pipeline = {
     const sameRow =
       before.tenant === after.tenant && before.content_id === after.content_id && before.first_minute === after.first_minute && after.content_id !== '' && after.first_minute !== null;
     if (sameRow && before.closed_at === null && after.closed_at === null && cb !== null && ca !== null) {
-      if (ca !== cb) out.add(completionMinutes, [after.tenant, after.first_minute / 1000, after.content_id, -1], [0, ca - cb]);
+      if (ca !== cb) out.add(contentMinuteSums, [after.tenant, after.first_minute / 1000, after.content_id, -1], [0, 0, ca - cb]);
       return;
     }
     content.session!(before, -1, out);
@@ -158,7 +182,7 @@ export const content: Pipeline = {
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0 || attrs.content_id === '') return;
-    out.add(contentMinutes, [attrs.tenant, minuteOf(seg.to!), attrs.content_id], [sign * ms]);
+    out.add(contentMinuteSums, [attrs.tenant, minuteOf(seg.to!), attrs.content_id, -1], [sign * ms, 0, 0]);
   },
   event(e, out) {
     if (!e.content_id) return;

@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
 import { Counter, Histogram } from 'prom-client';
-import { snapshotTables } from '../../pipelines/index.js';
-import type { TableSpec } from '../aggregate/pipeline.js';
+import { retiredTables, snapshotTables } from '../../pipelines/index.js';
+import type { Cell, RetiredTable, TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
 import { decodeOutput, forEachPassed } from '../bus/wire.js';
@@ -59,6 +59,8 @@ export class Flusher {
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
   private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
+  /** Tables an earlier version wrote, whose rows go to their successors (a message from before an upgrade). */
+  private readonly retired = new Map<string, RetiredTable>(retiredTables.map((r) => [r.spec.name, r]));
   private readonly options: FlusherOptions;
   /** Delivered and not yet acknowledged: kept alive by the heartbeat. */
   private readonly held = new Set<JsMsg>();
@@ -195,17 +197,18 @@ export class Flusher {
   /** One insert per table of the group's messages, in sequence order. */
   private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
     const eventRows: EventRow[] = [];
-    const rows = new Map<TableSpec, Array<Array<string | number | null>>>();
+    const rows = new Map<TableSpec, Cell[][]>();
     for (const seq of group) {
       const bytes = data.get(seq);
       if (!bytes) continue;
       const out = decodeOutput(bytes);
       forEachPassed(out, (e, ingestSeq, index) => eventRows.push(eventRow(e, ingestSeq, index)));
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
-        const table = this.tables.get(name);
+        const retired = this.retired.get(name);
+        const table = this.tables.get(name) ?? retired?.successor;
         if (!table) throw new Error(`output message ${seq} has rows for unknown table ${name}`);
         const list = rows.get(table) ?? [];
-        for (const r of tableRows as Array<Array<string | number | null>>) list.push(r);
+        for (const r of tableRows as Cell[][]) list.push(retired ? retired.row(r) : r);
         rows.set(table, list);
       }
     }

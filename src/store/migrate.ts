@@ -8,6 +8,8 @@ import { migration as completionMinutes } from './migrations/0005-completion-min
 import { migration as billingKeys } from './migrations/0006-billing-keys.js';
 import { migration as sessionIndex } from './migrations/0007-events-session-index.js';
 import { migration as subscriptionUsers } from './migrations/0008-subscription-users.js';
+import { migration as contentMinuteSums } from './migrations/0009-content-minute-sums.js';
+import { migration as dropContentMinutes } from './migrations/0010-drop-content-minutes.js';
 
 export interface Migration {
   version: number;
@@ -17,7 +19,7 @@ export interface Migration {
 }
 
 /** In order; a new migration is a new file in migrations/ and one line here. Never edit an applied one. */
-export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes, billingKeys, sessionIndex, subscriptionUsers];
+export const migrations: readonly Migration[] = [events, alerts, sessionHours, viewerWindows, completionMinutes, billingKeys, sessionIndex, subscriptionUsers, contentMinuteSums, dropContentMinutes];
 
 /** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
 export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {

@@ -72,7 +72,7 @@ t.test('rows from before the columns get them, and paid subscribers and churn re
   t.same(stored?.columns.sort(), ['sub_order', 'user_key'], 'stored in the parts');
 
   // Migration 8 computes `subscription_users`, which the overview reads, from these rows.
-  t.same(await migrate(client, log), [7, 8], 'migrations 7 and 8 applied');
+  t.same(await migrate(client, log, migrations.filter((m) => m.version <= 8)), [7, 8], 'migrations 7 and 8 applied');
   await ensureSnapshotTables(client, snapshotTables, 400);
   const o = await overview(client, 'acme', { from: to - 30 * day, to });
   t.equal(o.paid_subscribers, 4, 'u1, u4, u7 and u8 at the end');

@@ -9,7 +9,7 @@ import { eventAt } from '../helpers/pipeline.js';
 import { embeddedClient } from '../helpers/store.js';
 
 // Top content's completion (docs/metrics.md "Top content"): the mean over the range's sessions, those that started in
-// it read as sums per minute of start (`completion_minutes`), those that started before it and run into it from
+// it read as sums per minute of start (`content_minute_sums`), those that started before it and run into it from
 // `session_hours`. Sessions of every kind sit on both sides of the range's start: ended, with a duration of their
 // own, with only the content's published duration (published after they played), with no duration at all; one is
 // moved before the range's start by a late event, and positions keep moving over several flushes.

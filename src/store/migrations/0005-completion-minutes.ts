@@ -3,10 +3,11 @@ import type { Migration } from '../migrate.js';
 import { createTableSql } from '../snapshots.js';
 
 /**
- * `completion_minutes` (pipelines/content.ts) from `session_hours`: each session in the row of its first hour, under
- * the minute it started. The content pipeline writes it from now on; the bench fills it the same way.
+ * Completion sums per minute of start (`completion_minutes`, later `content_minute_sums`: pipelines/content.ts) into
+ * `table`, from `session_hours`: each session in the row of its first hour, under the minute it started. The bench
+ * fills `content_minute_sums` the same way.
  */
-export const completionMinutesFromSessions = `INSERT INTO completion_minutes (tenant, ts, content_id, furthest_sec, sessions, completion_sum)
+export const completionFromSessions = (table: string): string => `INSERT INTO ${table} (tenant, ts, content_id, furthest_sec, sessions, completion_sum)
   SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
   SELECT tenant, toStartOfMinute(first_ts) AS m, content_id, if(known, -1, furthest_sec) AS f, toInt64(count()),
     sum(if(known, if(ended = 1, 100, least(100, furthest_sec / assumeNotNull(duration_sec) * 100)), 0))
@@ -19,5 +20,5 @@ export const completionMinutesFromSessions = `INSERT INTO completion_minutes (te
 export const migration: Migration = {
   version: 5,
   name: 'completion-minutes',
-  statements: [createTableSql(completionMinutes), 'TRUNCATE TABLE completion_minutes', completionMinutesFromSessions],
+  statements: [createTableSql(completionMinutes), 'TRUNCATE TABLE completion_minutes', completionFromSessions('completion_minutes')],
 };

@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { completion } from '../../../pipelines/content.js';
-import { hours, msParam, rangeParams, select, sumBy, sumsBy, type Range } from './range.js';
+import { hours, msParam, rangeParams, select, sumsBy, type Range } from './range.js';
 import type { Paged, TopContentItem } from './answers.js';
 import { viewersIn } from './viewers.js';
 
@@ -37,16 +37,16 @@ interface CompletionParts {
 
 /**
  * docs/metrics.md "Top content": the ordered list, or the page of it at `offset` (the API's), and its full length.
- * Completion is the mean over the range's sessions: those that started in it come summed per minute of start from
- * `completion_minutes`, those that started before and run into it from `session_hours`; sessions without a duration
- * of their own take the content's published one, as read now. The order needs watch time alone, so completion (and
+ * Watch time, and the completion of the range's sessions that started in it, come summed per minute from
+ * `content_minute_sums` (one read of its tiers); completion is the mean over the range's sessions, those that started
+ * before and run into it read from `session_hours`; sessions without a duration of their own take the content's
+ * published one, as read now. The order needs watch time alone, so completion (and
  * the published durations it needs), distinct viewers, titles and types are computed for the page's contents only.
  */
 export async function topContent(client: ClickHouseClient, tenant: string, range: Range, limit = Infinity, offset = 0): Promise<Paged<TopContentItem>> {
   const params = rangeParams(tenant, range);
-  const [watch, started, before] = await Promise.all([
-    sumBy(client, 'content_minutes', 'content_id', 'watch_ms', tenant, range),
-    sumsBy(client, 'completion_minutes', ['content_id', 'furthest_sec'], ['sessions', 'completion_sum'], tenant, range),
+  const [sums, before] = await Promise.all([
+    sumsBy(client, 'content_minute_sums', ['content_id', 'furthest_sec'], ['watch_ms', 'sessions', 'completion_sum'], tenant, range),
     select<{ content_id: string; ended: number; furthest_sec: number; duration_sec: number | null }>(client, straddling, params),
   ]);
   const entries = new Map<string, CompletionParts & { item: TopContentItem }>();
@@ -55,11 +55,13 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     if (!e) entries.set(id, (e = { item: { content_id: id, title: '', content_type: '', watch_hours: 0, completion_pct: 0, unique_viewers: 0 }, started: [], before: [] }));
     return e;
   };
-  for (const [id, ms] of watch) if (ms !== 0) entry(id).item.watch_hours = hours(ms);
-  for (const { keys, sums } of started) {
-    const [n, sum] = sums as [number, number];
-    if (n !== 0) entry(String(keys[0])).started.push([Number(keys[1]), n, sum]);
+  const watchMs = new Map<string, number>();
+  for (const { keys, sums: [ms, n, sum] } of sums) {
+    const id = String(keys[0]);
+    if (ms !== 0) watchMs.set(id, (watchMs.get(id) ?? 0) + ms!);
+    if (n !== 0) entry(id).started.push([Number(keys[1]), n!, sum!]);
   }
+  for (const [id, ms] of watchMs) if (ms !== 0) entry(id).item.watch_hours = hours(ms);
   for (const s of before) entry(s.content_id).before.push(s);
   const list = [...entries.values()].map((e) => e.item).sort((a, b) => b.watch_hours - a.watch_hours || (a.content_id < b.content_id ? -1 : 1));
   const page = list.slice(offset, offset + limit);
