@@ -30,6 +30,23 @@ export class ReplayError extends Error {
 /** A segment's effect reaches 30 s past its event (concurrency): sessions with an event this far before count. */
 const reachMs = 31_000;
 
+/** The parameters of the statements below for a request. */
+const replayParams = (req: ReplayRequest): Record<string, string | number | string[]> => ({
+  tenant: req.tenant,
+  from_ms: req.from,
+  to_ms: req.to,
+  reach_ms: req.from - reachMs,
+  types: sessionEventTypes,
+});
+
+/** A DateTime64 column in [`from`, to_ms) (parameters of Unix milliseconds). */
+const inRange = (column: string, from = 'from_ms'): string =>
+  `${column} >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC') AND ${column} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
+
+/** The sessions replayed whole: those with a session event in the range or just before it (`reach_ms`). */
+const replayedSessions = `SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
+  AND event_type IN {types:Array(String)} AND ${inRange('ts', 'reach_ms')}`;
+
 /**
  * Recompute a tenant's snapshots over [from, to) from its raw events, with today's pipelines: every snapshot row of
  * the range is deleted and written again, and the sessions with an event in (or just before) the range get their
@@ -40,18 +57,14 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
   if (!(req.from < req.to) || req.from % 60_000 !== 0 || req.to % 60_000 !== 0) {
     throw new ReplayError('--from and --to must be whole minutes, --from before --to');
   }
-  const params = { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionEventTypes };
-  const inRange = (c: string, from = 'from_ms'): string => `${c} >= fromUnixTimestamp64Milli({${from}:Int64}, 'UTC') AND ${c} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
   // Whole sessions that touch the range, and every other event whose own time (or arrival, for quota) is in it.
   const result = await client.query({
     query: `SELECT ${storedColumns} FROM events
       WHERE tenant = {tenant:String} AND (
-        (session_id IN (SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
-                          AND event_type IN {types:Array(String)} AND ${inRange('ts', 'reach_ms')})
-         AND event_type IN {types:Array(String)})
+        (session_id IN (${replayedSessions}) AND event_type IN {types:Array(String)})
         OR ${inRange('ts')} OR ${inRange('received_at')})
       ORDER BY ts, ingest_seq, ingest_index`,
-    query_params: params,
+    query_params: replayParams(req),
     format: 'JSONEachRow',
   });
   const agg = new Aggregation(pipelines, Number.MAX_SAFE_INTEGER);
@@ -117,11 +130,9 @@ function within(table: TableSpec, row: readonly Cell[], req: ReplayRequest): boo
 async function keysInRange(client: ClickHouseClient, table: TableSpec, req: ReplayRequest): Promise<Map<TableSpec, string[]>> {
   const out = new Map<TableSpec, string[]>();
   for (const derived of derivedTables(table)) {
-    const col = timeColumn(table);
     const result = await client.query({
-      query: `SELECT DISTINCT toString(${derived.derivedFrom!.by}) AS k FROM ${table.name}
-        WHERE tenant = {tenant:String} AND ${col} >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND ${col} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`,
-      query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to },
+      query: `SELECT DISTINCT toString(${derived.derivedFrom!.by}) AS k FROM ${table.name} WHERE tenant = {tenant:String} AND ${inRange(timeColumn(table))}`,
+      query_params: replayParams(req),
       format: 'JSONEachRow',
     });
     out.set(derived, (await result.json<{ k: string }>()).map((r) => r.k));
@@ -131,16 +142,10 @@ async function keysInRange(client: ClickHouseClient, table: TableSpec, req: Repl
 
 /** Delete the range's rows (lightweight DELETE); for sessions, the rows of the sessions being written again. */
 async function clear(client: ClickHouseClient, table: TableSpec, req: ReplayRequest): Promise<void> {
-  const col = timeColumn(table);
-  const where =
-    table.engine === 'replace'
-      ? `tenant = {tenant:String} AND session_id IN (SELECT session_id FROM events WHERE tenant = {tenant:String} AND session_id != ''
-           AND event_type IN {types:Array(String)}
-           AND ts >= fromUnixTimestamp64Milli({reach_ms:Int64}, 'UTC') AND ts < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC'))`
-      : `tenant = {tenant:String} AND ${col} >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND ${col} < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')`;
+  const where = table.engine === 'replace' ? `session_id IN (${replayedSessions})` : inRange(timeColumn(table));
   await client.command({
-    query: `DELETE FROM ${table.name} WHERE ${where}`,
-    query_params: { tenant: req.tenant, from_ms: req.from, to_ms: req.to, reach_ms: req.from - reachMs, types: sessionEventTypes },
+    query: `DELETE FROM ${table.name} WHERE tenant = {tenant:String} AND ${where}`,
+    query_params: replayParams(req),
     // Wait for the delete to apply before rows are written again.
     clickhouse_settings: { lightweight_deletes_sync: '2' },
   });

@@ -87,16 +87,17 @@ export async function ensureSnapshotTables(client: ClickHouseClient, tables: rea
  */
 export async function insertSnapshotRows(client: ClickHouseClient, table: TableSpec, rows: readonly (readonly Cell[])[], token: string): Promise<void> {
   if (rows.length === 0) return;
+  const columns = rowColumns(table);
   await client.insert({
     table: table.name,
     values: rows as Cell[][],
-    columns: rowColumns(table) as [string, ...string[]],
+    columns: columns as [string, ...string[]],
     format: 'JSONCompactEachRow',
     clickhouse_settings: { insert_deduplication_token: token },
   });
-  const tenantAt = rowColumns(table).indexOf('tenant');
+  const tenantAt = columns.indexOf('tenant');
   for (const derived of derivedTables(table)) {
-    const at = rowColumns(table).indexOf(derived.derivedFrom!.by);
+    const at = columns.indexOf(derived.derivedFrom!.by);
     const keys = new Map<string, Set<string>>();
     for (const row of rows) {
       const tenant = String(row[tenantAt]);
