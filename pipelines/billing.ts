@@ -37,6 +37,10 @@ export const billingEvents: TableSpec = {
   ],
 };
 
+/** Per user of the `billing_events` rows `where` selects: their subscription events' `sub_order`s and latest time. */
+const usersOf = (where: string): string => `SELECT tenant, user_key, groupUniqArray(sub_order) AS orders, max(ts) AS last_ts FROM billing_events
+  WHERE ${where} AND sub_order % 8 != 0 GROUP BY tenant, user_key`;
+
 /** The version of a refresh: its time, and above every version the tenant has, should the clock step back. */
 const refreshVersion = `greatest(toUInt64(toUnixTimestamp64Nano(now64(9))), (SELECT max(version) + 1 FROM subscription_users WHERE tenant = {tenant:String}))`;
 
@@ -68,15 +72,11 @@ export const subscriptionUsers: TableSpec = {
       SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
       SELECT {tenant:String}, k, if(empty(sub.orders), now64(3), sub.last_ts), arraySort(sub.orders), ${refreshVersion}
       FROM (SELECT ${userKey('arrayJoin({keys:Array(String)})')} AS k) AS users
-      LEFT JOIN (
-        SELECT user_key, groupUniqArray(sub_order) AS orders, max(ts) AS last_ts FROM billing_events
-        WHERE tenant = {tenant:String} AND user_id IN {keys:Array(String)} AND sub_order % 8 != 0 GROUP BY user_key
-      ) AS sub ON users.k = sub.user_key
+      LEFT JOIN (${usersOf('tenant = {tenant:String} AND user_id IN {keys:Array(String)}')}) AS sub ON users.k = sub.user_key
       WHERE notEmpty(sub.orders) OR k IN (SELECT user_key FROM subscription_users WHERE tenant = {tenant:String})`,
     fill: `INSERT INTO subscription_users (tenant, user_key, last_ts, orders, version)
       SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
-      SELECT tenant, user_key, max(ts), arraySort(groupUniqArray(sub_order)), toUInt64(toUnixTimestamp64Nano(now64(9)))
-      FROM billing_events WHERE sub_order % 8 != 0 GROUP BY tenant, user_key`,
+      SELECT tenant, user_key, last_ts, arraySort(orders), toUInt64(toUnixTimestamp64Nano(now64(9))) FROM (${usersOf('1')})`,
   },
 };
 
