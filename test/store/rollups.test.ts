@@ -4,7 +4,7 @@ import { contentCatalog, contentMinuteSums } from '../../pipelines/content.js';
 import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell } from '../../src/aggregate/pipeline.js';
 import { catalogueSql, topContent } from '../../src/store/queries/top-content.js';
-import { sumBy, tiers, type Range } from '../../src/store/queries/range.js';
+import { sumsBy, tiers, type Range } from '../../src/store/queries/range.js';
 import { createTableSql, ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { embeddedClient } from '../helpers/store.js';
 
@@ -107,7 +107,8 @@ t.test('with embedded ClickHouse', async (t) => {
   const check = async (when: string): Promise<void> => {
     for (const [name, r] of ranges) {
       for (const tenant of ['t1', 't2', 'nobody']) {
-        t.same(Object.fromEntries(await sumBy(client, 'content_minute_sums', 'content_id', 'watch_ms', tenant, r)), await plain(tenant, r), `${when}: ${name}, ${tenant}`);
+        const sums = await sumsBy(client, 'content_minute_sums', ['content_id'], ['watch_ms'], tenant, r);
+        t.same(Object.fromEntries(sums.map(({ keys, sums: [ms] }) => [String(keys[0]), ms])), await plain(tenant, r), `${when}: ${name}, ${tenant}`);
       }
     }
   };

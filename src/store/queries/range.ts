@@ -148,11 +148,6 @@ export async function sumsBy(
   return rows.map((row) => ({ keys: by.map((_, k) => row[`k${k}`]), sums: values.map((_, j) => Number(row[`v${j}`])) }));
 }
 
-/** Σ `value` of a `sum` table over a range by one column (sumsBy). */
-export async function sumBy(client: ClickHouseClient, table: string, by: string, value: string, tenant: string, r: Range): Promise<Map<string, number>> {
-  return new Map((await sumsBy(client, table, [by], [value], tenant, r)).map(({ keys, sums }) => [String(keys[0]), sums[0]!]));
-}
-
 /** A bucketed time column within the range (parameters of Unix seconds). */
 export const inRange = (column = 'ts', from = 'from_s', to = 'to_s'): string =>
   `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;

@@ -35,6 +35,9 @@ interface CompletionParts {
   before: Array<{ ended: number; furthest_sec: number; duration_sec: number | null }>;
 }
 
+/** A session that started before the range and runs into it (`straddling`). */
+type StraddlingRow = CompletionParts['before'][number] & { content_id: string };
+
 /**
  * docs/metrics.md "Top content": the ordered list, or the page of it at `offset` (the API's), and its full length.
  * Watch time, and the completion of the range's sessions that started in it, come summed per minute from
@@ -47,7 +50,7 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
   const params = rangeParams(tenant, range);
   const [sums, before] = await Promise.all([
     sumsBy(client, 'content_minute_sums', ['content_id', 'furthest_sec'], ['watch_ms', 'sessions', 'completion_sum'], tenant, range),
-    select<{ content_id: string; ended: number; furthest_sec: number; duration_sec: number | null }>(client, straddling, params),
+    select<StraddlingRow>(client, straddling, params),
   ]);
   const entries = new Map<string, CompletionParts & { item: TopContentItem }>();
   const entry = (id: string): CompletionParts & { item: TopContentItem } => {
