@@ -28,6 +28,7 @@ import { pipelines } from '../pipelines/index.js';
 import { Aggregation } from '../src/aggregate/runtime.js';
 import { ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
+import { EventReader } from '../src/bus/event-reader.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { decodeMessage, decodeOutput, decodeSignals, encodeEvent, encodeRow, frameInput, frameMessage, frameOutput, type WireEvent } from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
@@ -145,14 +146,15 @@ async function throughput(): Promise<void> {
     console.log(`   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`);
     console.log(`   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`);
     const agg = new Aggregation(pipelines, 86_400_000);
+    const reader = new EventReader();
     const t = process.hrtime.bigint();
     bodies.forEach((b, i) => {
-      for (const e of decodeMessage(b).events) agg.apply(e);
+      for (const e of reader.read(b).events) agg.apply(e);
       // Drained as often as the shard seals (about every 20,000 events here).
       if (i % 40 === 39) agg.drain(i);
     });
     const runtimeRate = total / (Number(process.hrtime.bigint() - t) / 1e9);
-    console.log(`   the runtime alone (decode + pipelines, in-process): ${Math.round(runtimeRate).toLocaleString()} events/s`);
+    console.log(`   the runtime alone (the shard's reader + pipelines, in-process): ${Math.round(runtimeRate).toLocaleString()} events/s`);
     console.log(`   target: ≥ 300,000 events/s: ${rate >= 300_000 ? 'met' : 'NOT met'}`);
   } finally {
     await bus.close();

@@ -3,10 +3,11 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeMessage, decodeSignals, encodeEvent, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
+import { decodeSignals, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
+import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
-import { DedupWindow, dedupWindowMs } from './dedup.js';
+import { DedupWindow, dedupWindowMs, type SavedDedup } from './dedup.js';
 import type { Pipeline } from './pipeline.js';
 import { recallSessions } from './recall.js';
 import { Aggregation, type Output, type SavedState } from './runtime.js';
@@ -89,13 +90,8 @@ export interface ShardOptions {
   sessionRetainMs: number;
 }
 
-interface Checkpoint {
-  v: 3;
-  shard: number;
-  passed_up_to: number;
-  ids: Array<[string, number]>;
-  state: SavedState;
-}
+/** Version 4 keeps de-duplicated ids in binary (`SavedDedup`); version 3, as `tenant \0 id` strings, still loads. */
+type Checkpoint = { shard: number; passed_up_to: number; state: SavedState } & ({ v: 4; ids: SavedDedup } | { v: 3; ids: Array<[string, number]> });
 
 interface Batch {
   /** Input (from, upTo] is what it holds. */
@@ -130,6 +126,7 @@ interface Batch {
  */
 export class ShardAggregator {
   private dedup = new DedupWindow();
+  private readonly reader = new EventReader();
   private agg: Aggregation;
   /** The last input whose output is acknowledged. */
   private passedUpTo = 0;
@@ -214,7 +211,7 @@ export class ShardAggregator {
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
-    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => cp.v === 3 && cp.shard === this.shard, this.log) : null;
+    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => (cp.v === 3 || cp.v === 4) && cp.shard === this.shard, this.log) : null;
   }
 
   /** Where output stands: the mark of the last message of the shard's raw subject (its batch, and which part). */
@@ -276,13 +273,15 @@ export class ShardAggregator {
    * the usual message costs none.
    */
   private apply(seq: number, data: Uint8Array, keep: boolean): Promise<void> | undefined {
-    const { events: input } = decodeMessage(data);
+    const { events: input } = this.reader.read(data);
     const late = this.agg.lateUnknownSessions(input);
     if (!late) {
       this.applyInput(seq, data, input, keep);
       return undefined;
     }
-    return this.recall(seq, late).then(() => this.applyInput(seq, data, input, keep));
+    // The events read lazily from `data`, which is applied after a wait: read them from a copy of their own.
+    const own = Buffer.from(data);
+    return this.recall(seq, late).then(() => this.applyInput(seq, own, this.reader.read(own).events, keep));
   }
 
   /**
@@ -307,10 +306,11 @@ export class ShardAggregator {
   }
 
   /** De-duplicate a decoded input message and apply what passes to the pipelines; keep it for output. */
-  private applyInput(seq: number, data: Uint8Array, input: readonly WireEvent[], keep: boolean): void {
+  private applyInput(seq: number, data: Uint8Array, input: readonly ReadEvent[], keep: boolean): void {
     const dropped: number[] = [];
     input.forEach((e, index) => {
-      if (e.event_id !== undefined && !this.dedup.firstSeen(e.tenant, e.event_id, e.received_at)) {
+      const duplicate = e.uuid ? !this.dedup.firstSeenUuid(e.tenant, e.id0, e.id1, e.id2, e.id3, e.received_at) : e.hasEventId && !this.dedup.firstSeen(e.tenant, String(e.event_id), e.received_at);
+      if (duplicate) {
         dropped.push(index);
         return;
       }
@@ -329,9 +329,9 @@ export class ShardAggregator {
   /**
    * The input message goes into the output as it came, with the indexes of its duplicates. One too large to fit an
    * output message with its framing (only when the server's max_payload leaves less than about 5 KB above
-   * PUBLISH_MAX_MESSAGE_BYTES) is passed on in slices, its events encoded again.
+   * PUBLISH_MAX_MESSAGE_BYTES) is passed on in slices, each event's own bytes framed again.
    */
-  private keep(seq: number, data: Uint8Array, input: readonly WireEvent[], dropped: readonly number[]): void {
+  private keep(seq: number, data: Uint8Array, input: readonly ReadEvent[], dropped: readonly number[]): void {
     const add = (framed: FramedInput): void => {
       this.pending.push(framed);
       this.pendingBytes += framed.bytes;
@@ -347,7 +347,7 @@ export class ShardAggregator {
       [first, slice, bytes] = [end, [], 0];
     };
     input.forEach((e, i) => {
-      const b = encodeEvent(e);
+      const b = Buffer.from(data.buffer, data.byteOffset + e.start, e.end - e.start);
       if (bytes + b.length > limit && slice.length > 0) cut(i);
       slice.push(b);
       bytes += b.length;
@@ -423,8 +423,7 @@ export class ShardAggregator {
     if (Date.now() - this.lastCheckpointAt >= this.options.checkpointEveryMs) {
       this.lastCheckpointAt = Date.now();
       // Taken now, between two inputs, so it is exact for `upTo`; written once the batch is acknowledged.
-      const cp: Checkpoint = { v: 3, shard: this.shard, passed_up_to: batch.upTo, ids: this.dedup.entries(), state: this.agg.save() };
-      batch.checkpoint = packCheckpoint(cp);
+      batch.checkpoint = this.packState(batch.upTo);
     }
     this.gaugeSessions();
     return batch;
@@ -487,6 +486,12 @@ export class ShardAggregator {
     if (batch.checkpoint) await this.writeCheckpoint(batch.upTo, batch.checkpoint);
   }
 
+  /** The state now, right after the input `upTo`, as a checkpoint. */
+  private packState(upTo: number): Buffer {
+    const cp: Checkpoint = { v: 4, shard: this.shard, passed_up_to: upTo, ids: this.dedup.save(), state: this.agg.save() };
+    return packCheckpoint(cp);
+  }
+
   private async writeCheckpoint(upTo: number, blob: Buffer): Promise<void> {
     if (this.store && (await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log))) this.checkpointedUpTo = upTo;
   }
@@ -500,8 +505,7 @@ export class ShardAggregator {
     this.seal();
     await this.publishing;
     if (!this.failure && this.passedUpTo !== this.checkpointedUpTo) {
-      const cp: Checkpoint = { v: 3, shard: this.shard, passed_up_to: this.passedUpTo, ids: this.dedup.entries(), state: this.agg.save() };
-      await this.writeCheckpoint(this.passedUpTo, packCheckpoint(cp));
+      await this.writeCheckpoint(this.passedUpTo, this.packState(this.passedUpTo));
     }
   }
 }

@@ -1,0 +1,564 @@
+import { Unpackr } from 'msgpackr';
+import type { WireEvent } from './wire.js';
+
+// A reader of the event stream's messages (docs/wire-format.md) for the aggregators, which read every event of their
+// shard. It walks the MessagePack bytes once and fills one object of a single shape per event, where msgpackr builds
+// a map object of whichever keys the event has (a heartbeat's shape differs from a play_start's, and every access
+// site that sees both goes megamorphic), a nested object for `context`, and a new string for every value.
+// - Strings of few distinct values (tenant, type, country, region, device, pop, content) are interned: bytes seen
+//   before give back the same string, without decoding or allocating.
+// - `event_id` is parsed into four 32-bit words, what de-duplication keys by; its string is made only if asked for.
+// - What the aggregator rarely reads (user and anonymous ids, title, context, properties) is decoded when read.
+// Its answers equal msgpackr's for every field of `WireEvent` (test/unit/event-reader.test.ts); keys it does not know
+// are skipped, since nothing downstream reads them.
+
+const unpackr = new Unpackr({ useRecords: false, moreTypes: false });
+
+/** Byte ranges are kept as numbers; -1 means the field was not in the event. */
+const absent = -1;
+
+/** Where a string's bytes are, set by `readStr` (one pair of module slots: no object per string). */
+let strStart = 0;
+let strLength = 0;
+/** The value `readNum` read. */
+let num = 0;
+
+function text(b: Buffer, start: number, length: number): string {
+  const end = start + length;
+  for (let i = start; i < end; i++) if (b[i]! >= 0x80) return b.toString('utf8', start, end);
+  return b.toString('latin1', start, end);
+}
+
+/** A map's or array's entry count at `p` (fixmap/map16/map32 or fixarray/array16/array32), or -1. */
+function countAt(b: Buffer, p: number): number {
+  const t = b[p]!;
+  if ((t & 0xf0) === 0x80 || (t & 0xf0) === 0x90) return t & 0x0f;
+  if (t === 0xde || t === 0xdc) return (b[p + 1]! << 8) | b[p + 2]!;
+  if (t === 0xdf || t === 0xdd) return b.readUInt32BE(p + 1);
+  return -1;
+}
+
+const isMap = (b: Buffer, p: number): boolean => (b[p]! & 0xf0) === 0x80 || b[p] === 0xde || b[p] === 0xdf;
+const isArray = (b: Buffer, p: number): boolean => (b[p]! & 0xf0) === 0x90 || b[p] === 0xdc || b[p] === 0xdd;
+
+function afterCountHeader(b: Buffer, p: number): number {
+  const t = b[p]!;
+  return t === 0xde || t === 0xdc ? p + 3 : t === 0xdf || t === 0xdd ? p + 5 : p + 1;
+}
+
+/** The position after the value at `p`. */
+export function skipValue(b: Buffer, p: number): number {
+  const t = b[p]!;
+  if (t < 0x80 || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) return p + 1;
+  if ((t & 0xe0) === 0xa0) return p + 1 + (t & 0x1f);
+  if ((t & 0xe0) === 0x80) {
+    // fixmap (0x80-0x8f) holds twice its count in values, fixarray (0x90-0x9f) its count
+    let n = (t & 0x0f) * (t < 0x90 ? 2 : 1);
+    let q = p + 1;
+    while (n-- > 0) q = skipValue(b, q);
+    return q;
+  }
+  switch (t) {
+    case 0xcc:
+    case 0xd0:
+    case 0xd4:
+      return p + 2 + (t === 0xd4 ? 1 : 0);
+    case 0xcd:
+    case 0xd1:
+      return p + 3;
+    case 0xd5:
+      return p + 4;
+    case 0xce:
+    case 0xd2:
+    case 0xca:
+      return p + 5;
+    case 0xd6:
+      return p + 6;
+    case 0xcf:
+    case 0xd3:
+    case 0xcb:
+      return p + 9;
+    case 0xd7:
+      return p + 10;
+    case 0xd8:
+      return p + 18;
+    case 0xd9:
+    case 0xc4:
+      return p + 2 + b[p + 1]!;
+    case 0xc7:
+      return p + 3 + b[p + 1]!;
+    case 0xda:
+    case 0xc5:
+      return p + 3 + ((b[p + 1]! << 8) | b[p + 2]!);
+    case 0xc8:
+      return p + 4 + ((b[p + 1]! << 8) | b[p + 2]!);
+    case 0xdb:
+    case 0xc6:
+      return p + 5 + b.readUInt32BE(p + 1);
+    case 0xc9:
+      return p + 6 + b.readUInt32BE(p + 1);
+    case 0xdc:
+    case 0xdd:
+    case 0xde:
+    case 0xdf: {
+      let n = countAt(b, p) * (t >= 0xde ? 2 : 1);
+      let q = afterCountHeader(b, p);
+      while (n-- > 0) q = skipValue(b, q);
+      return q;
+    }
+  }
+  throw new Error(`event stream message: unknown MessagePack type 0x${t.toString(16)} at ${p}`);
+}
+
+/** A string at `p` sets strStart and strLength and answers the position after it; anything else answers -1. */
+function readStr(b: Buffer, p: number): number {
+  const t = b[p]!;
+  if ((t & 0xe0) === 0xa0) {
+    strStart = p + 1;
+    strLength = t & 0x1f;
+  } else if (t === 0xd9) {
+    strStart = p + 2;
+    strLength = b[p + 1]!;
+  } else if (t === 0xda) {
+    strStart = p + 3;
+    strLength = (b[p + 1]! << 8) | b[p + 2]!;
+  } else if (t === 0xdb) {
+    strStart = p + 5;
+    strLength = b.readUInt32BE(p + 1);
+  } else return -1;
+  return strStart + strLength;
+}
+
+/** A number at `p` sets `num` and answers the position after it; anything else answers -1. */
+function readNum(b: Buffer, p: number): number {
+  const t = b[p]!;
+  if (t < 0x80) {
+    num = t;
+    return p + 1;
+  }
+  if (t >= 0xe0) {
+    num = t - 0x100;
+    return p + 1;
+  }
+  switch (t) {
+    case 0xcb:
+      num = b.readDoubleBE(p + 1);
+      return p + 9;
+    case 0xca:
+      num = b.readFloatBE(p + 1);
+      return p + 5;
+    case 0xcc:
+      num = b[p + 1]!;
+      return p + 2;
+    case 0xcd:
+      num = b.readUInt16BE(p + 1);
+      return p + 3;
+    case 0xce:
+      num = b.readUInt32BE(p + 1);
+      return p + 5;
+    case 0xcf:
+      num = Number(b.readBigUInt64BE(p + 1));
+      return p + 9;
+    case 0xd0:
+      num = b.readInt8(p + 1);
+      return p + 2;
+    case 0xd1:
+      num = b.readInt16BE(p + 1);
+      return p + 3;
+    case 0xd2:
+      num = b.readInt32BE(p + 1);
+      return p + 5;
+    case 0xd3:
+      num = Number(b.readBigInt64BE(p + 1));
+      return p + 9;
+  }
+  return -1;
+}
+
+/** Any value, as msgpackr reads it (the rare path: a field of an unexpected type, a nested object). */
+function valueAt(b: Buffer, start: number, end: number): unknown {
+  return unpackr.unpack(b.subarray(start, end));
+}
+
+const hex = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i++) {
+  hex['0123456789abcdef'.charCodeAt(i)] = i;
+  hex['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
+/** Words of the last UUID `parseUuid` read. */
+export const uuidWords = new Uint32Array(4);
+
+/**
+ * Parse a UUID (8-4-4-4-12 hex digits, either case) at `b[start..start+36)` into `uuidWords`; false for anything
+ * else. De-duplication keys by these 128 bits instead of a string.
+ */
+export function parseUuid(b: Uint8Array, start: number, length: number): boolean {
+  if (length !== 36 || b[start + 8] !== 0x2d || b[start + 13] !== 0x2d || b[start + 18] !== 0x2d || b[start + 23] !== 0x2d) return false;
+  let word = 0;
+  let digits = 0;
+  let w = 0;
+  for (let i = start; i < start + 36; i++) {
+    const at = i - start;
+    if (at === 8 || at === 13 || at === 18 || at === 23) continue;
+    const d = hex[b[i]!]!;
+    if (d < 0) return false;
+    word = (word << 4) | d;
+    if (++digits === 8) {
+      uuidWords[w++] = word >>> 0;
+      word = 0;
+      digits = 0;
+    }
+  }
+  return true;
+}
+
+/**
+ * Strings by their bytes, for the fields of few distinct values: a hit costs a hash of the bytes and a comparison.
+ * Open addressing over a fixed table; once the probed slots are taken, a string is decoded without being kept, so a
+ * field of many distinct values (hostile, or a vast catalogue) costs memory no more than the table.
+ */
+class Interner {
+  private readonly mask: number;
+  private readonly hashes: Int32Array;
+  private readonly strings: Array<string | undefined>;
+  private readonly bytes: Array<Uint8Array | undefined>;
+
+  constructor(bits: number) {
+    this.mask = (1 << bits) - 1;
+    this.hashes = new Int32Array(1 << bits);
+    this.strings = new Array<string | undefined>(1 << bits).fill(undefined);
+    this.bytes = new Array<Uint8Array | undefined>(1 << bits).fill(undefined);
+  }
+
+  get(b: Buffer, start: number, length: number): string {
+    if (length > 64) return text(b, start, length);
+    let h = 0x811c9dc5 | 0;
+    for (let i = start; i < start + length; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+    let slot = h & this.mask;
+    for (let probe = 0; probe < 8; probe++, slot = (slot + 1) & this.mask) {
+      const s = this.strings[slot];
+      if (s === undefined) {
+        const v = text(b, start, length);
+        this.strings[slot] = v;
+        this.hashes[slot] = h;
+        this.bytes[slot] = new Uint8Array(b.subarray(start, start + length));
+        return v;
+      }
+      if (this.hashes[slot] !== h) continue;
+      const k = this.bytes[slot]!;
+      if (k.length !== length) continue;
+      let i = 0;
+      while (i < length && k[i] === b[start + i]) i++;
+      if (i === length) return s;
+    }
+    return text(b, start, length);
+  }
+}
+
+/**
+ * One event of a message, as `EventReader` read it. Every instance has the same fields in the same order; the
+ * rarely read ones are byte ranges in the message, decoded by their getters.
+ */
+export class ReadEvent implements WireEvent {
+  tenant = '';
+  env: WireEvent['env'] = 'production';
+  event_type = '';
+  ts = 0;
+  client_ts: number | null = null;
+  received_at = 0;
+  country = '';
+  region = '';
+  device = '';
+  session_id: string | undefined = undefined;
+  content_id: string | undefined = undefined;
+  content_type: string | undefined = undefined;
+  position_sec: number | undefined = undefined;
+  bitrate_kbps: number | undefined = undefined;
+  /** `context.pop`, read with the event: the qos pipeline keys by it. */
+  pop: string | undefined = undefined;
+  /** `event_id` as 128 bits, when it is a UUID (`uuid`). */
+  uuid = false;
+  id0 = 0;
+  id1 = 0;
+  id2 = 0;
+  id3 = 0;
+  /** The event's bytes in its message, and the value ranges of the lazily read fields. */
+  start = 0;
+  end = 0;
+  private idAt = absent;
+  private idEnd = 0;
+  private userAt = absent;
+  private userEnd = 0;
+  private anonAt = absent;
+  private anonEnd = 0;
+  private titleAt = absent;
+  private titleEnd = 0;
+  private contextAt = absent;
+  private contextEnd = 0;
+  private propsAt = absent;
+  private propsEnd = 0;
+  private props: Record<string, unknown> | undefined = undefined;
+  private propsRead = false;
+
+  constructor(private readonly buf: Buffer) {}
+
+  private lazy(at: number, end: number): unknown {
+    if (at === absent) return undefined;
+    return readStr(this.buf, at) === end ? text(this.buf, strStart, strLength) : valueAt(this.buf, at, end);
+  }
+
+  get event_id(): string | undefined {
+    return this.lazy(this.idAt, this.idEnd) as string | undefined;
+  }
+
+  get user_id(): string | undefined {
+    return this.lazy(this.userAt, this.userEnd) as string | undefined;
+  }
+
+  get anonymous_id(): string | undefined {
+    return this.lazy(this.anonAt, this.anonEnd) as string | undefined;
+  }
+
+  get content_title(): string | undefined {
+    return this.lazy(this.titleAt, this.titleEnd) as string | undefined;
+  }
+
+  get context(): Record<string, string> | undefined {
+    return this.lazy(this.contextAt, this.contextEnd) as Record<string, string> | undefined;
+  }
+
+  /** Read at most once: rank, qos and content each look at it. */
+  get properties(): Record<string, unknown> | undefined {
+    if (!this.propsRead) {
+      this.props = this.lazy(this.propsAt, this.propsEnd) as Record<string, unknown> | undefined;
+      this.propsRead = true;
+    }
+    return this.props;
+  }
+
+  /** Whether the event carries the field, without decoding it. */
+  get hasEventId(): boolean {
+    return this.idAt !== absent;
+  }
+
+  get hasUser(): boolean {
+    return this.userAt !== absent;
+  }
+
+  get hasAnonymous(): boolean {
+    return this.anonAt !== absent;
+  }
+
+  /**
+   * Read the event's map at `p`; answers the position after it. A known field whose value is not of the type the
+   * wire format gives it is read as msgpackr reads it, so the event still equals msgpackr's.
+   */
+  read(p: number, strings: Interner): number {
+    const b = this.buf;
+    this.start = p;
+    if (!isMap(b, p)) throw new Error(`event stream message: an event at ${p} is not a map`);
+    const n = countAt(b, p);
+    p = afterCountHeader(b, p);
+    for (let k = 0; k < n; k++) {
+      const v = readStr(b, p);
+      if (v < 0) {
+        // A key that is not a string names no field of ours: skip it and its value.
+        p = skipValue(b, skipValue(b, p));
+        continue;
+      }
+      const key = keyOf(b, strStart, strLength);
+      const at = v;
+      const end = skipValue(b, at);
+      p = end;
+      switch (key) {
+        case Key.tenant:
+          this.tenant = this.str(at, end, strings) as string;
+          break;
+        case Key.env:
+          this.env = this.str(at, end, strings) as WireEvent['env'];
+          break;
+        case Key.event_type:
+          this.event_type = this.str(at, end, strings) as string;
+          break;
+        case Key.country:
+          this.country = this.str(at, end, strings) as string;
+          break;
+        case Key.region:
+          this.region = this.str(at, end, strings) as string;
+          break;
+        case Key.device:
+          this.device = this.str(at, end, strings) as string;
+          break;
+        case Key.content_id:
+          this.content_id = this.str(at, end, strings) as string | undefined;
+          break;
+        case Key.content_type:
+          this.content_type = this.str(at, end, strings) as string | undefined;
+          break;
+        case Key.session_id:
+          this.session_id = (readStr(b, at) === end ? text(b, strStart, strLength) : valueAt(b, at, end)) as string | undefined;
+          break;
+        case Key.ts:
+          this.ts = this.num(at, end) as number;
+          break;
+        case Key.client_ts:
+          this.client_ts = this.num(at, end) as number | null;
+          break;
+        case Key.received_at:
+          this.received_at = this.num(at, end) as number;
+          break;
+        case Key.position_sec:
+          this.position_sec = this.num(at, end) as number | undefined;
+          break;
+        case Key.bitrate_kbps:
+          this.bitrate_kbps = this.num(at, end) as number | undefined;
+          break;
+        case Key.event_id:
+          this.idAt = at;
+          this.idEnd = end;
+          this.uuid = readStr(b, at) === end && parseUuid(b, strStart, strLength);
+          if (this.uuid) {
+            this.id0 = uuidWords[0]!;
+            this.id1 = uuidWords[1]!;
+            this.id2 = uuidWords[2]!;
+            this.id3 = uuidWords[3]!;
+          }
+          break;
+        case Key.user_id:
+          this.userAt = at;
+          this.userEnd = end;
+          break;
+        case Key.anonymous_id:
+          this.anonAt = at;
+          this.anonEnd = end;
+          break;
+        case Key.content_title:
+          this.titleAt = at;
+          this.titleEnd = end;
+          break;
+        case Key.properties:
+          this.propsAt = at;
+          this.propsEnd = end;
+          this.propsRead = false;
+          break;
+        case Key.context:
+          this.contextAt = at;
+          this.contextEnd = end;
+          this.pop = popOf(b, at, strings);
+          break;
+      }
+    }
+    this.end = p;
+    return p;
+  }
+
+  private str(at: number, end: number, strings: Interner): unknown {
+    return readStr(this.buf, at) === end ? strings.get(this.buf, strStart, strLength) : valueAt(this.buf, at, end);
+  }
+
+  private num(at: number, end: number): unknown {
+    return readNum(this.buf, at) === end ? num : valueAt(this.buf, at, end);
+  }
+}
+
+/** The fields of `WireEvent`, by key. */
+const Key = {
+  other: 0,
+  tenant: 1,
+  env: 2,
+  event_type: 3,
+  ts: 4,
+  client_ts: 5,
+  received_at: 6,
+  event_id: 7,
+  country: 8,
+  region: 9,
+  device: 10,
+  anonymous_id: 11,
+  user_id: 12,
+  session_id: 13,
+  content_id: 14,
+  content_type: 15,
+  content_title: 16,
+  position_sec: 17,
+  bitrate_kbps: 18,
+  context: 19,
+  properties: 20,
+} as const;
+type Key = (typeof Key)[keyof typeof Key];
+
+/** Key names by length, then first byte: a key is compared in full only with the one name it could be. */
+const keyTable: Array<Map<number, Array<[Uint8Array, Key]>>> = [];
+for (const [name, key] of Object.entries(Key)) {
+  if (key === Key.other) continue;
+  const bytes = Buffer.from(name, 'latin1');
+  const byFirst = (keyTable[bytes.length] ??= new Map());
+  let list = byFirst.get(bytes[0]!);
+  if (!list) byFirst.set(bytes[0]!, (list = []));
+  list.push([bytes, key]);
+}
+
+function keyOf(b: Buffer, start: number, length: number): Key {
+  const candidates = keyTable[length]?.get(b[start]!);
+  if (!candidates) return Key.other;
+  for (const [name, key] of candidates) {
+    let i = 1;
+    while (i < length && name[i] === b[start + i]) i++;
+    if (i === length) return key;
+  }
+  return Key.other;
+}
+
+/** `context.pop` when `context` is a map holding a string there (as msgpackr reads it: the last one wins). */
+function popOf(b: Buffer, at: number, strings: Interner): string | undefined {
+  if (!isMap(b, at)) return (valueAt(b, at, skipValue(b, at)) as Record<string, unknown> | null | undefined)?.pop as string | undefined;
+  const n = countAt(b, at);
+  let p = afterCountHeader(b, at);
+  let pop: unknown;
+  for (let k = 0; k < n; k++) {
+    const v = readStr(b, p);
+    const isPop = v >= 0 && strLength === 3 && b[strStart] === 0x70 && b[strStart + 1] === 0x6f && b[strStart + 2] === 0x70;
+    const at2 = v >= 0 ? v : skipValue(b, p);
+    const end = skipValue(b, at2);
+    if (isPop) pop = readStr(b, at2) === end ? strings.get(b, strStart, strLength) : valueAt(b, at2, end);
+    p = end;
+  }
+  return pop as string | undefined;
+}
+
+/** Reads event stream messages; one per aggregator shard, which keeps its interned strings. */
+export class EventReader {
+  private readonly strings = new Interner(14);
+
+  /** A message's events, each of them a `ReadEvent` over `data` (which must not change while they are in use). */
+  read(data: Uint8Array): { v: number; events: ReadEvent[] } {
+    const b = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    if (!isMap(b, 0)) throw new Error('event stream message: not a map');
+    const n = countAt(b, 0);
+    let p = afterCountHeader(b, 0);
+    let v = 0;
+    const events: ReadEvent[] = [];
+    for (let k = 0; k < n; k++) {
+      const after = readStr(b, p);
+      const isEvents = after >= 0 && strLength === 6 && b.toString('latin1', strStart, strStart + 6) === 'events';
+      const isV = after >= 0 && strLength === 1 && b[strStart] === 0x76;
+      p = after >= 0 ? after : skipValue(b, p);
+      if (isV && readNum(b, p) >= 0) v = num;
+      if (!isEvents) {
+        p = skipValue(b, p);
+        continue;
+      }
+      if (!isArray(b, p)) throw new Error('event stream message: events is not an array');
+      const count = countAt(b, p);
+      p = afterCountHeader(b, p);
+      events.length = 0;
+      for (let i = 0; i < count; i++) {
+        const e = new ReadEvent(b);
+        p = e.read(p, this.strings);
+        events.push(e);
+      }
+    }
+    return { v, events };
+  }
+}
