@@ -175,7 +175,7 @@ export interface Pipeline {
   tables: readonly TableSpec[];
   /** Tables this pipeline no longer writes (see `RetiredTable`). */
   retired?: readonly RetiredTable[];
-  /** A session segment's contribution, times `sign` (+1 added, -1 retracted). */
+  /** A session segment's contribution, times `sign` (+1 added, -1 retracted). `seg` is only valid during the call. */
   segment?(attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter): void;
   /** A session's own contribution (from its attributes), times `sign`; called when the attributes change. */
   session?(attrs: SessionAttrs, sign: 1 | -1, out: Emitter): void;

@@ -1,13 +1,17 @@
 import type { WireEvent } from '../bus/wire.js';
 import type { Cell, Emitter, Fields, Marks, Pipeline, SessionAttrs, SignalRow, TableSpec } from './pipeline.js';
-import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment } from './session.js';
+import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment, type SegmentSink } from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
+import { contextPop } from '../bus/event-reader.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
 const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7 } as const;
 
+/** SessionAttrs as the runtime holds them: it alone writes them, in place (pipelines see them read-only). */
+type MutableAttrs = { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] };
+
 interface Session {
-  attrs: SessionAttrs;
+  attrs: MutableAttrs;
   /** Order key (packed ts and rank) of the event each attribute came from; Infinity before one did. */
   at: number[];
   user: string;
@@ -83,7 +87,7 @@ export interface SavedState {
 }
 
 /** A session's attributes before any of its events says anything. */
-export const noAttrs = (tenant: string, sessionId: string): SessionAttrs => ({
+export const noAttrs = (tenant: string, sessionId: string): MutableAttrs => ({
   tenant,
   session_id: sessionId,
   content_id: '',
@@ -123,7 +127,7 @@ const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
  * table and key until `drain`. Its state is a function of the events applied, in order, and of nothing else (no
  * clock), so replaying a shard's input rebuilds it exactly.
  */
-export class Aggregation {
+export class Aggregation implements SegmentSink {
   private readonly sessions = new SessionTable();
   /** Sessions that left memory in the last days, looked up again when they continue. */
   private readonly evicted = new EvictedSessions();
@@ -131,8 +135,16 @@ export class Aggregation {
   private readonly segmentPipes: Pipeline[];
   private readonly sessionPipes: Pipeline[];
   private readonly sessionMasks: number[];
-  /** The attributes the last `withEvent` set (attrBits). */
+  /** The attributes the last `withEvent` set (attrBits), and what they were before it when it set any. */
   private changed = 0;
+  private readonly before: MutableAttrs = noAttrs('', '');
+  private readonly marks = new SessionMarks();
+  /** The segment given to pipelines (one object, filled for each call), and the attributes it is keyed by. */
+  private readonly seg: Segment = { from: 0, to: null, state: 0 };
+  private retracting: SessionAttrs = this.before;
+  private adding: SessionAttrs = this.before;
+  /** Sessions changed since the last drain, each once. */
+  private dirty: Session[] = [];
   private readonly snapshotPipes: Pipeline[];
   private readonly eventPipes: Pipeline[];
   private readonly activityPipes: Pipeline[];
@@ -172,44 +184,46 @@ export class Aggregation {
       s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
       this.sessions.add(s);
     }
-    const before = s.attrs;
-    let after = this.withEvent(s, e, r);
-    const out = this.acc;
-    if (sameDims(before, after)) {
-      insertEvent(s.tl, e.ts, r, (seg, sign) => this.segment(sign === 1 ? after : before, seg, sign));
+    const after: SessionAttrs = s.attrs;
+    this.withEvent(s, e, r);
+    // What the attributes were before this event: a copy taken at their first change, else the attributes themselves.
+    const before: SessionAttrs = this.changed === 0 ? after : this.before;
+    this.retracting = before;
+    this.adding = after;
+    if (before === after || sameDims(before, after)) {
+      insertEvent(s.tl, e.ts, r, this);
     } else {
       // Every segment is keyed by the old attributes: move them all (rare: a late event carried an earlier value).
-      forEachSegment(s.tl, (seg) => this.segment(before, seg, -1));
-      insertEvent(s.tl, e.ts, r, () => undefined);
-      forEachSegment(s.tl, (seg) => this.segment(after, seg, 1));
+      forEachSegment(s.tl, -1, this);
+      insertEvent(s.tl, e.ts, r, null);
+      forEachSegment(s.tl, 1, this);
     }
-    let changed = this.changed;
-    if (r === rank.play_start || r === rank.first_frame) {
-      const started = withStartup(after, s.tl);
-      if (started !== after) changed |= attrBits.startup_ms | attrBits.startup_at;
-      after = started;
-    }
+    if (r === rank.play_start || r === rank.first_frame) this.withStartup(s);
+    const changed = this.changed;
     if (changed !== 0) {
+      const out = this.acc;
       for (let i = 0; i < this.sessionPipes.length; i++) {
         // Most events only move `furthest_sec`: a pipeline that reads none of what changed would retract and re-add
         // the same output.
         if ((changed & this.sessionMasks[i]!) === 0) continue;
         const p = this.sessionPipes[i]!;
         if (p.sessionChange) {
-          p.sessionChange(before, after, out);
+          p.sessionChange(this.before, after, out);
           continue;
         }
-        p.session!(before, -1, out);
+        p.session!(this.before, -1, out);
         p.session!(after, 1, out);
       }
-      s.attrs = after;
     }
     if (this.activityPipes.length > 0) {
-      const marks = sessionMarks(s);
-      for (const p of this.activityPipes) p.activity!(after, e, marks, out);
+      this.marks.session = s;
+      for (const p of this.activityPipes) p.activity!(after, e, this.marks, this.acc);
     }
     if (e.received_at > s.lastReceived) s.lastReceived = e.received_at;
-    s.dirty = true;
+    if (!s.dirty) {
+      s.dirty = true;
+      this.dirty.push(s);
+    }
   }
 
   /**
@@ -252,60 +266,98 @@ export class Aggregation {
     }
   }
 
-  private segment(attrs: SessionAttrs, seg: Segment, sign: 1 | -1): void {
+  /** A segment of the session being applied: retracted ones keyed by its attributes before the event, added ones after. */
+  onSegment(from: number, to: number | null, state: number, sign: 1 | -1): void {
+    const seg = this.seg;
+    seg.from = from;
+    seg.to = to;
+    seg.state = state;
+    const attrs = sign === 1 ? this.adding : this.retracting;
     for (const p of this.segmentPipes) p.segment!(attrs, seg, sign, this.acc);
   }
 
-  /** The attributes with this event taken into account (all but startup, which needs the timeline). */
-  private withEvent(s: Session, e: WireEvent, r: number): SessionAttrs {
+  /**
+   * Take this event into the session's attributes, in place (all but startup, which needs the timeline). The first
+   * change copies them into `before` and every change sets its bit in `changed`: the attributes stay one object per
+   * session, so a heartbeat (which moves `furthest_sec`) leaves no copy behind for the collector to promote and sweep.
+   */
+  private withEvent(s: Session, e: WireEvent, r: number): void {
     const order = e.ts * 128 + r * 8;
     const a = s.attrs;
-    let next: { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] } | undefined;
+    const at = s.at;
     this.changed = 0;
-    const set = <K extends keyof SessionAttrs>(k: K, v: SessionAttrs[K]): void => {
-      (next ??= { ...a })[k] = v;
-      this.changed |= attrBits[k];
-    };
-    const take = (i: number, value: string | undefined): boolean => {
-      if (!value || order >= s.at[i]!) return false;
-      s.at[i] = order;
-      return true;
-    };
-    const ctx = e.context;
-    if (take(attr.content, e.content_id)) set('content_id', e.content_id!);
-    if (take(attr.region, e.region)) set('region', e.region);
-    if (take(attr.country, e.country)) set('country', e.country);
-    if (take(attr.pop, ctx?.pop)) set('pop', ctx!.pop!);
-    if (take(attr.device, e.device)) set('device', e.device);
-    if (take(attr.user, e.user_id)) s.user = e.user_id!;
-    if (take(attr.anon, e.anonymous_id)) s.anon = e.anonymous_id!;
+    // An attribute is the first non-empty value in event order: only an event ordered before the one it came from
+    // (Infinity before any) is read for it, so the usual event decodes none of its rarely read fields.
+    let v: string | undefined;
+    if (order < at[attr.content]! && (v = e.content_id)) this.take(s, attr.content, order, 'content_id', v);
+    if (order < at[attr.region]! && (v = e.region)) this.take(s, attr.region, order, 'region', v);
+    if (order < at[attr.country]! && (v = e.country)) this.take(s, attr.country, order, 'country', v);
+    if (order < at[attr.pop]! && (v = contextPop(e))) this.take(s, attr.pop, order, 'pop', v);
+    if (order < at[attr.device]! && (v = e.device)) this.take(s, attr.device, order, 'device', v);
+    if (order < at[attr.user]! && (v = e.user_id)) {
+      at[attr.user] = order;
+      s.user = v;
+    }
+    if (order < at[attr.anon]! && (v = e.anonymous_id)) {
+      at[attr.anon] = order;
+      s.anon = v;
+    }
     const viewer = s.user || s.anon;
-    if (viewer !== a.viewer) set('viewer', viewer);
+    if (viewer !== a.viewer) this.set(a, 'viewer', viewer);
     if (r === rank.play_start) {
-      if (a.started_at === null || e.ts < a.started_at) set('started_at', e.ts);
+      if (a.started_at === null || e.ts < a.started_at) this.set(a, 'started_at', e.ts);
       const d = e.properties?.duration_sec;
-      if (typeof d === 'number' && d > 0 && order < s.at[attr.duration]!) {
-        s.at[attr.duration] = order;
-        set('duration_sec', d);
+      if (typeof d === 'number' && d > 0 && order < at[attr.duration]!) {
+        at[attr.duration] = order;
+        this.set(a, 'duration_sec', d);
       }
     }
-    if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) set('fatal_at', e.ts);
-    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) set('closed_at', e.ts);
-    if (r === rank.ended && !a.ended) set('ended', true);
-    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) set('furthest_sec', e.position_sec);
+    if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) this.set(a, 'fatal_at', e.ts);
+    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) this.set(a, 'closed_at', e.ts);
+    if (r === rank.ended && !a.ended) this.set(a, 'ended', true);
+    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) this.set(a, 'furthest_sec', e.position_sec);
     const minute = minuteStart(e.ts);
-    if (a.first_minute === null || minute < a.first_minute) set('first_minute', minute);
+    if (a.first_minute === null || minute < a.first_minute) this.set(a, 'first_minute', minute);
     // The hour, not the minute: a playing session's attributes then change once an hour, not every minute.
     const hour = hourStart(e.ts);
-    if (a.last_hour === null || hour > a.last_hour) set('last_hour', hour);
-    return next ?? a;
+    if (a.last_hour === null || hour > a.last_hour) this.set(a, 'last_hour', hour);
+  }
+
+  private take(s: Session, i: number, order: number, k: 'content_id' | 'region' | 'country' | 'pop' | 'device', v: string): void {
+    s.at[i] = order;
+    this.set(s.attrs, k, v);
+  }
+
+  private set<K extends keyof SessionAttrs>(a: MutableAttrs, k: K, v: SessionAttrs[K]): void {
+    if (this.changed === 0) Object.assign(this.before, a);
+    a[k] = v;
+    this.changed |= attrBits[k];
+  }
+
+  /** Startup: the first first_frame at or after the first play_start (docs/metrics.md). */
+  private withStartup(s: Session): void {
+    let startupMs: number | null = null;
+    let startupAt: number | null = null;
+    const tl = s.tl;
+    const p = tl.findIndex((v) => rankOfPacked(v) === rank.play_start);
+    if (p >= 0) {
+      for (let j = p + 1; j < tl.length; j++) {
+        if (rankOfPacked(tl[j]!) === rank.first_frame) {
+          startupAt = tsOf(tl[j]!);
+          startupMs = startupAt - tsOf(tl[p]!);
+          break;
+        }
+      }
+    }
+    if (startupMs !== s.attrs.startup_ms) this.set(s.attrs, 'startup_ms', startupMs);
+    if (startupAt !== s.attrs.startup_at) this.set(s.attrs, 'startup_at', startupAt);
   }
 
   /** The output merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
   drain(version: number): Output {
-    this.sessions.forEach((s) => {
-      if (s.dirty) this.snapshot(s);
-    });
+    // A session evicted since it changed was snapshotted then, and is no longer dirty.
+    for (const s of this.dirty) if (s.dirty) this.snapshot(s);
+    this.dirty = [];
     return this.acc.drain(version);
   }
 
@@ -345,6 +397,7 @@ export class Aggregation {
   load(state: SavedState): void {
     this.sessions.clear();
     this.acc.clear();
+    this.dirty = [];
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
     // Checkpoints from before sessions were remembered after leaving memory hold none.
@@ -360,38 +413,22 @@ export class Aggregation {
   /** Drop output not yet drained (a replay rebuilding state whose output was already published). */
   discard(): void {
     this.acc.clear();
-    this.sessions.forEach((s) => {
-      s.dirty = false;
-    });
+    for (const s of this.dirty) s.dirty = false;
+    this.dirty = [];
   }
 }
 
-function sessionMarks(s: Session): Marks {
-  return {
-    first(kind, minute) {
-      if (s.marks[kind] === minute) return false;
-      // Only the latest minute is remembered: sessions move forward in time, and the marks stay small.
-      s.marks[kind] = minute;
-      return true;
-    },
-  };
-}
+/** The marks of the session an activity hook is given (one object, pointed at each session in turn). */
+class SessionMarks implements Marks {
+  session: Session | undefined;
 
-/** Startup: the first first_frame at or after the first play_start (docs/metrics.md). */
-function withStartup(a: SessionAttrs, tl: readonly number[]): SessionAttrs {
-  let startup_ms: number | null = null;
-  let startup_at: number | null = null;
-  const p = tl.findIndex((v) => rankOfPacked(v) === rank.play_start);
-  if (p >= 0) {
-    for (let j = p + 1; j < tl.length; j++) {
-      if (rankOfPacked(tl[j]!) === rank.first_frame) {
-        startup_at = tsOf(tl[j]!);
-        startup_ms = startup_at - tsOf(tl[p]!);
-        break;
-      }
-    }
+  first(kind: string, minute: number): boolean {
+    const marks = this.session!.marks;
+    if (marks[kind] === minute) return false;
+    // Only the latest minute is remembered: sessions move forward in time, and the marks stay small.
+    marks[kind] = minute;
+    return true;
   }
-  return startup_ms === a.startup_ms && startup_at === a.startup_at ? a : { ...a, startup_ms, startup_at };
 }
 
 interface SumRow {
@@ -467,7 +504,7 @@ class Accumulator implements Emitter {
   private readonly maps = new Map<TableSpec, KeyTree<MapRow>>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
-  private readonly puts = new Map<TableSpec, Map<string, readonly Cell[]>>();
+  private readonly puts = new Map<TableSpec, KeyTree<readonly Cell[]>>();
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
   /** Per signal name and key length, then by key and minute. */
   private readonly signals = new Map<string, Map<number, KeyTree<SignalRow>>>();
@@ -519,9 +556,10 @@ class Accumulator implements Emitter {
   }
 
   put(table: TableSpec, row: readonly Cell[]): void {
-    let rows = this.puts.get(table);
-    if (!rows) this.puts.set(table, (rows = new Map()));
-    rows.set(row.slice(0, table.key.length).join('\u0001'), row);
+    let tree = this.puts.get(table);
+    if (!tree) this.puts.set(table, (tree = new KeyTree()));
+    const last = table.key.length - 1;
+    tree.level(row, last).set(row[last]!, row);
   }
 
   append(table: TableSpec, row: readonly Cell[]): void {
@@ -556,7 +594,7 @@ class Accumulator implements Emitter {
         }
       }
     }
-    for (const [table, rows] of this.puts) for (const row of rows.values()) push(table, [...row, version]);
+    for (const [table, rows] of this.puts) for (const row of rows.rows(table.key.length)) push(table, [...row, version]);
     for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
     const signals: SignalRow[] = [];
     for (const byLength of this.signals.values()) {

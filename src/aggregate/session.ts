@@ -84,19 +84,40 @@ export interface Segment {
   state: number;
 }
 
-/** Called with -1 for each segment that stops being true, then +1 for each that becomes true. */
-export type SegmentSink = (seg: Segment, sign: 1 | -1) => void;
+/**
+ * Told each segment that stops being true (-1), then each that becomes true (+1). Segments come as numbers, not
+ * objects: every event changes two or three, and an object each was garbage made per event.
+ */
+export interface SegmentSink {
+  onSegment(from: number, to: number | null, state: number, sign: 1 | -1): void;
+}
+
+function emit(tl: readonly number[], j: number, sign: 1 | -1, sink: SegmentSink): void {
+  const v = tl[j]!;
+  sink.onSegment(tsOf(v), j + 1 < tl.length ? tsOf(tl[j + 1]!) : null, stateOf(v), sign);
+}
 
 /**
  * Insert an event into a timeline, keep every state right, and report exactly the segments that changed: the one
  * before the insert (its end moves), and the run of state-keeping events after it, up to the next event that sets
  * the state by itself. Appending, the usual case, touches two segments.
  */
-export function insertEvent(tl: number[], ts: number, r: number, sink: SegmentSink): number {
+export function insertEvent(tl: number[], ts: number, r: number, sink: SegmentSink | null): number {
   const base = ts * 128 + r * 8;
+  const n = tl.length;
+  if (n === 0 || tl[n - 1]! < base + 8) {
+    // After every event so far (the usual case): the last segment gets an end, and a new last one opens.
+    if (n > 0 && sink) emit(tl, n - 1, -1, sink);
+    tl.push(base + nextState(n === 0 ? State.none : stateOf(tl[n - 1]!), r));
+    if (sink) {
+      if (n > 0) emit(tl, n - 1, 1, sink);
+      emit(tl, n, 1, sink);
+    }
+    return n;
+  }
   // Upper bound: after every event with the same (ts, rank).
   let lo = 0;
-  let hi = tl.length;
+  let hi = n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (tl[mid]! < base + 8) lo = mid + 1;
@@ -106,22 +127,18 @@ export function insertEvent(tl: number[], ts: number, r: number, sink: SegmentSi
   let c = k;
   while (c < tl.length && keepsState(rankOfPacked(tl[c]!))) c++;
   const first = Math.max(k - 1, 0);
-  for (let j = first; j <= c - 1; j++) sink(segmentAt(tl, j), -1);
+  if (sink) for (let j = first; j <= c - 1; j++) emit(tl, j, -1, sink);
   tl.splice(k, 0, base);
   for (let j = k; j <= c && j < tl.length; j++) {
     const before = j === 0 ? State.none : stateOf(tl[j - 1]!);
     const v = tl[j]!;
     tl[j] = v - stateOf(v) + nextState(before, rankOfPacked(v));
   }
-  for (let j = first; j <= c && j < tl.length; j++) sink(segmentAt(tl, j), 1);
+  if (sink) for (let j = first; j <= c && j < tl.length; j++) emit(tl, j, 1, sink);
   return k;
 }
 
-export function segmentAt(tl: readonly number[], j: number): Segment {
-  const v = tl[j]!;
-  return { from: tsOf(v), to: j + 1 < tl.length ? tsOf(tl[j + 1]!) : null, state: stateOf(v) };
-}
-
-export function forEachSegment(tl: readonly number[], fn: (seg: Segment) => void): void {
-  for (let j = 0; j < tl.length; j++) fn(segmentAt(tl, j));
+/** Every segment of a timeline, with one sign. */
+export function forEachSegment(tl: readonly number[], sign: 1 | -1, sink: SegmentSink): void {
+  for (let j = 0; j < tl.length; j++) emit(tl, j, sign, sink);
 }

@@ -562,3 +562,8 @@ export class EventReader {
     return { v, events };
   }
 }
+
+/** An event's `context.pop`: read with the event by this reader, looked up in `context` for any other event. */
+export function contextPop(e: WireEvent): string | undefined {
+  return e instanceof ReadEvent ? e.pop : e.context?.pop;
+}
