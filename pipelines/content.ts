@@ -1,4 +1,4 @@
-import { minuteOf, timeRollups, type Pipeline, type RetiredTable, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, timeRollups, type Cell, type Pipeline, type RetiredTable, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
@@ -153,6 +153,25 @@ export const completionDrop: WindowDetector = {
   },
 };
 
+// A row of `content_minute_sums` under furthest_sec -1 (watch time, known completion), as every segment and most
+// position changes emit one: the same arrays, filled anew for each (the emitter copies what it keeps).
+const scratchKey: [string, number, string, number] = ['', 0, '', -1];
+const scratchValues = [0, 0, 0];
+
+function sumKey(tenant: string, ts: number, contentId: string): readonly Cell[] {
+  scratchKey[0] = tenant;
+  scratchKey[1] = ts;
+  scratchKey[2] = contentId;
+  return scratchKey;
+}
+
+function sumValues(watchMs: number, sessions: number, completionSum: number): readonly number[] {
+  scratchValues[0] = watchMs;
+  scratchValues[1] = sessions;
+  scratchValues[2] = completionSum;
+  return scratchValues;
+}
+
 export const content: Pipeline = {
   name: 'content',
   tables: [contentMinuteSums, contentCatalog],
@@ -173,7 +192,7 @@ export const content: Pipeline = {
     const sameRow =
       before.tenant === after.tenant && before.content_id === after.content_id && before.first_minute === after.first_minute && after.content_id !== '' && after.first_minute !== null;
     if (sameRow && before.closed_at === null && after.closed_at === null && cb !== null && ca !== null) {
-      if (ca !== cb) out.add(contentMinuteSums, [after.tenant, after.first_minute / 1000, after.content_id, -1], [0, 0, ca - cb]);
+      if (ca !== cb) out.add(contentMinuteSums, sumKey(after.tenant, after.first_minute! / 1000, after.content_id), sumValues(0, 0, ca - cb));
       return;
     }
     content.session!(before, -1, out);
@@ -182,7 +201,7 @@ export const content: Pipeline = {
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0 || attrs.content_id === '') return;
-    out.add(contentMinuteSums, [attrs.tenant, minuteOf(seg.to!), attrs.content_id, -1], [sign * ms, 0, 0]);
+    out.add(contentMinuteSums, sumKey(attrs.tenant, minuteOf(seg.to!), attrs.content_id), sumValues(sign * ms, 0, 0));
   },
   event(e, out) {
     if (!e.content_id) return;

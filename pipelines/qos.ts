@@ -48,6 +48,9 @@ const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
 // - `qos_region` [tenant, region]: starts, fatal (sessions), startups and their histogram (`b<bucket>`), and fatal
 //   errors by code (`code:<code>`).
 const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
+
+/** What a segment hands the emitter, filled anew for each (the emitter copies what it keeps). */
+const segment = { key: ['', 0, '', ''] as [string, number, string, string], values: [0, 0, 0, 0, 0, 0], pop: ['', '', ''], fields: { watch_ms: 0, rebuffer_ms: 0 } };
 const regionKey = (a: SessionAttrs): string[] => [a.tenant, a.region];
 
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
@@ -197,8 +200,22 @@ export const qos: Pipeline = {
     const ms = watchMs(seg);
     if (ms === 0) return;
     const rebuffer = seg.state === State.rebuffering ? sign * ms : 0;
-    out.add(qosMinutes, key(attrs, seg.to!), [sign * ms, rebuffer, 0, 0, 0, 0]);
-    out.signal('qos_pop', popKey(attrs), minuteOf(seg.to!), { watch_ms: sign * ms, rebuffer_ms: rebuffer });
+    const minute = minuteOf(seg.to!);
+    const k = segment.key;
+    k[0] = attrs.tenant;
+    k[1] = minute;
+    k[2] = attrs.region;
+    k[3] = attrs.pop;
+    segment.values[0] = sign * ms;
+    segment.values[1] = rebuffer;
+    out.add(qosMinutes, k, segment.values);
+    const p = segment.pop;
+    p[0] = attrs.tenant;
+    p[1] = attrs.region;
+    p[2] = attrs.pop;
+    segment.fields.watch_ms = sign * ms;
+    segment.fields.rebuffer_ms = rebuffer;
+    out.signal('qos_pop', p, minute, segment.fields);
   },
   sessionReads: ['tenant', 'region', 'pop', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
   session(a, sign, out) {

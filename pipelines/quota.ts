@@ -12,11 +12,17 @@ export const quotaMinutes: TableSpec = {
   values: [['events', 'Int64']],
 };
 
+// Filled anew for each event (the emitter copies what it keeps).
+const key: [string, number] = ['', 0];
+const one = [1];
+
 export const quota: Pipeline = {
   name: 'quota',
   tables: [quotaMinutes],
   event(e, out) {
-    out.add(quotaMinutes, [e.tenant, minuteOf(e.received_at)], [1]);
+    key[0] = e.tenant;
+    key[1] = minuteOf(e.received_at);
+    out.add(quotaMinutes, key, one);
   },
 };
 

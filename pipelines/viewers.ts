@@ -10,19 +10,8 @@ const hourMs = hourS * 1000;
 export const windowStepS = 32 * 86_400;
 export const windowSpanS = 2 * windowStepS;
 
-/** The window starts (Unix seconds) whose span holds the hour starting at `hourStartS` (Unix seconds). */
-export function windowsOf(hourStartS: number): number[] {
-  const w = Math.floor(hourStartS / windowStepS) * windowStepS;
-  const out: number[] = [];
-  for (let start = w; start > w - windowSpanS; start -= windowStepS) out.push(start);
-  return out;
-}
-
 /** What viewers are counted by: all of a tenant's (''), per region, per content (sessions with one). */
 export type Dim = '' | 'region' | 'content';
-
-const dimValues = (a: SessionAttrs): Array<readonly [Dim, string]> =>
-  a.content_id === '' ? [['', ''], ['region', a.region]] : [['', ''], ['region', a.region], ['content', a.content_id]];
 
 /**
  * Per viewer, dimension value and window (`ts`, its start): how many of the viewer's sessions touched each hour of the
@@ -62,22 +51,38 @@ export const viewerWindows: TableSpec = {
     GROUP BY tenant, ts, dim, value, viewer)`,
 };
 
-/** The hours (since the epoch) a session's span touches. */
-function hoursOf(a: SessionAttrs): number[] {
-  if (a.viewer === '' || a.first_minute === null || a.last_hour === null) return [];
-  const hours: number[] = [];
-  for (let h = Math.floor(a.first_minute / hourMs); h <= a.last_hour / hourMs; h++) hours.push(h);
-  return hours;
+/** The hours (since the epoch) a session's span touches: [first, last], or none (`first` > `last`). */
+function hoursOf(a: SessionAttrs): [first: number, last: number] {
+  if (a.viewer === '' || a.first_minute === null || a.last_hour === null) return [1, 0];
+  return [Math.floor(a.first_minute / hourMs), a.last_hour / hourMs];
 }
 
-/** Add `sign` to each hour in every window that holds it, for each dimension of the session. */
-function touch(a: SessionAttrs, hours: Iterable<readonly [hour: number, sign: number]>, out: Emitter): void {
-  const values = dimValues(a);
-  for (const [hour, sign] of hours) {
-    if (sign === 0) continue;
-    const counted = [sign];
-    for (const w of windowsOf(hour * hourS)) {
-      for (let i = 0; i < values.length; i++) out.add(viewerWindows, [a.tenant, w, values[i]![0], values[i]![1], a.viewer, hour - w / hourS], counted);
+// The key and value of a row, filled anew for each (the emitter copies what it keeps).
+const key: [tenant: string, ts: number, dim: Dim, value: string, viewer: string, hour: number] = ['', 0, '', '', '', 0];
+const counted = [0];
+
+/** Add `sign` to the hours [first, last] in every window that holds each, for each dimension of the session. */
+function touch(a: SessionAttrs, first: number, last: number, sign: number, out: Emitter): void {
+  key[0] = a.tenant;
+  key[4] = a.viewer;
+  counted[0] = sign;
+  for (let hour = first; hour <= last; hour++) {
+    // The windows whose span holds the hour: the one it starts in, and the one before.
+    const w = Math.floor((hour * hourS) / windowStepS) * windowStepS;
+    for (let start = w; start > w - windowSpanS; start -= windowStepS) {
+      key[1] = start;
+      key[5] = hour - start / hourS;
+      key[2] = '';
+      key[3] = '';
+      out.add(viewerWindows, key, counted);
+      key[2] = 'region';
+      key[3] = a.region;
+      out.add(viewerWindows, key, counted);
+      if (a.content_id !== '') {
+        key[2] = 'content';
+        key[3] = a.content_id;
+        out.add(viewerWindows, key, counted);
+      }
     }
   }
 }
@@ -89,11 +94,8 @@ export const viewers: Pipeline = {
   tables: [viewerWindows],
   sessionReads: ['tenant', 'viewer', 'region', 'content_id', 'first_minute', 'last_hour'],
   session(a, sign, out) {
-    touch(
-      a,
-      hoursOf(a).map((h) => [h, sign] as const),
-      out,
-    );
+    const [first, last] = hoursOf(a);
+    touch(a, first, last, sign, out);
   },
   // Mostly the span reached a new hour: only the hours that differ are retracted and added.
   sessionChange(before, after, out) {
@@ -102,9 +104,17 @@ export const viewers: Pipeline = {
       viewers.session!(after, 1, out);
       return;
     }
-    const change = new Map<number, number>();
-    for (const h of hoursOf(before)) change.set(h, (change.get(h) ?? 0) - 1);
-    for (const h of hoursOf(after)) change.set(h, (change.get(h) ?? 0) + 1);
-    touch(after, change, out);
+    const [b0, b1] = hoursOf(before);
+    const [a0, a1] = hoursOf(after);
+    if (b0 > b1 || a0 > a1) {
+      touch(before, b0, b1, -1, out);
+      touch(after, a0, a1, 1, out);
+      return;
+    }
+    // Two spans of hours: what is in one and not the other, at each end.
+    if (b0 < a0) touch(before, b0, Math.min(b1, a0 - 1), -1, out);
+    if (a0 < b0) touch(after, a0, Math.min(a1, b0 - 1), 1, out);
+    if (b1 > a1) touch(before, Math.max(b0, a1 + 1), b1, -1, out);
+    if (a1 > b1) touch(after, Math.max(a0, b1 + 1), a1, 1, out);
   },
 };

@@ -24,12 +24,20 @@ export function watchMs(seg: { from: number; to: number | null; state: number })
   return Math.min(seg.to - seg.from, gapCapMs);
 }
 
+// Filled anew for each segment (the emitter copies what it keeps).
+const key: [string, number] = ['', 0];
+const values = [0, 0];
+
 export const watchTime: Pipeline = {
   name: 'watch-time',
   tables: [watchTimeMinutes],
   segment(attrs, seg, sign, out) {
     const ms = watchMs(seg);
     if (ms === 0) return;
-    out.add(watchTimeMinutes, [attrs.tenant, minuteOf(seg.to!)], [sign * ms, seg.state === State.rebuffering ? sign * ms : 0]);
+    key[0] = attrs.tenant;
+    key[1] = minuteOf(seg.to!);
+    values[0] = sign * ms;
+    values[1] = seg.state === State.rebuffering ? sign * ms : 0;
+    out.add(watchTimeMinutes, key, values);
   },
 };

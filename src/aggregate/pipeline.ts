@@ -146,14 +146,19 @@ export interface Marks {
   first(kind: string, minute: number): boolean;
 }
 
-/** Where pipelines put their output; the runtime merges it per table and key until the next flush. */
+/**
+ * Where pipelines put their output; the runtime merges it per table and key until the next flush. `add` and `signal`
+ * copy what they keep, so a hook called for every event may fill the same key, values and fields arrays each
+ * time rather than make new ones: at hundreds of thousands of events a second, those were most of the
+ * garbage a shard made.
+ */
 export interface Emitter {
   /** Add signed deltas to a `sum` table row. `key` holds the key columns in order (ts as Unix seconds). */
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void;
   /** Add `sign` to the single value column of a `sum` table keyed (tenant, ts) for each second in [fromSec, toSec). */
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void;
-  /** Set the row of a `replace` table (its key's last row wins within a flush; `version` is filled in). */
-  put(table: TableSpec, row: readonly Cell[]): void;
+  /** Set the row of a `replace` table (its key's last row wins within a flush). It keeps `row`, and appends `version` to it. */
+  put(table: TableSpec, row: Cell[]): void;
   /** Append a row to an `append` table. */
   append(table: TableSpec, row: readonly Cell[]): void;
   /** Add to a detector signal (read by the alerts role, never stored in ClickHouse). */

@@ -1,7 +1,8 @@
 import type { WireEvent } from '../bus/wire.js';
-import type { Cell, Emitter, Fields, Marks, Pipeline, SessionAttrs, SignalRow, TableSpec } from './pipeline.js';
+import type { Marks, Pipeline, SessionAttrs } from './pipeline.js';
 import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment, type SegmentSink } from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
+import { Accumulator, type Output } from './accumulator.js';
 import { contextPop } from '../bus/event-reader.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
@@ -66,15 +67,6 @@ class SessionTable {
 
 /** A session's key, as checkpoints keep it. */
 const sessionKey = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
-
-/** The rows of one flush, per table name, in the table's column order. */
-export type Rows = Map<string, Cell[][]>;
-
-/** What one flush hands on: snapshot rows for ClickHouse and detector signals for the alerts role. */
-export interface Output {
-  rows: Rows;
-  signals: SignalRow[];
-}
 
 /** A session as a checkpoint stores it. */
 type SavedSession = [key: string, attrs: SessionAttrs, at: number[], user: string, anon: string, tl: number[], lastReceived: number, marks: Record<string, number>];
@@ -428,188 +420,5 @@ class SessionMarks implements Marks {
     // Only the latest minute is remembered: sessions move forward in time, and the marks stay small.
     marks[kind] = minute;
     return true;
-  }
-}
-
-interface SumRow {
-  key: readonly Cell[];
-  values: number[];
-}
-
-/**
- * Rows by key as nested maps, one level per key cell: finding a row builds no key string, where joining the cells
- * cost a string (and its hash) per call, for every contribution of every event. Iterates in insertion order.
- */
-class KeyTree<V> {
-  private readonly root = new Map<Cell, unknown>();
-
-  /** The map holding the rows keyed by `cells[0..n)` and then one more cell (made on the way when missing). */
-  level(cells: readonly Cell[], n: number): Map<Cell, V> {
-    let m = this.root;
-    for (let i = 0; i < n; i++) {
-      let next = m.get(cells[i]!) as Map<Cell, unknown> | undefined;
-      if (!next) m.set(cells[i]!, (next = new Map()));
-      m = next;
-    }
-    return m as Map<Cell, V>;
-  }
-
-  /** Every row; `depth` is the number of cells the rows are keyed by. */
-  rows(depth: number): V[] {
-    const out: V[] = [];
-    const walk = (m: Map<Cell, unknown>, level: number): void => {
-      for (const v of m.values()) {
-        if (level === depth) out.push(v as V);
-        else walk(v as Map<Cell, unknown>, level + 1);
-      }
-    };
-    walk(this.root, 1);
-    return out;
-  }
-}
-
-/**
- * A row of a `map` table: its key cells (the last of them, the map key, from the first contribution) and the values
- * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's hours), so they are
- * searched in a plain array, which spares a Map per row.
- */
-interface MapRow {
-  key: readonly Cell[];
-  mapKeys: number[];
-  sums: number[];
-}
-
-/** A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays. */
-function mapRowCells(table: TableSpec, row: MapRow): Cell[] | null {
-  const width = table.values.length;
-  // Most rows hold one map key in a flush.
-  if (row.mapKeys.length === 1) return row.sums.every((v) => v === 0) ? null : [...row.key.slice(0, -1), [row.mapKeys[0]!], ...row.sums.map((v) => [v])];
-  // In key order, so that the output never depends on the order the contributions came in.
-  const order = row.mapKeys.map((_, i) => i).sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
-  const keys: number[] = [];
-  const columns: number[][] = table.values.map(() => []);
-  for (const i of order) {
-    let zero = true;
-    for (let j = 0; j < width; j++) if (row.sums[i * width + j] !== 0) zero = false;
-    if (zero) continue;
-    keys.push(row.mapKeys[i]!);
-    for (let j = 0; j < width; j++) columns[j]!.push(row.sums[i * width + j]!);
-  }
-  return keys.length === 0 ? null : [...row.key.slice(0, -1), keys, ...columns];
-}
-
-/** Merges pipeline output per table and key between drains. */
-class Accumulator implements Emitter {
-  private readonly sums = new Map<TableSpec, KeyTree<SumRow>>();
-  private readonly maps = new Map<TableSpec, KeyTree<MapRow>>();
-  /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
-  private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
-  private readonly puts = new Map<TableSpec, KeyTree<readonly Cell[]>>();
-  private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
-  /** Per signal name and key length, then by key and minute. */
-  private readonly signals = new Map<string, Map<number, KeyTree<SignalRow>>>();
-
-  signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
-    let byLength = this.signals.get(name);
-    if (!byLength) this.signals.set(name, (byLength = new Map()));
-    let tree = byLength.get(key.length);
-    if (!tree) byLength.set(key.length, (tree = new KeyTree()));
-    const rows = tree.level(key, key.length);
-    const row = rows.get(minute);
-    if (!row) rows.set(minute, { name, key, minute, fields: { ...fields } });
-    else for (const f in fields) row.fields[f] = (row.fields[f] ?? 0) + fields[f]!;
-  }
-
-  add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
-    if (table.map) return this.addToMap(table, key, values);
-    let tree = this.sums.get(table);
-    if (!tree) this.sums.set(table, (tree = new KeyTree()));
-    const last = key.length - 1;
-    const rows = tree.level(key, last);
-    const row = rows.get(key[last]!);
-    if (!row) rows.set(key[last]!, { key, values: values.slice() });
-    else for (let i = 0; i < values.length; i++) row.values[i]! += values[i]!;
-  }
-
-  private addToMap(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
-    let tree = this.maps.get(table);
-    if (!tree) this.maps.set(table, (tree = new KeyTree()));
-    const last = key.length - 1;
-    const rows = tree.level(key, last - 1);
-    let row = rows.get(key[last - 1]!);
-    if (!row) rows.set(key[last - 1]!, (row = { key, mapKeys: [], sums: [] }));
-    const mapKey = Number(key[last]);
-    const i = row.mapKeys.indexOf(mapKey);
-    if (i < 0) {
-      row.mapKeys.push(mapKey);
-      for (const v of values) row.sums.push(v);
-    } else for (let j = 0; j < values.length; j++) row.sums[i * values.length + j]! += values[j]!;
-  }
-
-  addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
-    let byTenant = this.seconds.get(table);
-    if (!byTenant) this.seconds.set(table, (byTenant = new Map()));
-    let points = byTenant.get(tenant);
-    if (!points) byTenant.set(tenant, (points = new Map()));
-    points.set(fromSec, (points.get(fromSec) ?? 0) + sign);
-    points.set(toSec, (points.get(toSec) ?? 0) - sign);
-  }
-
-  put(table: TableSpec, row: readonly Cell[]): void {
-    let tree = this.puts.get(table);
-    if (!tree) this.puts.set(table, (tree = new KeyTree()));
-    const last = table.key.length - 1;
-    tree.level(row, last).set(row[last]!, row);
-  }
-
-  append(table: TableSpec, row: readonly Cell[]): void {
-    let rows = this.appends.get(table);
-    if (!rows) this.appends.set(table, (rows = []));
-    rows.push(row);
-  }
-
-  drain(version: number): Output {
-    const out: Rows = new Map();
-    const push = (table: TableSpec, row: Cell[]): void => {
-      let list = out.get(table.name);
-      if (!list) out.set(table.name, (list = []));
-      list.push(row);
-    };
-    for (const [table, rows] of this.sums) {
-      for (const { key, values } of rows.rows(table.key.length)) if (values.some((v) => v !== 0)) push(table, [...key, ...values]);
-    }
-    for (const [table, rows] of this.maps) {
-      for (const row of rows.rows(table.key.length - 1)) {
-        const cells = mapRowCells(table, row);
-        if (cells) push(table, cells);
-      }
-    }
-    for (const [table, byTenant] of this.seconds) {
-      for (const [tenant, points] of byTenant) {
-        const sorted = [...points].filter(([, d]) => d !== 0).sort((a, b) => a[0] - b[0]);
-        let level = 0;
-        for (let i = 0; i < sorted.length - 1; i++) {
-          level += sorted[i]![1];
-          if (level !== 0) for (let s = sorted[i]![0]; s < sorted[i + 1]![0]; s++) push(table, [tenant, s, level]);
-        }
-      }
-    }
-    for (const [table, rows] of this.puts) for (const row of rows.rows(table.key.length)) push(table, [...row, version]);
-    for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
-    const signals: SignalRow[] = [];
-    for (const byLength of this.signals.values()) {
-      for (const [length, tree] of byLength) for (const r of tree.rows(length + 1)) if (Object.values(r.fields).some((v) => v !== 0)) signals.push(r);
-    }
-    this.clear();
-    return { rows: out, signals };
-  }
-
-  clear(): void {
-    this.sums.clear();
-    this.maps.clear();
-    this.seconds.clear();
-    this.puts.clear();
-    this.appends.clear();
-    this.signals.clear();
   }
 }

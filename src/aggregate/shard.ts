@@ -10,7 +10,8 @@ import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs, type SavedDedup } from './dedup.js';
 import type { Pipeline } from './pipeline.js';
 import { recallSessions } from './recall.js';
-import { Aggregation, type Output, type SavedState } from './runtime.js';
+import type { Output } from './accumulator.js';
+import { Aggregation, type SavedState } from './runtime.js';
 
 const events = new Counter({
   name: 'darshak_aggregate_events_total',

@@ -301,7 +301,22 @@ export class ReadEvent implements WireEvent {
   private props: Record<string, unknown> | undefined = undefined;
   private propsRead = false;
 
-  constructor(private readonly buf: Buffer) {}
+  constructor(private buf: Buffer) {}
+
+  /** Back to an event with no fields, over another message (events are reused from one message to the next). */
+  private reset(buf: Buffer): void {
+    this.buf = buf;
+    this.tenant = this.event_type = this.country = this.region = this.device = '';
+    this.env = 'production';
+    this.ts = this.received_at = 0;
+    this.client_ts = null;
+    this.session_id = this.content_id = this.content_type = this.pop = undefined;
+    this.position_sec = this.bitrate_kbps = undefined;
+    this.uuid = false;
+    this.idAt = this.userAt = this.anonAt = this.titleAt = this.contextAt = this.propsAt = absent;
+    this.props = undefined;
+    this.propsRead = false;
+  }
 
   private lazy(at: number, end: number): unknown {
     if (at === absent) return undefined;
@@ -354,8 +369,8 @@ export class ReadEvent implements WireEvent {
    * Read the event's map at `p`; answers the position after it. A known field whose value is not of the type the
    * wire format gives it is read as msgpackr reads it, so the event still equals msgpackr's.
    */
-  read(p: number, strings: Interner): number {
-    const b = this.buf;
+  read(b: Buffer, p: number, strings: Interner): number {
+    this.reset(b);
     this.start = p;
     if (!isMap(b, p)) throw new Error(`event stream message: an event at ${p} is not a map`);
     const n = countAt(b, p);
@@ -527,11 +542,15 @@ function popOf(b: Buffer, at: number, strings: Interner): string | undefined {
   return pop as string | undefined;
 }
 
-/** Reads event stream messages; one per aggregator shard, which keeps its interned strings. */
+/**
+ * Reads event stream messages; one per aggregator shard, which keeps its interned strings. The events of a read are
+ * valid until the next: their objects are used again (a message's 500 events would otherwise be some 200 KB of
+ * garbage), and they read their rarely read fields from `data`, which must not change meanwhile.
+ */
 export class EventReader {
   private readonly strings = new Interner(14);
+  private readonly pool: ReadEvent[] = [];
 
-  /** A message's events, each of them a `ReadEvent` over `data` (which must not change while they are in use). */
   read(data: Uint8Array): { v: number; events: ReadEvent[] } {
     const b = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     if (!isMap(b, 0)) throw new Error('event stream message: not a map');
@@ -554,8 +573,9 @@ export class EventReader {
       p = afterCountHeader(b, p);
       events.length = 0;
       for (let i = 0; i < count; i++) {
-        const e = new ReadEvent(b);
-        p = e.read(p, this.strings);
+        if (i === this.pool.length) this.pool.push(new ReadEvent(b));
+        const e = this.pool[i]!;
+        p = e.read(b, p, this.strings);
         events.push(e);
       }
     }

@@ -1,6 +1,7 @@
 import { pipelines } from '../../pipelines/index.js';
 import type { Pipeline, TableSpec } from '../../src/aggregate/pipeline.js';
-import { Aggregation, type Rows } from '../../src/aggregate/runtime.js';
+import type { Rows } from '../../src/aggregate/accumulator.js';
+import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 
 const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tables).map((tb) => [tb.name, tb]));

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
 import type { WireEvent } from '../../src/bus/wire.js';
-import { Aggregation, type Rows } from '../../src/aggregate/runtime.js';
+import type { Rows } from '../../src/aggregate/accumulator.js';
+import { Aggregation } from '../../src/aggregate/runtime.js';
 import { eventAt, net } from '../helpers/pipeline.js';
 
 // The runtime's promise: whatever order a session's events arrive in, and however the output is cut into flushes,

@@ -1,0 +1,276 @@
+import type { Cell, Emitter, Fields, SignalRow, TableSpec } from './pipeline.js';
+
+// Where the runtime merges pipeline output per table and key between flushes (`Emitter`), and what a flush hands on.
+
+/** The rows of one flush, per table name, in the table's column order. */
+export type Rows = Map<string, Cell[][]>;
+
+/** What one flush hands on: snapshot rows for ClickHouse and detector signals for the alerts role. */
+export interface Output {
+  rows: Rows;
+  signals: SignalRow[];
+}
+
+/** A row kept from one flush to the next: the flush it was last touched in. */
+interface Kept {
+  key: readonly Cell[];
+  flush: number;
+}
+
+interface SumRow extends Kept {
+  values: number[];
+}
+
+/**
+ * A row of a `map` table: its key cells (the last of them, the map key, from the first contribution) and the values
+ * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's hours), so they are
+ * searched in a plain array, which spares a Map per row.
+ */
+interface MapRow extends Kept {
+  mapKeys: number[];
+  sums: number[];
+}
+
+interface SignalAcc extends Kept {
+  row: SignalRow;
+}
+
+/**
+ * Rows by key as nested maps, one level per key cell: finding a row builds no key string (joining the cells cost a
+ * string, and its hash, per contribution). Rows are kept from one flush to the next, their values zeroed as they are
+ * drained, and a row no contribution touched for a whole flush is removed: the maps hold the keys of about two
+ * flushes, and a key that keeps being touched (a minute, a region) allocates nothing.
+ *
+ * A flush hands on the rows it touched in the order it first touched them, which depends on its own contributions
+ * alone: a batch regenerated after a crash, from an accumulator rebuilt without the rows of earlier flushes, comes
+ * out in the same order and so cut into the same parts.
+ */
+class KeptRows<V extends Kept> {
+  private readonly root = new Map<Cell, unknown>();
+  private touched: V[] = [];
+  private previous: V[] = [];
+
+  constructor(
+    /** Key cells a row is found by. */
+    private readonly depth: number,
+  ) {}
+
+  /** The map holding the row of `key` (its first `depth` cells) under its last cell; maps on the way are made. */
+  leaf(key: readonly Cell[]): Map<Cell, V> {
+    let m = this.root;
+    for (let i = 0; i < this.depth - 1; i++) {
+      let next = m.get(key[i]!) as Map<Cell, unknown> | undefined;
+      if (!next) m.set(key[i]!, (next = new Map()));
+      m = next;
+    }
+    return m as Map<Cell, V>;
+  }
+
+  /** Mark a row touched in `flush` (the first time in it: listed for the drain). */
+  touch(row: V, flush: number): V {
+    if (row.flush !== flush) {
+      row.flush = flush;
+      this.touched.push(row);
+    }
+    return row;
+  }
+
+  /** The rows `flush` touched, in the order it first touched them; rows the flush before touched and this one not are removed. */
+  drain(flush: number): V[] {
+    for (const row of this.previous) if (row.flush !== flush) this.remove(row.key);
+    const out = this.touched;
+    this.previous = out;
+    this.touched = [];
+    return out;
+  }
+
+  private remove(key: readonly Cell[]): void {
+    const path: Array<Map<Cell, unknown>> = [this.root];
+    for (let i = 0; i < this.depth - 1; i++) path.push(path[i]!.get(key[i]!) as Map<Cell, unknown>);
+    // Prune the maps the row leaves empty, so that keys of the past (minutes) do not pile up.
+    for (let i = this.depth - 1; i >= 0; i--) {
+      path[i]!.delete(key[i]!);
+      if (path[i]!.size > 0) break;
+    }
+  }
+}
+
+/** A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays. */
+function mapRowCells(table: TableSpec, row: MapRow): Cell[] | null {
+  const width = table.values.length;
+  // Most rows hold one map key in a flush.
+  if (row.mapKeys.length === 1) return row.sums.every((v) => v === 0) ? null : [...row.key.slice(0, -1), [row.mapKeys[0]!], ...row.sums.map((v) => [v])];
+  // In key order, so that the output never depends on the order the contributions came in.
+  const order = row.mapKeys.map((_, i) => i).sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
+  const keys: number[] = [];
+  const columns: number[][] = table.values.map(() => []);
+  for (const i of order) {
+    let zero = true;
+    for (let j = 0; j < width; j++) if (row.sums[i * width + j] !== 0) zero = false;
+    if (zero) continue;
+    keys.push(row.mapKeys[i]!);
+    for (let j = 0; j < width; j++) columns[j]!.push(row.sums[i * width + j]!);
+  }
+  return keys.length === 0 ? null : [...row.key.slice(0, -1), keys, ...columns];
+}
+
+/** Merges pipeline output per table and key between drains. */
+export class Accumulator implements Emitter {
+  /** The flush being accumulated: rows touched in it carry this number. */
+  private flush = 1;
+  private readonly sums = new Map<TableSpec, KeptRows<SumRow>>();
+  private readonly maps = new Map<TableSpec, KeptRows<MapRow>>();
+  /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
+  private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
+  private readonly puts = new Map<TableSpec, Map<Cell, unknown>>();
+  private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
+  /** Per signal name and key length, then by key and minute. */
+  private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
+  /** The key and minute of a signal, as one array (reused: a row keeps its own). */
+  private readonly signalKey: Cell[] = [];
+
+  signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
+    let byLength = this.signals.get(name);
+    if (!byLength) this.signals.set(name, (byLength = new Map()));
+    let rows = byLength.get(key.length);
+    if (!rows) byLength.set(key.length, (rows = new KeptRows(key.length + 1)));
+    const k = this.signalKey;
+    k.length = 0;
+    for (const cell of key) k.push(cell);
+    k.push(minute);
+    const leaf = rows.leaf(k);
+    let acc = leaf.get(minute);
+    if (!acc) leaf.set(minute, (acc = { key: k.slice(), flush: 0, row: { name, key: key.slice(), minute, fields: {} } }));
+    const f = rows.touch(acc, this.flush).row.fields;
+    for (const name in fields) f[name] = (f[name] ?? 0) + fields[name]!;
+  }
+
+  add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
+    if (table.map) return this.addToMap(table, key, values);
+    let rows = this.sums.get(table);
+    if (!rows) this.sums.set(table, (rows = new KeptRows(key.length)));
+    const leaf = rows.leaf(key);
+    const last = key[key.length - 1]!;
+    let row = leaf.get(last);
+    if (!row) leaf.set(last, (row = { key: key.slice(), flush: 0, values: new Array<number>(values.length).fill(0) }));
+    rows.touch(row, this.flush);
+    for (let i = 0; i < values.length; i++) row.values[i]! += values[i]!;
+  }
+
+  private addToMap(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
+    let rows = this.maps.get(table);
+    if (!rows) this.maps.set(table, (rows = new KeptRows(key.length - 1)));
+    const leaf = rows.leaf(key);
+    const last = key[key.length - 2]!;
+    let row = leaf.get(last);
+    if (!row) leaf.set(last, (row = { key: key.slice(), flush: 0, mapKeys: [], sums: [] }));
+    rows.touch(row, this.flush);
+    const mapKey = Number(key[key.length - 1]);
+    const i = row.mapKeys.indexOf(mapKey);
+    if (i < 0) {
+      row.mapKeys.push(mapKey);
+      for (const v of values) row.sums.push(v);
+    } else for (let j = 0; j < values.length; j++) row.sums[i * values.length + j]! += values[j]!;
+  }
+
+  addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
+    let byTenant = this.seconds.get(table);
+    if (!byTenant) this.seconds.set(table, (byTenant = new Map()));
+    let points = byTenant.get(tenant);
+    if (!points) byTenant.set(tenant, (points = new Map()));
+    points.set(fromSec, (points.get(fromSec) ?? 0) + sign);
+    points.set(toSec, (points.get(toSec) ?? 0) - sign);
+  }
+
+  put(table: TableSpec, row: Cell[]): void {
+    let m = this.puts.get(table);
+    if (!m) this.puts.set(table, (m = new Map()));
+    const last = table.key.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = m.get(row[i]!) as Map<Cell, unknown> | undefined;
+      if (!next) m.set(row[i]!, (next = new Map()));
+      m = next;
+    }
+    m.set(row[last]!, row);
+  }
+
+  append(table: TableSpec, row: readonly Cell[]): void {
+    let rows = this.appends.get(table);
+    if (!rows) this.appends.set(table, (rows = []));
+    rows.push(row);
+  }
+
+  drain(version: number): Output {
+    const out: Rows = new Map();
+    const push = (table: TableSpec, row: Cell[]): void => {
+      let list = out.get(table.name);
+      if (!list) out.set(table.name, (list = []));
+      list.push(row);
+    };
+    const flush = this.flush++;
+    for (const [table, rows] of this.sums) {
+      for (const row of rows.drain(flush)) {
+        const { values } = row;
+        if (values.some((v) => v !== 0)) push(table, [...row.key, ...values]);
+        values.fill(0);
+      }
+    }
+    for (const [table, rows] of this.maps) {
+      for (const row of rows.drain(flush)) {
+        const cells = mapRowCells(table, row);
+        if (cells) push(table, cells);
+        row.mapKeys.length = 0;
+        row.sums.length = 0;
+      }
+    }
+    for (const [table, byTenant] of this.seconds) {
+      for (const [tenant, points] of byTenant) {
+        const sorted = [...points].filter(([, d]) => d !== 0).sort((a, b) => a[0] - b[0]);
+        let level = 0;
+        for (let i = 0; i < sorted.length - 1; i++) {
+          level += sorted[i]![1];
+          if (level !== 0) for (let s = sorted[i]![0]; s < sorted[i + 1]![0]; s++) push(table, [tenant, s, level]);
+        }
+      }
+    }
+    this.seconds.clear();
+    for (const [table, root] of this.puts) {
+      const walk = (m: Map<Cell, unknown>, level: number): void => {
+        for (const v of m.values()) {
+          if (level === table.key.length) {
+            const row = v as Cell[];
+            row.push(version);
+            push(table, row);
+          }
+          else walk(v as Map<Cell, unknown>, level + 1);
+        }
+      };
+      walk(root, 1);
+    }
+    this.puts.clear();
+    for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
+    this.appends.clear();
+    const signals: SignalRow[] = [];
+    for (const byLength of this.signals.values()) {
+      for (const rows of byLength.values()) {
+        for (const acc of rows.drain(flush)) {
+          const { row } = acc;
+          if (Object.values(row.fields).some((v) => v !== 0)) signals.push(row);
+          // A new object for the next flush: this one is handed on, and fields are listed in the order touched.
+          acc.row = { name: row.name, key: row.key, minute: row.minute, fields: {} };
+        }
+      }
+    }
+    return { rows: out, signals };
+  }
+
+  /** Forget everything not yet drained. */
+  clear(): void {
+    this.sums.clear();
+    this.maps.clear();
+    this.seconds.clear();
+    this.puts.clear();
+    this.appends.clear();
+    this.signals.clear();
+  }
+}
