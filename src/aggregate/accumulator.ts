@@ -114,6 +114,12 @@ function mapRowCells(table: TableSpec, row: MapRow): Cell[] | null {
   return keys.length === 0 ? null : [...row.key.slice(0, -1), keys, ...columns];
 }
 
+/**
+ * Tables in the order of their names. Kept rows outlive a flush, so the order tables were first touched in would be
+ * that of an earlier flush, which a rebuilt accumulator never saw: output must not depend on it.
+ */
+const byName = <V>(tables: Map<TableSpec, V>): Array<[TableSpec, V]> => [...tables].sort(([a], [b]) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
 /** Merges pipeline output per table and key between drains. */
 export class Accumulator implements Emitter {
   /** The flush being accumulated: rows touched in it carry this number. */
@@ -208,14 +214,14 @@ export class Accumulator implements Emitter {
       list.push(row);
     };
     const flush = this.flush++;
-    for (const [table, rows] of this.sums) {
+    for (const [table, rows] of byName(this.sums)) {
       for (const row of rows.drain(flush)) {
         const { values } = row;
         if (values.some((v) => v !== 0)) push(table, [...row.key, ...values]);
         values.fill(0);
       }
     }
-    for (const [table, rows] of this.maps) {
+    for (const [table, rows] of byName(this.maps)) {
       for (const row of rows.drain(flush)) {
         const cells = mapRowCells(table, row);
         if (cells) push(table, cells);
@@ -251,8 +257,8 @@ export class Accumulator implements Emitter {
     for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
     this.appends.clear();
     const signals: SignalRow[] = [];
-    for (const byLength of this.signals.values()) {
-      for (const rows of byLength.values()) {
+    for (const [, byLength] of [...this.signals].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      for (const [, rows] of [...byLength].sort(([a], [b]) => a - b)) {
         for (const acc of rows.drain(flush)) {
           const { row } = acc;
           if (Object.values(row.fields).some((v) => v !== 0)) signals.push(row);
