@@ -30,7 +30,7 @@ import { ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
 import { EventReader } from '../src/bus/event-reader.js';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { decodeMessage, decodeOutput, decodeSignals, encodeEvent, encodeRow, frameInput, frameMessage, frameOutput, type WireEvent } from '../src/bus/wire.js';
+import { decodeMessage, decodeOutput, decodeSignals, encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
 import { Flusher } from '../src/flush/flusher.js';
@@ -261,7 +261,7 @@ async function flush(): Promise<void> {
   const agg = new Aggregation(pipelines, 86_400_000);
   const outputs = encodedMessages(count, perMessage, 2000).map((body, i) => {
     for (const e of decodeMessage(body).events) agg.apply(e);
-    const rows = [...agg.drain(i).rows].map(([table, list]) => [table, list.map(encodeRow)] as const);
+    const rows = [...agg.drain(i).rows].map(([table, list]) => encodeRows(table, list));
     return frameOutput([frameInput(i + 1, 0, body, [])], rows);
   });
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-bench-flush-'));

@@ -1,3 +1,4 @@
+import { MsgpackWriter } from '../bus/msgpack-writer.js';
 import type { Cell, Emitter, Fields, SignalRow, TableSpec } from './pipeline.js';
 
 // Where the runtime merges pipeline output per table and key between flushes (`Emitter`), and what a flush hands on.
@@ -10,6 +11,73 @@ export interface Output {
   rows: Rows;
   signals: SignalRow[];
 }
+
+/** The same, its rows as MessagePack. */
+export interface EncodedOutput {
+  rows: EncodedRows;
+  signals: SignalRow[];
+}
+
+/** A flush's rows as MessagePack (what a shard publishes): one buffer, each table's rows one after another. */
+export class EncodedRows {
+  readonly tables: Array<{ name: string; first: number; count: number }> = [];
+  /** Where each row starts in `bytes`; a row ends where the next starts, the last at the end. */
+  private readonly starts: number[] = [];
+  private readonly writer = new MsgpackWriter();
+  bytes: Buffer = Buffer.alloc(0);
+
+  get count(): number {
+    return this.starts.length;
+  }
+
+  row(table: TableSpec, cells: number): void {
+    const last = this.tables[this.tables.length - 1];
+    if (last?.name === table.name) last.count++;
+    else this.tables.push({ name: table.name, first: this.starts.length, count: 1 });
+    this.starts.push(this.writer.length);
+    this.writer.array(cells);
+  }
+
+  cell(c: Cell): void {
+    this.writer.cell(c);
+  }
+
+  finish(): void {
+    this.bytes = this.writer.take();
+  }
+
+  /** The bytes of `count` rows from row `first` on. */
+  slice(first: number, count: number): Buffer {
+    return this.bytes.subarray(this.starts[first]!, this.end(first + count - 1));
+  }
+
+  size(i: number): number {
+    return this.end(i) - this.starts[i]!;
+  }
+
+  private end(i: number): number {
+    return i + 1 < this.starts.length ? this.starts[i + 1]! : this.bytes.length;
+  }
+}
+
+/** A flush's rows as arrays of cells, per table name (replay and tests read them). */
+class ArrayRows {
+  readonly rows: Rows = new Map();
+  private current: Cell[] = [];
+
+  row(table: TableSpec, _cells: number): void {
+    let list = this.rows.get(table.name);
+    if (!list) this.rows.set(table.name, (list = []));
+    list.push((this.current = []));
+  }
+
+  cell(c: Cell): void {
+    this.current.push(c);
+  }
+}
+
+/** Where a drain writes its rows, a row at a time: how many cells, then each of them. */
+type RowWriter = Pick<ArrayRows, 'row' | 'cell'>;
 
 /** A row kept from one flush to the next: the flush it was last touched in. */
 interface Kept {
@@ -95,23 +163,21 @@ class KeptRows<V extends Kept> {
   }
 }
 
-/** A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays. */
-function mapRowCells(table: TableSpec, row: MapRow): Cell[] | null {
+/**
+ * A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays, in key
+ * order (so that the output never depends on the order the contributions came in), without keys whose values are all
+ * zero; nothing when none is left.
+ */
+function writeMapRow(table: TableSpec, row: MapRow, w: RowWriter): void {
   const width = table.values.length;
-  // Most rows hold one map key in a flush.
-  if (row.mapKeys.length === 1) return row.sums.every((v) => v === 0) ? null : [...row.key.slice(0, -1), [row.mapKeys[0]!], ...row.sums.map((v) => [v])];
-  // In key order, so that the output never depends on the order the contributions came in.
-  const order = row.mapKeys.map((_, i) => i).sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
-  const keys: number[] = [];
-  const columns: number[][] = table.values.map(() => []);
-  for (const i of order) {
-    let zero = true;
-    for (let j = 0; j < width; j++) if (row.sums[i * width + j] !== 0) zero = false;
-    if (zero) continue;
-    keys.push(row.mapKeys[i]!);
-    for (let j = 0; j < width; j++) columns[j]!.push(row.sums[i * width + j]!);
-  }
-  return keys.length === 0 ? null : [...row.key.slice(0, -1), keys, ...columns];
+  const live = row.mapKeys.map((_, i) => i).filter((i) => row.sums.slice(i * width, (i + 1) * width).some((v) => v !== 0));
+  if (live.length === 0) return;
+  live.sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
+  const cells = row.key.length - 1;
+  w.row(table, cells + 1 + width);
+  for (let i = 0; i < cells; i++) w.cell(row.key[i]!);
+  w.cell(live.map((i) => row.mapKeys[i]!));
+  for (let j = 0; j < width; j++) w.cell(live.map((i) => row.sums[i * width + j]!));
 }
 
 /**
@@ -188,7 +254,7 @@ export class Accumulator implements Emitter {
     points.set(toSec, (points.get(toSec) ?? 0) - sign);
   }
 
-  put(table: TableSpec, row: Cell[]): void {
+  put(table: TableSpec, row: readonly Cell[]): void {
     let m = this.puts.get(table);
     if (!m) this.puts.set(table, (m = new Map()));
     const last = table.key.length - 1;
@@ -206,25 +272,36 @@ export class Accumulator implements Emitter {
     rows.push(row);
   }
 
+  /** The rows merged since the last drain, as arrays of cells; `version` orders this flush's `replace` rows. */
   drain(version: number): Output {
-    const out: Rows = new Map();
-    const push = (table: TableSpec, row: Cell[]): void => {
-      let list = out.get(table.name);
-      if (!list) out.set(table.name, (list = []));
-      list.push(row);
-    };
+    const w = new ArrayRows();
+    return { rows: w.rows, signals: this.drainInto(version, w) };
+  }
+
+  /** The same rows, as the MessagePack a shard publishes. */
+  drainEncoded(version: number): EncodedOutput {
+    const rows = new EncodedRows();
+    const signals = this.drainInto(version, rows);
+    rows.finish();
+    return { rows, signals };
+  }
+
+  private drainInto(version: number, w: RowWriter): SignalRow[] {
     const flush = this.flush++;
     for (const [table, rows] of byName(this.sums)) {
       for (const row of rows.drain(flush)) {
-        const { values } = row;
-        if (values.some((v) => v !== 0)) push(table, [...row.key, ...values]);
+        const { key, values } = row;
+        if (values.some((v) => v !== 0)) {
+          w.row(table, key.length + values.length);
+          for (const c of key) w.cell(c);
+          for (const v of values) w.cell(v);
+        }
         values.fill(0);
       }
     }
     for (const [table, rows] of byName(this.maps)) {
       for (const row of rows.drain(flush)) {
-        const cells = mapRowCells(table, row);
-        if (cells) push(table, cells);
+        writeMapRow(table, row, w);
         row.mapKeys.length = 0;
         row.sums.length = 0;
       }
@@ -235,7 +312,13 @@ export class Accumulator implements Emitter {
         let level = 0;
         for (let i = 0; i < sorted.length - 1; i++) {
           level += sorted[i]![1];
-          if (level !== 0) for (let s = sorted[i]![0]; s < sorted[i + 1]![0]; s++) push(table, [tenant, s, level]);
+          if (level === 0) continue;
+          for (let s = sorted[i]![0]; s < sorted[i + 1]![0]; s++) {
+            w.row(table, 3);
+            w.cell(tenant);
+            w.cell(s);
+            w.cell(level);
+          }
         }
       }
     }
@@ -243,18 +326,25 @@ export class Accumulator implements Emitter {
     for (const [table, root] of this.puts) {
       const walk = (m: Map<Cell, unknown>, level: number): void => {
         for (const v of m.values()) {
-          if (level === table.key.length) {
-            const row = v as Cell[];
-            row.push(version);
-            push(table, row);
+          if (level < table.key.length) {
+            walk(v as Map<Cell, unknown>, level + 1);
+            continue;
           }
-          else walk(v as Map<Cell, unknown>, level + 1);
+          const row = v as readonly Cell[];
+          w.row(table, row.length + 1);
+          for (const c of row) w.cell(c);
+          w.cell(version);
         }
       };
       walk(root, 1);
     }
     this.puts.clear();
-    for (const [table, rows] of this.appends) for (const row of rows) push(table, [...row]);
+    for (const [table, rows] of this.appends) {
+      for (const row of rows) {
+        w.row(table, row.length);
+        for (const c of row) w.cell(c);
+      }
+    }
     this.appends.clear();
     const signals: SignalRow[] = [];
     for (const [, byLength] of [...this.signals].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -267,7 +357,7 @@ export class Accumulator implements Emitter {
         }
       }
     }
-    return { rows: out, signals };
+    return signals;
   }
 
   /** Forget everything not yet drained. */

@@ -157,8 +157,8 @@ export interface Emitter {
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void;
   /** Add `sign` to the single value column of a `sum` table keyed (tenant, ts) for each second in [fromSec, toSec). */
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void;
-  /** Set the row of a `replace` table (its key's last row wins within a flush). It keeps `row`, and appends `version` to it. */
-  put(table: TableSpec, row: Cell[]): void;
+  /** Set the row of a `replace` table (its key's last row wins within a flush; `version` is filled in). It keeps `row`. */
+  put(table: TableSpec, row: readonly Cell[]): void;
   /** Append a row to an `append` table. */
   append(table: TableSpec, row: readonly Cell[]): void;
   /** Add to a detector signal (read by the alerts role, never stored in ClickHouse). */

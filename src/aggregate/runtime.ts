@@ -2,7 +2,7 @@ import type { WireEvent } from '../bus/wire.js';
 import type { Marks, Pipeline, SessionAttrs } from './pipeline.js';
 import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment, type SegmentSink } from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
-import { Accumulator, type Output } from './accumulator.js';
+import { Accumulator, type EncodedOutput, type Output } from './accumulator.js';
 import { contextPop } from '../bus/event-reader.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
@@ -347,10 +347,20 @@ export class Aggregation implements SegmentSink {
 
   /** The output merged since the last drain; `version` orders this flush's `replace` rows after earlier ones. */
   drain(version: number): Output {
+    this.snapshotDirty();
+    return this.acc.drain(version);
+  }
+
+  /** The same, its rows as the MessagePack a shard publishes. */
+  drainEncoded(version: number): EncodedOutput {
+    this.snapshotDirty();
+    return this.acc.drainEncoded(version);
+  }
+
+  private snapshotDirty(): void {
     // A session evicted since it changed was snapshotted then, and is no longer dirty.
     for (const s of this.dirty) if (s.dirty) this.snapshot(s);
     this.dirty = [];
-    return this.acc.drain(version);
   }
 
   private snapshot(s: Session): void {

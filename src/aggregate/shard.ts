@@ -3,14 +3,14 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeSignals, encodeRow, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
+import { decodeSignals, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
 import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs, type SavedDedup } from './dedup.js';
 import type { Pipeline } from './pipeline.js';
 import { recallSessions } from './recall.js';
-import type { Output } from './accumulator.js';
+import type { EncodedOutput } from './accumulator.js';
 import { Aggregation, type SavedState } from './runtime.js';
 
 const events = new Counter({
@@ -141,6 +141,8 @@ export class ShardAggregator {
   private sealTimer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> = Promise.resolve();
   private inflight = 0;
+  /** Wakes input waiting for room among the batches in flight. */
+  private onBatchDone: (() => void) | undefined;
   private failure: Error | undefined;
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
@@ -380,7 +382,9 @@ export class ShardAggregator {
     const recalling = this.apply(m.seq, m.data, true);
     if (recalling) await recalling;
     this.appliedUpTo = m.seq;
-    if (this.inflight >= this.options.maxInflight) await this.publishing;
+    // Input waits while the cap of batches in flight is reached, until the oldest is acknowledged (not all of them:
+    // reading would stop until the queue was empty, and the shard then sat idle half the time).
+    while (this.inflight >= this.options.maxInflight) await new Promise<void>((resolve) => (this.onBatchDone = resolve));
   }
 
   /** Seal the output so far into a batch and queue it for publishing (in order, behind earlier batches). */
@@ -399,12 +403,15 @@ export class ShardAggregator {
         this.log.warn({ err: err.message, up_to: batch.upTo }, 'output not published');
         this.failure ??= err;
       })
-      .finally(() => this.inflight--);
+      .finally(() => {
+        this.inflight--;
+        this.onBatchDone?.();
+      });
   }
 
   private sealBatch(): Batch | undefined {
     if (this.appliedUpTo === this.sealedUpTo) return undefined;
-    const output = this.agg.drain(this.appliedUpTo);
+    const output = this.agg.drainEncoded(this.appliedUpTo);
     const batch: Batch = {
       from: this.sealedUpTo,
       upTo: this.appliedUpTo,
@@ -430,21 +437,22 @@ export class ShardAggregator {
     return batch;
   }
 
-  /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
   private gaugeSessions(): void {
     openSessions.set({ shard: String(this.shard) }, this.agg.sessionCount);
     remembered.set({ shard: String(this.shard) }, this.agg.rememberedCount);
   }
 
-  private split(inputs: readonly FramedInput[], { rows }: Output): Buffer[] {
+  /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
+  private split(inputs: readonly FramedInput[], { rows }: EncodedOutput): Buffer[] {
     const parts: Buffer[] = [];
     let passed: FramedInput[] = [];
-    let tables = new Map<string, Buffer[]>();
+    /** This part's rows: runs of one table's rows, as (table, first row, count). */
+    let runs: Array<[string, number, number]> = [];
     let bytes = outputOverhead;
     const cut = (): void => {
-      parts.push(frameOutput(passed, [...tables]));
+      parts.push(frameOutput(passed, runs.map(([table, first, count]) => [table, count, rows.slice(first, count)] as const)));
       passed = [];
-      tables = new Map();
+      runs = [];
       bytes = outputOverhead;
     };
     const room = (n: number): void => {
@@ -455,13 +463,12 @@ export class ShardAggregator {
       room(input.bytes);
       passed.push(input);
     }
-    for (const [table, list] of rows) {
-      for (const row of list) {
-        const b = encodeRow(row);
-        room(b.length);
-        let t = tables.get(table);
-        if (!t) tables.set(table, (t = []));
-        t.push(b);
+    for (const { name, first, count } of rows.tables) {
+      for (let i = first; i < first + count; i++) {
+        room(rows.size(i));
+        const run = runs[runs.length - 1];
+        if (run?.[0] === name) run[2]++;
+        else runs.push([name, i, 1]);
       }
     }
     cut();

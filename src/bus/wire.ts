@@ -140,10 +140,13 @@ export const inputSeqHeader = 'Darshak-Input-Seq';
 
 export const outputVersion = 3;
 
-/** Encode one snapshot row (its cells in the table's column order). */
-export function encodeRow(row: readonly unknown[]): Buffer {
-  return packr.pack(row);
+/** A table's snapshot rows (each its cells in the table's column order), encoded for `frameOutput`. */
+export function encodeRows(table: string, rows: ReadonlyArray<readonly unknown[]>): EncodedTableRows {
+  return [table, rows.length, Buffer.concat(rows.map((r) => packr.pack(r)))];
 }
+
+/** Some rows of a table, encoded one after another: the table, how many, their bytes. */
+export type EncodedTableRows = readonly [table: string, count: number, bytes: Uint8Array];
 
 /** A `PassedInput` encoded as pieces, and their size. */
 export interface FramedInput {
@@ -162,11 +165,11 @@ export function frameInput(seq: number, first: number, message: Uint8Array, drop
 }
 
 /** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 3, inputs, rows}. */
-export function frameOutput(inputs: readonly FramedInput[], rows: ReadonlyArray<readonly [string, readonly Buffer[]]>): Buffer {
-  const parts: Buffer[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
+export function frameOutput(inputs: readonly FramedInput[], rows: readonly EncodedTableRows[]): Buffer {
+  const parts: Uint8Array[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
   for (const input of inputs) parts.push(...input.pieces);
   parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
-  for (const [table, list] of rows) parts.push(packr.pack(table), arrayHeader(list.length), ...list);
+  for (const [table, count, bytes] of rows) parts.push(packr.pack(table), arrayHeader(count), bytes);
   return Buffer.concat(parts);
 }
 

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { quotaMinutes } from '../../pipelines/quota.js';
 import { minuteOf } from '../../src/aggregate/pipeline.js';
 import { Bus } from '../../src/bus/bus.js';
-import { encodeEvent, encodeRow, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
+import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
 import { Flusher } from '../../src/flush/flusher.js';
 import { FlushGroups, groupToken } from '../../src/flush/groups.js';
 import { createLogger } from '../../src/log.js';
@@ -61,7 +61,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   for (let i = 0; i < 10; i++) {
     const e: WireEvent = { tenant: 'acme', env: 'production', event_type: 'play_start', ts: t0 + i, client_ts: t0 + i, received_at: t0 + i, event_id: `e${i}`, country: 'IN', region: 'Kerala', device: 'tv', session_id: `s${i}` };
     const encoded = encodeEvent(e);
-    const message = frameOutput([frameInput(i + 1, 0, frameMessage([encoded], encoded.length), [])], [[quotaMinutes.name, [encodeRow(['acme', minuteOf(e.received_at), 1])]]]);
+    const message = frameOutput([frameInput(i + 1, 0, frameMessage([encoded], encoded.length), [])], [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])]);
     await bus.js.publish(bus.names.rawSubject(i % 4), message);
     events.push(e);
   }

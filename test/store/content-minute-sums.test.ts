@@ -6,7 +6,7 @@ import { completionMinutes, contentMinuteSums, contentMinutes } from '../../pipe
 import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell } from '../../src/aggregate/pipeline.js';
 import { Bus } from '../../src/bus/bus.js';
-import { encodeRow, frameOutput } from '../../src/bus/wire.js';
+import { encodeRows, frameOutput } from '../../src/bus/wire.js';
 import { Flusher } from '../../src/flush/flusher.js';
 import { createLogger } from '../../src/log.js';
 import { migrate, migrations } from '../../src/store/migrate.js';
@@ -106,9 +106,9 @@ t.test('rows of the old tables in the raw stream at an upgrade are written into 
   const message = frameOutput(
     [],
     [
-      [contentMinutes.name, watchRows.map((r) => encodeRow(r))],
-      [completionMinutes.name, completionRows.map((r) => encodeRow(r))],
-      [contentMinuteSums.name, [encodeRow(['acme', m(end - day), 'c3', -1, 5_000, 0, 0])]],
+      encodeRows(contentMinutes.name, watchRows),
+      encodeRows(completionMinutes.name, completionRows),
+      encodeRows(contentMinuteSums.name, [['acme', m(end - day), 'c3', -1, 5_000, 0, 0]]),
     ],
   );
   await bus.js.publish(bus.names.rawSubject(0), message);
