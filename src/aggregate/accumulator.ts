@@ -23,8 +23,10 @@ export class EncodedRows {
   readonly tables: Array<{ name: string; first: number; count: number }> = [];
   /** Where each row starts in `bytes`; a row ends where the next starts, the last at the end. */
   private readonly starts: number[] = [];
-  private readonly writer = new MsgpackWriter();
   bytes: Buffer = Buffer.alloc(0);
+
+  /** `writer` is the accumulator's, used again for each flush: its buffer keeps the size a flush needs. */
+  constructor(private readonly writer: MsgpackWriter) {}
 
   get count(): number {
     return this.starts.length;
@@ -198,6 +200,7 @@ export class Accumulator implements Emitter {
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
   /** Per signal name and key length, then by key and minute. */
   private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
+  private readonly writer = new MsgpackWriter();
   /** The key and minute of a signal, as one array (reused: a row keeps its own). */
   private readonly signalKey: Cell[] = [];
 
@@ -280,7 +283,7 @@ export class Accumulator implements Emitter {
 
   /** The same rows, as the MessagePack a shard publishes. */
   drainEncoded(version: number): EncodedOutput {
-    const rows = new EncodedRows();
+    const rows = new EncodedRows(this.writer);
     const signals = this.drainInto(version, rows);
     rows.finish();
     return { rows, signals };
