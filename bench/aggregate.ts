@@ -2,8 +2,8 @@
 //
 // 1. Throughput of one shard: N input messages of realistic playback events are written to a fresh namespace's
 //    events stream, then one ShardAggregator (all pipelines) reads them from JetStream, de-duplicates, aggregates,
-//    and publishes its sealed output (raw events and snapshot rows) back to JetStream. Events/s = events / time
-//    from start to the last batch acknowledged. In the same run: a bare msgpackr decode of the same messages, and
+//    and publishes its sealed output (the input it passed on, by sequence, and snapshot rows) back to JetStream.
+//    Events/s = events / time from start to the last batch acknowledged. In the same run: a bare msgpackr decode of the same messages, and
 //    the runtime alone on them (decode and apply in-process, no bus and no de-duplication: what a rebuild replays).
 // 2. Memory: 1,000,000 open sessions (play_start, first_frame, three heartbeats each) in the aggregator runtime;
 //    heap growth per session after a full GC. (Needs --expose-gc; the npm script passes it.)
@@ -11,9 +11,9 @@
 //    = time from the ingest acknowledgement to the moment the concurrency snapshot (concurrency_seconds, what the
 //    concurrency query reads) counts it. p50/p99.
 // 4. Flush: M output messages of a few dozen events each with their snapshot rows (what many shards sealing every
-//    500 ms send at a moderate rate), already in the raw stream; a Flusher writes them to the embedded store, in
-//    groups as it runs, and, in the same run on a stream of the same messages, one message per group. Messages/s =
-//    messages / time from start to the last one acknowledged.
+//    500 ms send at a moderate rate), already in the raw stream, their input in the event stream; a Flusher writes them
+//    to the embedded store, in groups as it runs, and, in the same run on a stream of the same messages, one message per
+//    group. Messages/s = messages / time from start to the last one acknowledged.
 //
 //   npm run bench:aggregate [-- --messages 400 --events-per-message 500 --playing 20000 --sessions 1000000 --probes 100
 //                              --flush-messages 400 --flush-events 20 --skip x,y]
@@ -257,16 +257,18 @@ async function freshness(): Promise<void> {
 async function flush(): Promise<void> {
   const count = Number(args['flush-messages']);
   const perMessage = Number(args['flush-events']);
-  // Output as a shard seals it: one input message each, passed on whole, and the rows the runtime drained after it.
+  // Output as a shard seals it: one input message each (the event stream's message i + 1), and the rows the runtime
+  // drained after it.
   const agg = new Aggregation(pipelines, 86_400_000);
-  const outputs = encodedMessages(count, perMessage, 2000).map((body, i) => {
+  const inputs = encodedMessages(count, perMessage, 2000);
+  const outputs = inputs.map((body, i) => {
     for (const e of decodeMessage(body).events) agg.apply(e);
     const rows = [...agg.drain(i).rows].map(([table, list]) => encodeRows(table, list));
-    return frameOutput([frameInput(i + 1, 0, body, [])], rows);
+    return frameOutput([frameInput(i + 1, [])], rows);
   });
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-bench-flush-'));
   const store = await Store.open({ clickhouse_url: '', data_dir: dataDir, events_retention_days: 30 }, log);
-  console.log(`\n4. flush: ${count} output messages of ${perMessage} events and their snapshot rows (${snapshotRows(outputs)} rows), raw stream → embedded ClickHouse`);
+  console.log(`\n4. flush: ${count} output messages of ${perMessage} events and their snapshot rows (${snapshotRows(outputs)} rows), raw stream (and the events from the event stream) → embedded ClickHouse`);
   const rates: number[] = [];
   try {
     for (const [label, options] of [['in groups (as it runs)', {}], ['one message per group', { maxGroupBytes: 1 }]] as const) {
@@ -275,6 +277,7 @@ async function flush(): Promise<void> {
       const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log, 'bench-flush');
       try {
         await bus.ensureStreams(1, 1);
+        for (const body of inputs) await bus.js.publish(bus.names.eventsSubject(0), body);
         let last = 0;
         for (const o of outputs) last = (await bus.js.publish(bus.names.rawSubject(0), o)).seq;
         const flusher = new Flusher(bus, store, log, options);

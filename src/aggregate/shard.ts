@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeSignals, encodeSignals, frameInput, frameMessage, frameOutput, inputSeqHeader, outputOverhead, type FramedInput, type WireEvent } from '../bus/wire.js';
+import { decodeSignals, encodeSignals, frameInput, frameOutput, inputSeqHeader, outputOverhead, type WireEvent } from '../bus/wire.js';
 import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -135,9 +135,9 @@ export class ShardAggregator {
   private appliedUpTo = 0;
   /** The end of the last sealed batch. */
   private sealedUpTo = 0;
-  /** Input passed on since the last batch, and its size. */
-  private pending: FramedInput[] = [];
-  private pendingBytes = 0;
+  /** Input passed on since the last batch (`frameInput`), and the size of the messages it came in. */
+  private pending: Buffer[] = [];
+  private pendingInputBytes = 0;
   private sealTimer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> = Promise.resolve();
   private inflight = 0;
@@ -174,7 +174,7 @@ export class ShardAggregator {
   /** Load the checkpoint, replay the input after it, and finish a batch a crash left half published. */
   private async rebuild(): Promise<void> {
     this.pending = [];
-    this.pendingBytes = 0;
+    this.pendingInputBytes = 0;
     const last = await this.lastOutput();
     // The last input whose batch is wholly out, signals included.
     const done = last.complete && (await this.lastSignalled()) >= last.upTo ? last.upTo : last.from;
@@ -279,12 +279,12 @@ export class ShardAggregator {
     const { events: input } = this.reader.read(data);
     const late = this.agg.lateUnknownSessions(input);
     if (!late) {
-      this.applyInput(seq, data, input, keep);
+      this.applyInput(seq, data.length, input, keep);
       return undefined;
     }
     // The events read lazily from `data`, which is applied after a wait: read them from a copy of their own.
     const own = Buffer.from(data);
-    return this.recall(seq, late).then(() => this.applyInput(seq, own, this.reader.read(own).events, keep));
+    return this.recall(seq, late).then(() => this.applyInput(seq, own.length, this.reader.read(own).events, keep));
   }
 
   /**
@@ -309,7 +309,7 @@ export class ShardAggregator {
   }
 
   /** De-duplicate a decoded input message and apply what passes to the pipelines; keep it for output. */
-  private applyInput(seq: number, data: Uint8Array, input: readonly ReadEvent[], keep: boolean): void {
+  private applyInput(seq: number, bytes: number, input: readonly ReadEvent[], keep: boolean): void {
     const dropped: number[] = [];
     input.forEach((e, index) => {
       const duplicate = e.uuid ? !this.dedup.firstSeenUuid(e.tenant, e.id0, e.id1, e.id2, e.id3, e.received_at) : e.hasEventId && !this.dedup.firstSeen(e.tenant, String(e.event_id), e.received_at);
@@ -323,39 +323,12 @@ export class ShardAggregator {
     // By the shard's own clock (latest arrival), not the wall clock, so a replay forgets exactly what the run did.
     this.dedup.expire(this.agg.watermark);
     if (keep) {
-      this.keep(seq, data, input, dropped);
+      // The output names the input message and its duplicates; the flusher reads its events from the event stream.
+      this.pending.push(frameInput(seq, dropped));
+      this.pendingInputBytes += bytes;
       events.inc({ outcome: 'passed' }, input.length - dropped.length);
       events.inc({ outcome: 'duplicate' }, dropped.length);
     }
-  }
-
-  /**
-   * The input message goes into the output as it came, with the indexes of its duplicates. One too large to fit an
-   * output message with its framing (only when the server's max_payload leaves less than about 5 KB above
-   * PUBLISH_MAX_MESSAGE_BYTES) is passed on in slices, each event's own bytes framed again.
-   */
-  private keep(seq: number, data: Uint8Array, input: readonly ReadEvent[], dropped: readonly number[]): void {
-    const add = (framed: FramedInput): void => {
-      this.pending.push(framed);
-      this.pendingBytes += framed.bytes;
-    };
-    const whole = frameInput(seq, 0, data, dropped);
-    if (whole.bytes <= this.maxPayload - outputOverhead) return add(whole);
-    const limit = (this.maxPayload - outputOverhead) / 2;
-    let first = 0;
-    let slice: Buffer[] = [];
-    let bytes = 0;
-    const cut = (end: number): void => {
-      add(frameInput(seq, first, frameMessage(slice, bytes), dropped.filter((i) => i >= first && i < end)));
-      [first, slice, bytes] = [end, [], 0];
-    };
-    input.forEach((e, i) => {
-      const b = Buffer.from(data.buffer, data.byteOffset + e.start, e.end - e.start);
-      if (bytes + b.length > limit && slice.length > 0) cut(i);
-      slice.push(b);
-      bytes += b.length;
-    });
-    cut(input.length);
   }
 
   private run(): ConsumeLoop {
@@ -377,8 +350,9 @@ export class ShardAggregator {
   private async handle(m: JsMsg): Promise<void> {
     if (this.failure) throw this.failure;
     if (m.seq <= this.appliedUpTo) return;
-    // An input message never straddles two batches; seal first if its events could overflow this one.
-    if (this.pendingBytes + m.data.length > this.maxPayload / 2) this.seal();
+    // An input message never straddles two batches. Seal first once this one would hold about twice max_payload of
+    // input: its rows, about a third of that, then fill a part or two.
+    if (this.pendingInputBytes + m.data.length > 2 * this.maxPayload) this.seal();
     const recalling = this.apply(m.seq, m.data, true);
     if (recalling) await recalling;
     this.appliedUpTo = m.seq;
@@ -426,7 +400,7 @@ export class ShardAggregator {
       }),
     };
     this.pending = [];
-    this.pendingBytes = 0;
+    this.pendingInputBytes = 0;
     this.sealedUpTo = this.appliedUpTo;
     if (Date.now() - this.lastCheckpointAt >= this.options.checkpointEveryMs) {
       this.lastCheckpointAt = Date.now();
@@ -443,9 +417,9 @@ export class ShardAggregator {
   }
 
   /** Cut passed inputs and rows into messages under the size limit, always in the same way for the same output. */
-  private split(inputs: readonly FramedInput[], { rows }: EncodedOutput): Buffer[] {
+  private split(inputs: readonly Buffer[], { rows }: EncodedOutput): Buffer[] {
     const parts: Buffer[] = [];
-    let passed: FramedInput[] = [];
+    let passed: Buffer[] = [];
     /** This part's rows: runs of one table's rows, as (table, first row, count). */
     let runs: Array<[string, number, number]> = [];
     let bytes = outputOverhead;
@@ -460,7 +434,7 @@ export class ShardAggregator {
       bytes += n;
     };
     for (const input of inputs) {
-      room(input.bytes);
+      room(input.length);
       passed.push(input);
     }
     for (const { name, first, count } of rows.tables) {

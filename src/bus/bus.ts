@@ -99,7 +99,8 @@ export class Bus {
     }
     const age = nanos(maxAgeHours * 3_600_000);
     const limits = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, duplicate_window: nanos(120_000) };
-    await this.ensureStream({ ...limits, name: this.names.eventsStream, subjects: [this.names.eventsWildcard], max_age: age });
+    // Direct gets: the flusher reads the input messages aggregator output names by sequence (readMessage).
+    await this.ensureStream({ ...limits, name: this.names.eventsStream, subjects: [this.names.eventsWildcard], max_age: age, allow_direct: true });
     await this.ensureStream({ ...limits, name: this.names.rawStream, subjects: [this.names.rawWildcard], max_age: age });
     // The alerts role rebuilds 7-day baselines (churn, completion) from signals: at least 8 days of them.
     await this.ensureStream({ ...limits, name: this.names.signalsStream, subjects: [this.names.signalsWildcard], max_age: Math.max(age, nanos(8 * 86_400_000)) });
@@ -120,7 +121,27 @@ export class Bus {
     }
   }
 
-  /** A KV bucket, created on first use. `ttlMs` expires entries (counters of past minutes). */
+  /**
+   * A stream's message by sequence, or null when the stream no longer holds it. Asked by a direct get (the bytes as
+   * stored, answered by any replica), and of the stream's leader when that finds nothing (a replica may not have the
+   * message yet) or no one answers (a stream without direct gets).
+   */
+  async readMessage(stream: string, seq: number): Promise<Uint8Array | null> {
+    try {
+      const r = await this.nc.request(`$JS.API.DIRECT.GET.${stream}`, JSON.stringify({ seq }), { timeout: 5_000 });
+      const status = r.headers?.code ?? 0;
+      if (status === 0 || status === 200) return r.data;
+    } catch (err) {
+      if (!/no responders|503/i.test((err as Error).message)) throw err;
+    }
+    try {
+      return (await this.jsm.streams.getMessage(stream, { seq })).data;
+    } catch (err) {
+      if (/no message found/i.test((err as Error).message)) return null;
+      throw err;
+    }
+  }
+
   /** Create a durable consumer, or bring one made by an older version to these settings (it keeps its position). */
   async ensureConsumer(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
     try {
@@ -132,6 +153,7 @@ export class Bus {
     }
   }
 
+  /** A KV bucket, created on first use. `ttlMs` expires entries (counters of past minutes). */
   kv(bucket: string, ttlMs?: number): Promise<KV> {
     let kv = this.kvs.get(bucket);
     if (!kv) {

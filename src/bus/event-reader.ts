@@ -283,9 +283,7 @@ export class ReadEvent implements WireEvent {
   id1 = 0;
   id2 = 0;
   id3 = 0;
-  /** The event's bytes in its message, and the value ranges of the lazily read fields. */
-  start = 0;
-  end = 0;
+  /** The value ranges of the lazily read fields. */
   private idAt = absent;
   private idEnd = 0;
   private userAt = absent;
@@ -371,7 +369,6 @@ export class ReadEvent implements WireEvent {
    */
   read(b: Buffer, p: number, strings: Interner): number {
     this.reset(b);
-    this.start = p;
     if (!isMap(b, p)) throw new Error(`event stream message: an event at ${p} is not a map`);
     const n = countAt(b, p);
     p = afterCountHeader(b, p);
@@ -464,7 +461,6 @@ export class ReadEvent implements WireEvent {
           break;
       }
     }
-    this.end = p;
     return p;
   }
 

@@ -56,15 +56,19 @@ export interface WireMessage {
 }
 
 /**
- * One input message's events as an aggregator passes them on: its ingest sequence, the index (in that message) of the
- * first event here, the events as ingest framed them, and the indexes of those dropped as duplicates.
+ * An input message an aggregator passed on: its sequence in the event stream and the indexes of the events it
+ * dropped as duplicates. The flusher reads its events from the event stream.
  */
-export type PassedInput = [seq: number, first: number, message: WireMessage, dropped: number[]];
+export type PassedInput = [seq: number, dropped: number[]];
 
-/** An aggregator's output message (raw stream): the events it passed on and snapshot rows per table. */
+/** Version 3's: the input message's events came along, from the event at index `first` on. */
+export type CarriedInput = [seq: number, first: number, message: WireMessage, dropped: number[]];
+
+/** An aggregator's output message (raw stream): the input it passed on and snapshot rows per table. */
 export type OutputMessage =
-  | { v: 3; inputs: PassedInput[]; rows?: Record<string, unknown[][]> }
-  /** Written before the aggregators passed input through unchanged; still read, so an upgrade loses nothing. */
+  | { v: 4; inputs: PassedInput[]; rows?: Record<string, unknown[][]> }
+  /** Written by earlier releases, which copied their input's bytes into their output; still read, so an upgrade loses nothing. */
+  | { v: 3; inputs: CarriedInput[]; rows?: Record<string, unknown[][]> }
   | { v: 2; events: RawEvent[]; rows?: Record<string, unknown[][]> };
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -121,24 +125,32 @@ export interface RawEvent extends WireEvent {
   ingest_index: number;
 }
 
-/** Each event an output message passes on, with its place in the event stream, in input order. */
-export function forEachPassed(out: OutputMessage, fn: (e: WireEvent, seq: number, index: number) => void): void {
+/**
+ * Each event an output message passes on, with its place in the event stream, in input order. Version 4 names its
+ * inputs by sequence only: `input(seq)` gives the event stream's message (bus/passed-events.ts reads them).
+ */
+export function forEachPassed(out: OutputMessage, input: (seq: number) => WireMessage, fn: (e: WireEvent, seq: number, index: number) => void): void {
   if (out.v === 2) {
     for (const e of out.events) fn(e, e.ingest_seq, e.ingest_index);
     return;
   }
-  for (const [seq, first, message, dropped] of out.inputs) {
+  const pass = (seq: number, first: number, events: readonly WireEvent[], dropped: readonly number[]): void => {
     const skip = new Set(dropped);
-    message.events.forEach((e, i) => {
+    events.forEach((e, i) => {
       if (!skip.has(first + i)) fn(e, seq, first + i);
     });
-  }
+  };
+  if (out.v === 3) for (const [seq, first, message, dropped] of out.inputs) pass(seq, first, message.events, dropped);
+  else for (const [seq, dropped] of out.inputs) pass(seq, 0, input(seq).events, dropped);
 }
+
+/** The input sequences an output message names without carrying their events (version 4). */
+export const inputsToRead = (out: OutputMessage): number[] => (out.v === 4 ? out.inputs.map(([seq]) => seq) : []);
 
 /** Header on every raw-stream message: the last ingest sequence whose events it completes. */
 export const inputSeqHeader = 'Darshak-Input-Seq';
 
-export const outputVersion = 3;
+export const outputVersion = 4;
 
 /** A table's snapshot rows (each its cells in the table's column order), encoded for `frameOutput`. */
 export function encodeRows(table: string, rows: ReadonlyArray<readonly unknown[]>): EncodedTableRows {
@@ -148,26 +160,13 @@ export function encodeRows(table: string, rows: ReadonlyArray<readonly unknown[]
 /** Some rows of a table, encoded one after another: the table, how many, their bytes. */
 export type EncodedTableRows = readonly [table: string, count: number, bytes: Uint8Array];
 
-/** A `PassedInput` encoded as pieces, and their size. */
-export interface FramedInput {
-  pieces: Buffer[];
-  bytes: number;
-}
+/** A `PassedInput` encoded. */
+export const frameInput = (seq: number, dropped: readonly number[]): Buffer => packr.pack([seq, dropped]);
 
-/**
- * A `PassedInput`, `message` being an encoded `{v, events}` used as it is: an aggregator passes its input on without
- * decoding and encoding every event again. The bytes are copied (cheap), so the output never depends on whether the
- * NATS client reuses the buffer a message arrived in.
- */
-export function frameInput(seq: number, first: number, message: Uint8Array, dropped: readonly number[]): FramedInput {
-  const pieces = [Buffer.from([0x94]), packr.pack(seq), packr.pack(first), Buffer.from(message), packr.pack(dropped)];
-  return { pieces, bytes: pieces.reduce((n, b) => n + b.length, 0) };
-}
-
-/** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 3, inputs, rows}. */
-export function frameOutput(inputs: readonly FramedInput[], rows: readonly EncodedTableRows[]): Buffer {
+/** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 4, inputs, rows}. */
+export function frameOutput(inputs: readonly Buffer[], rows: readonly EncodedTableRows[]): Buffer {
   const parts: Uint8Array[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
-  for (const input of inputs) parts.push(...input.pieces);
+  parts.push(...inputs);
   parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
   for (const [table, count, bytes] of rows) parts.push(packr.pack(table), arrayHeader(count), bytes);
   return Buffer.concat(parts);

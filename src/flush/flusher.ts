@@ -4,6 +4,7 @@ import { retiredTables, snapshotTables } from '../../pipelines/index.js';
 import type { Cell, RetiredTable, TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
+import { readInputs } from '../bus/passed-events.js';
 import { decodeOutput, forEachPassed } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -44,7 +45,8 @@ export interface FlusherOptions {
 export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 16 * 1024 * 1024 };
 
 /**
- * Writes the raw stream to ClickHouse: the raw events to `events` and the snapshot rows to the pipelines' tables.
+ * Writes the raw stream to ClickHouse: the events it passes on to `events` (read from the event stream by sequence)
+ * and the snapshot rows to the pipelines' tables.
  *
  * - Messages are written in groups, one insert per table per group: while groups are being written, arriving messages
  *   gather into the next, so a busy store gets fewer, larger inserts, and an idle one writes a message at once.
@@ -194,15 +196,21 @@ export class Flusher {
     return p;
   }
 
-  /** One insert per table of the group's messages, in sequence order. */
+  /** One insert per table of the group's messages, in sequence order; their events read from the event stream. */
   private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
     const eventRows: EventRow[] = [];
     const rows = new Map<TableSpec, Cell[][]>();
-    for (const seq of group) {
+    const outputs = group.flatMap((seq) => {
       const bytes = data.get(seq);
-      if (!bytes) continue;
-      const out = decodeOutput(bytes);
-      forEachPassed(out, (e, ingestSeq, index) => eventRows.push(eventRow(e, ingestSeq, index)));
+      return bytes ? [[seq, decodeOutput(bytes)] as const] : [];
+    });
+    const input = await readInputs(
+      this.bus,
+      outputs.map(([, out]) => out),
+      (seq) => this.log.error({ ingest_seq: seq, group: group[0] }, 'an input message aggregator output names is no longer in the event stream; its events are not stored'),
+    );
+    for (const [seq, out] of outputs) {
+      forEachPassed(out, input, (e, ingestSeq, index) => eventRows.push(eventRow(e, ingestSeq, index)));
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
         const retired = this.retired.get(name);
         const table = this.tables.get(name) ?? retired?.successor;

@@ -6,14 +6,15 @@ import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
 import { outputMark, ShardAggregator } from '../../src/aggregate/shard.js';
 import { Bus } from '../../src/bus/bus.js';
-import { decodeOutput, encodeEvent, forEachPassed, frameMessage, type WireEvent } from '../../src/bus/wire.js';
+import { readInputs } from '../../src/bus/passed-events.js';
+import { decodeOutput, encodeEvent, forEachPassed, frameMessage, inputsToRead, type WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { uniquePrefix } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
 
-// An aggregator passes its input on to the raw stream as it came, with the indexes of the duplicates it dropped; the
-// flusher numbers the events. An input too large for an output message (a server whose max_payload is small) is
-// passed on in slices. Against a private nats-server with a 64 KiB max_payload.
+// An aggregator passes its input on to the raw stream by naming each input message with the indexes of the
+// duplicates it dropped; the flusher reads the events from the event stream and numbers them. Output is cut into
+// parts under the server's max_payload: against a private nats-server with a 64 KiB max_payload.
 
 const dir = mkdtempSync(join(tmpdir(), 'darshak-output-'));
 const nats = await PrivateNats.withMaxPayload(dir, 65536);
@@ -37,18 +38,19 @@ const event = (i: number, id: string, padding: number): WireEvent => ({
   country: 'IN',
   region: 'Kerala',
   device: 'tv',
-  session_id: `s${Math.floor(i / 10)}`,
-  properties: { note: 'x'.repeat(padding) },
+  // A session each, with a long id: a snapshot row each, which fill more than one output message.
+  session_id: `s${i}-${'x'.repeat(padding)}`,
 });
 
-t.test('raw output: every event once, in its place, duplicates dropped, under max_payload', async (t) => {
+t.test('raw output: every input named once, every event passed on once in its place, duplicates dropped, under max_payload', async (t) => {
   await bus.ensureStreams(1, 1);
-  // Messages 2 and 3 repeat events of message 1; message 3 (~62 KB) does not fit an output message whole.
+  // Messages 2 and 3 repeat events of message 1; message 3 is about 60 KB. Sealed once a second, the three are one
+  // batch, whose snapshot rows (a session each) take more than one output message.
   const ids = Array.from({ length: 400 }, () => randomUUID());
   const inputs = [
-    Array.from({ length: 100 }, (_, i) => event(i, ids[i]!, 50)),
-    Array.from({ length: 100 }, (_, i) => event(100 + i, i % 3 === 0 ? ids[i]! : ids[100 + i]!, 50)),
-    Array.from({ length: 200 }, (_, i) => event(200 + i, i % 7 === 0 ? ids[i % 100]! : ids[200 + i]!, 92)),
+    Array.from({ length: 100 }, (_, i) => event(i, ids[i]!, 110)),
+    Array.from({ length: 100 }, (_, i) => event(100 + i, i % 3 === 0 ? ids[i]! : ids[100 + i]!, 110)),
+    Array.from({ length: 200 }, (_, i) => event(200 + i, i % 7 === 0 ? ids[i % 100]! : ids[200 + i]!, 110)),
   ];
   const expected: string[] = [];
   const seen = new Set<string>();
@@ -66,34 +68,44 @@ t.test('raw output: every event once, in its place, duplicates dropped, under ma
   }
   t.equal(expected.length, 400 - 34 - 29, 'the duplicates: 34 in message 2, 29 in message 3');
 
-  const shard = new ShardAggregator(bus, 0, { pipelines, readAhead: 16, checkpointEveryMs: 3_600_000, flushIntervalMs: 100, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
+  const shard = new ShardAggregator(bus, 0, { pipelines, readAhead: 16, checkpointEveryMs: 3_600_000, flushIntervalMs: 1000, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
   await shard.start();
   t.teardown(() => shard.stop());
   const passed: string[] = [];
   let parts = 0;
-  const slices: number[] = [];
+  const named: number[] = [];
   const consumer = await bus.reader(bus.names.rawStream, bus.names.rawSubject(0), { seq: 1 });
   for (let done = false; !done; ) {
     for await (const m of await consumer.fetch({ max_messages: 100, expires: 1000 })) {
       parts++;
       t.ok(m.data.length <= 65536, `part of ${m.data.length} bytes`);
       const out = decodeOutput(m.data);
-      t.equal(out.v, 3);
-      if (out.v === 3) slices.push(...out.inputs.filter(([seq]) => seq === last).map(([, first]) => first));
-      forEachPassed(out, (e, seq, index) => passed.push(`${seq}:${index}:${e.event_id}:${e.ts}`));
+      t.equal(out.v, 4);
+      named.push(...inputsToRead(out));
+      const input = await readInputs(bus, [out], (seq) => t.fail(`input ${seq} not found`));
+      forEachPassed(out, input, (e, seq, index) => passed.push(`${seq}:${index}:${e.event_id}:${e.ts}`));
       const mark = outputMark(m.headers!);
       if (mark.upTo === last && mark.complete) done = true;
     }
   }
   t.ok(parts >= 2, `${parts} parts`);
-  t.ok(slices.length >= 2 && slices[0] === 0, `the large input went in slices from ${slices.join(', ')}`);
+  t.same(named, [last - 2, last - 1, last], 'each input message named once, in order');
   t.same(passed, expected, 'each event passed on once, numbered as in its input message');
 });
 
-t.test('a raw-stream message written before pass-through (v 2) is still read', async (t) => {
+t.test('raw-stream messages of earlier releases, which carried their events (v 2, v 3), are still read', async (t) => {
   const e = event(1, randomUUID(), 0);
-  const old = { v: 2 as const, events: [{ ...e, ingest_seq: 7, ingest_index: 3 }] };
+  const noInput = (): never => {
+    throw new Error('no input is read for a message that carries its events');
+  };
+  const v2 = { v: 2 as const, events: [{ ...e, ingest_seq: 7, ingest_index: 3 }] };
   const got: Array<[WireEvent, number, number]> = [];
-  forEachPassed(old, (ev, seq, index) => got.push([ev, seq, index]));
+  forEachPassed(v2, noInput, (ev, seq, index) => got.push([ev, seq, index]));
   t.same(got, [[{ ...e, ingest_seq: 7, ingest_index: 3 }, 7, 3]]);
+  const f = event(2, randomUUID(), 0);
+  const v3 = { v: 3 as const, inputs: [[9, 4, { v: 1, events: [e, f, e] }, [6]] as [number, number, { v: number; events: WireEvent[] }, number[]]] };
+  const carried: Array<[string, number, number]> = [];
+  forEachPassed(v3, noInput, (ev, seq, index) => carried.push([ev.event_id!, seq, index]));
+  t.same(carried, [[e.event_id, 9, 4], [f.event_id, 9, 5]], 'numbered from the slice\'s first index, the dropped one left out');
+  t.same(inputsToRead(v3), [], 'nothing to read from the event stream');
 });

@@ -61,7 +61,9 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   for (let i = 0; i < 10; i++) {
     const e: WireEvent = { tenant: 'acme', env: 'production', event_type: 'play_start', ts: t0 + i, client_ts: t0 + i, received_at: t0 + i, event_id: `e${i}`, country: 'IN', region: 'Kerala', device: 'tv', session_id: `s${i}` };
     const encoded = encodeEvent(e);
-    const message = frameOutput([frameInput(i + 1, 0, frameMessage([encoded], encoded.length), [])], [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])]);
+    // The input message in the event stream, and the aggregator output naming it.
+    const { seq } = await bus.js.publish(bus.names.eventsSubject(i % 4), frameMessage([encoded], encoded.length));
+    const message = frameOutput([frameInput(seq, [])], [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])]);
     await bus.js.publish(bus.names.rawSubject(i % 4), message);
     events.push(e);
   }

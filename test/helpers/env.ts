@@ -9,6 +9,8 @@ import { createLogger } from '../../src/log.js';
 import { resolveTargets, Services, startModules, type Started } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
 import { removeNamespace as removeStreams } from '../../src/bus/namespace.js';
+import { Bus } from '../../src/bus/bus.js';
+import { readInputs } from '../../src/bus/passed-events.js';
 import { decodeMessage, decodeOutput, forEachPassed, type WireEvent } from '../../src/bus/wire.js';
 import { busNames } from '../../src/bus/names.js';
 import { outputMark } from '../../src/aggregate/shard.js';
@@ -155,28 +157,30 @@ export interface StoredMessage {
   events: WireEvent[];
 }
 
-/** Every message of one of a namespace's streams (`events` or `raw`), decoded as its reader would see it. */
-/** The events an aggregator's output message passed on. */
-function passedEvents(data: Uint8Array): WireEvent[] {
-  const events: WireEvent[] = [];
-  forEachPassed(decodeOutput(data), (e) => events.push(e));
-  return events;
-}
-
+/**
+ * Every message of one of a namespace's streams (`events` or `raw`), decoded as its reader would see it: for the raw
+ * stream, the events each aggregator output message passes on (read from the event stream, as the flusher does).
+ */
 export async function readEventStream(prefix: string, url = natsUrl, which: 'events' | 'raw' = 'events'): Promise<StoredMessage[]> {
-  const nc = await connect({ servers: url });
+  const bus = await Bus.connect({ nats_url: url, nats_prefix: prefix }, createLogger('error'), 'test-reader');
   try {
-    const jsm = await nc.jetstreamManager();
-    const stream = `${prefix}_${which}`;
-    const info = await jsm.streams.info(stream);
+    const stream = which === 'events' ? bus.names.eventsStream : bus.names.rawStream;
+    const info = await bus.jsm.streams.info(stream);
     const out: StoredMessage[] = [];
     for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-      const m = await jsm.streams.getMessage(stream, { seq });
-      out.push({ subject: m.subject, seq, events: which === 'events' ? decodeMessage(m.data).events : passedEvents(m.data) });
+      const m = await bus.jsm.streams.getMessage(stream, { seq });
+      if (which === 'events') {
+        out.push({ subject: m.subject, seq, events: decodeMessage(m.data).events });
+        continue;
+      }
+      const output = decodeOutput(m.data);
+      const events: WireEvent[] = [];
+      forEachPassed(output, await readInputs(bus, [output], (s) => { throw new Error(`input ${s} is not in the event stream`); }), (e) => events.push(e));
+      out.push({ subject: m.subject, seq, events });
     }
     return out;
   } finally {
-    await nc.close();
+    await bus.close();
   }
 }
 
