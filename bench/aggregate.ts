@@ -124,7 +124,7 @@ async function throughput(): Promise<void> {
     const shard = new ShardAggregator(
       bus,
       0,
-      { pipelines, readAhead: 256, checkpointEveryMs: 3_600_000, flushIntervalMs: 500, maxInflight: 8, sessionRetainMs: 86_400_000 },
+      { pipelines, readAhead: 256, checkpointEveryMs: 3_600_000, flushIntervalMs: 500, maxInflight: 32, sessionRetainMs: 86_400_000 },
       log,
     );
     // The generated events are garbage by now: collect them, so their collection is not timed with the shard.

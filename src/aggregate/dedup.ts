@@ -205,10 +205,14 @@ export class DedupWindow {
     const keys = new Uint32Array(5 * cap);
     const times = new Float64Array(cap);
     let n = 0;
-    this.forEachLive((i) => {
-      keys.set(this.keys.subarray(5 * i, 5 * i + 5), 5 * n);
-      times[n++] = this.times[i]!;
-    });
+    const mask = this.times.length - 1;
+    for (let k = 0; k < this.count; k++) {
+      const i = (this.head + k) & mask;
+      const at = this.times[i]!;
+      if (at === gone) continue;
+      for (let j = 0; j < 5; j++) keys[5 * n + j] = this.keys[5 * i + j]!;
+      times[n++] = at;
+    }
     this.keys = keys;
     this.times = times;
     this.head = 0;
