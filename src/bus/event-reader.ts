@@ -256,6 +256,11 @@ class Interner {
   }
 }
 
+/** The fields read when asked for, not with the event. */
+const Lazy = { event_id: 0, user_id: 1, anonymous_id: 2, content_title: 3, context: 4, properties: 5 } as const;
+type Lazy = (typeof Lazy)[keyof typeof Lazy];
+const lazyFields = Object.keys(Lazy).length;
+
 /**
  * One event of a message, as `EventReader` read it. Every instance has the same fields in the same order; the
  * rarely read ones are byte ranges in the message, decoded by their getters.
@@ -283,19 +288,8 @@ export class ReadEvent implements WireEvent {
   id1 = 0;
   id2 = 0;
   id3 = 0;
-  /** The value ranges of the lazily read fields. */
-  private idAt = absent;
-  private idEnd = 0;
-  private userAt = absent;
-  private userEnd = 0;
-  private anonAt = absent;
-  private anonEnd = 0;
-  private titleAt = absent;
-  private titleEnd = 0;
-  private contextAt = absent;
-  private contextEnd = 0;
-  private propsAt = absent;
-  private propsEnd = 0;
+  /** Where the value of each lazily read field (`Lazy`) starts and ends in the message, or `absent`. */
+  private readonly ranges = new Int32Array(2 * lazyFields).fill(absent);
   private props: Record<string, unknown> | undefined = undefined;
   private propsRead = false;
 
@@ -311,56 +305,50 @@ export class ReadEvent implements WireEvent {
     this.session_id = this.content_id = this.content_type = this.pop = undefined;
     this.position_sec = this.bitrate_kbps = undefined;
     this.uuid = false;
-    this.idAt = this.userAt = this.anonAt = this.titleAt = this.contextAt = this.propsAt = absent;
+    this.ranges.fill(absent);
     this.props = undefined;
     this.propsRead = false;
   }
 
-  private lazy(at: number, end: number): unknown {
+  private lazy(field: Lazy): unknown {
+    const at = this.ranges[2 * field]!;
     if (at === absent) return undefined;
+    const end = this.ranges[2 * field + 1]!;
     return readStr(this.buf, at) === end ? text(this.buf, strStart, strLength) : valueAt(this.buf, at, end);
   }
 
   get event_id(): string | undefined {
-    return this.lazy(this.idAt, this.idEnd) as string | undefined;
+    return this.lazy(Lazy.event_id) as string | undefined;
   }
 
   get user_id(): string | undefined {
-    return this.lazy(this.userAt, this.userEnd) as string | undefined;
+    return this.lazy(Lazy.user_id) as string | undefined;
   }
 
   get anonymous_id(): string | undefined {
-    return this.lazy(this.anonAt, this.anonEnd) as string | undefined;
+    return this.lazy(Lazy.anonymous_id) as string | undefined;
   }
 
   get content_title(): string | undefined {
-    return this.lazy(this.titleAt, this.titleEnd) as string | undefined;
+    return this.lazy(Lazy.content_title) as string | undefined;
   }
 
   get context(): Record<string, string> | undefined {
-    return this.lazy(this.contextAt, this.contextEnd) as Record<string, string> | undefined;
+    return this.lazy(Lazy.context) as Record<string, string> | undefined;
   }
 
   /** Read at most once: rank, qos and content each look at it. */
   get properties(): Record<string, unknown> | undefined {
     if (!this.propsRead) {
-      this.props = this.lazy(this.propsAt, this.propsEnd) as Record<string, unknown> | undefined;
+      this.props = this.lazy(Lazy.properties) as Record<string, unknown> | undefined;
       this.propsRead = true;
     }
     return this.props;
   }
 
-  /** Whether the event carries the field, without decoding it. */
+  /** Whether the event carries an `event_id`, without decoding it. */
   get hasEventId(): boolean {
-    return this.idAt !== absent;
-  }
-
-  get hasUser(): boolean {
-    return this.userAt !== absent;
-  }
-
-  get hasAnonymous(): boolean {
-    return this.anonAt !== absent;
+    return this.ranges[2 * Lazy.event_id] !== absent;
   }
 
   /**
@@ -427,8 +415,7 @@ export class ReadEvent implements WireEvent {
           this.bitrate_kbps = this.num(at, end) as number | undefined;
           break;
         case Key.event_id:
-          this.idAt = at;
-          this.idEnd = end;
+          this.keep(Lazy.event_id, at, end);
           this.uuid = readStr(b, at) === end && parseUuid(b, strStart, strLength);
           if (this.uuid) {
             this.id0 = uuidWords[0]!;
@@ -438,30 +425,30 @@ export class ReadEvent implements WireEvent {
           }
           break;
         case Key.user_id:
-          this.userAt = at;
-          this.userEnd = end;
+          this.keep(Lazy.user_id, at, end);
           break;
         case Key.anonymous_id:
-          this.anonAt = at;
-          this.anonEnd = end;
+          this.keep(Lazy.anonymous_id, at, end);
           break;
         case Key.content_title:
-          this.titleAt = at;
-          this.titleEnd = end;
+          this.keep(Lazy.content_title, at, end);
           break;
         case Key.properties:
-          this.propsAt = at;
-          this.propsEnd = end;
+          this.keep(Lazy.properties, at, end);
           this.propsRead = false;
           break;
         case Key.context:
-          this.contextAt = at;
-          this.contextEnd = end;
+          this.keep(Lazy.context, at, end);
           this.pop = popOf(b, at, strings);
           break;
       }
     }
     return p;
+  }
+
+  private keep(field: Lazy, at: number, end: number): void {
+    this.ranges[2 * field] = at;
+    this.ranges[2 * field + 1] = end;
   }
 
   private str(at: number, end: number, strings: Interner): unknown {

@@ -1,33 +1,12 @@
 import { Packr } from 'msgpackr';
 import t, { type Test } from 'tap';
 import { EventReader, parseUuid, uuidWords } from '../../src/bus/event-reader.js';
-import { decodeMessage, frameMessage, type WireEvent } from '../../src/bus/wire.js';
+import { decodeMessage, frameMessage, passedFields, type WireEvent } from '../../src/bus/wire.js';
 import { Rng } from '../../bench/simulator/rng.js';
 
 // The aggregators' reader must read every field of WireEvent exactly as msgpackr does, whatever the bytes.
 
-const fields = [
-  'tenant',
-  'env',
-  'event_type',
-  'ts',
-  'client_ts',
-  'received_at',
-  'event_id',
-  'country',
-  'region',
-  'device',
-  'anonymous_id',
-  'user_id',
-  'session_id',
-  'content_id',
-  'content_type',
-  'content_title',
-  'position_sec',
-  'bitrate_kbps',
-  'context',
-  'properties',
-] as const satisfies ReadonlyArray<keyof WireEvent>;
+const fields = ['tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'country', 'region', 'device', ...passedFields] as const satisfies ReadonlyArray<keyof WireEvent>;
 
 const frame = (events: readonly unknown[], packr = new Packr({ useRecords: false, moreTypes: false })): Buffer => {
   const encoded = events.map((e) => packr.pack(e));
