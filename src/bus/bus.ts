@@ -99,9 +99,10 @@ export class Bus {
     }
     const age = nanos(maxAgeHours * 3_600_000);
     const limits = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, duplicate_window: nanos(120_000) };
-    // Direct gets: the flusher reads the input messages aggregator output names by sequence (readMessage).
+    // Direct gets: the flusher reads messages of both by sequence (readMessage): the input messages aggregator output
+    // names, and the members of a group it writes again.
     await this.ensureStream({ ...limits, name: this.names.eventsStream, subjects: [this.names.eventsWildcard], max_age: age, allow_direct: true });
-    await this.ensureStream({ ...limits, name: this.names.rawStream, subjects: [this.names.rawWildcard], max_age: age });
+    await this.ensureStream({ ...limits, name: this.names.rawStream, subjects: [this.names.rawWildcard], max_age: age, allow_direct: true });
     // The alerts role rebuilds 7-day baselines (churn, completion) from signals: at least 8 days of them.
     await this.ensureStream({ ...limits, name: this.names.signalsStream, subjects: [this.names.signalsWildcard], max_age: Math.max(age, nanos(8 * 86_400_000)) });
   }

@@ -182,11 +182,8 @@ export class Flusher {
       p = (async () => {
         const all = new Map(data);
         for (const seq of group.filter((s) => !all.has(s))) {
-          const stored = await this.bus.jsm.streams.getMessage(this.bus.names.rawStream, { seq }).catch((err: Error) => {
-            if (!/no message found/i.test(err.message)) throw err;
-            return null;
-          });
-          if (stored) all.set(seq, stored.data);
+          const stored = await this.bus.readMessage(this.bus.names.rawStream, seq);
+          if (stored) all.set(seq, stored);
           else this.log.warn({ seq, group: first }, 'a message of a group written again is no longer in the stream; written without it');
         }
         await this.insert(group, all);
