@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { Packr } from 'msgpackr';
 import { pipelines } from '../pipelines/index.js';
 import { Aggregation } from '../src/aggregate/runtime.js';
-import { ShardAggregator } from '../src/aggregate/shard.js';
+import { batchInputLimit, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
 import { EventReader } from '../src/bus/event-reader.js';
 import { removeNamespace } from '../src/bus/namespace.js';
@@ -158,12 +158,12 @@ async function throughput(): Promise<void> {
     console.log(`   bare JetStream read of the same messages (no work): ${Math.round(readRate).toLocaleString()} events/s; ratio ${((rate / readRate) * 100).toFixed(1)}%`);
     const agg = new Aggregation(pipelines, 86_400_000);
     const reader = new EventReader();
-    const sealAt = 2 * ((bus.nc.info?.max_payload ?? 1_048_576) - 4096);
+    const sealAt = batchInputLimit(bus);
     let sinceSeal = 0;
     const t = process.hrtime.bigint();
     bodies.forEach((b, i) => {
       for (const e of reader.read(b).events) agg.apply(e);
-      // Drained as often as the shard seals here (about twice max_payload of input).
+      // Drained as often as the shard seals here.
       sinceSeal += b.length;
       if (sinceSeal > sealAt) {
         agg.drainEncoded(i);

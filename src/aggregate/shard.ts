@@ -77,6 +77,12 @@ export function outputMark(header: MsgHdrs): OutputMark {
   return { from: Number(batch[1]), upTo, part, complete: part + 1 >= Number(batch[3]) };
 }
 
+/** What one output message holds at most: the server's max_payload, less room for the headers and the framing. */
+export const outputLimit = (bus: Bus): number => (bus.nc.info?.max_payload ?? 1_048_576) - 4096;
+
+/** The input one batch covers at most: about twice an output message, whose rows (about a third) fill a part or two. */
+export const batchInputLimit = (bus: Bus): number => 2 * outputLimit(bus);
+
 export interface ShardOptions {
   pipelines: readonly Pipeline[];
   /** Input messages read ahead of processing. */
@@ -150,6 +156,7 @@ export class ShardAggregator {
   private checkpointedUpTo = -1;
   private lastCheckpointAt = Date.now();
   private readonly maxPayload: number;
+  private readonly maxBatchInput: number;
   private stopping = false;
 
   constructor(
@@ -161,7 +168,8 @@ export class ShardAggregator {
     this.log = log.child({ module: 'aggregate', shard });
     this.agg = new Aggregation(options.pipelines, options.sessionRetainMs);
     // Room for the headers and the message framing under the server's limit.
-    this.maxPayload = (bus.nc.info?.max_payload ?? 1_048_576) - 4096;
+    this.maxPayload = outputLimit(bus);
+    this.maxBatchInput = batchInputLimit(bus);
   }
 
   async start(): Promise<void> {
@@ -350,9 +358,8 @@ export class ShardAggregator {
   private async handle(m: JsMsg): Promise<void> {
     if (this.failure) throw this.failure;
     if (m.seq <= this.appliedUpTo) return;
-    // An input message never straddles two batches. Seal first once this one would hold about twice max_payload of
-    // input: its rows, about a third of that, then fill a part or two.
-    if (this.pendingInputBytes + m.data.length > 2 * this.maxPayload) this.seal();
+    // An input message never straddles two batches: seal first once this one would hold too much input.
+    if (this.pendingInputBytes + m.data.length > this.maxBatchInput) this.seal();
     const recalling = this.apply(m.seq, m.data, true);
     if (recalling) await recalling;
     this.appliedUpTo = m.seq;
