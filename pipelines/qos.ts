@@ -49,8 +49,11 @@ const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
 //   errors by code (`code:<code>`).
 const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
 
-/** What a segment hands the emitter, filled anew for each (the emitter copies what it keeps). */
-const segment = { key: ['', 0, '', ''] as [string, number, string, string], values: [0, 0, 0, 0, 0, 0], pop: ['', '', ''], fields: { watch_ms: 0, rebuffer_ms: 0 } };
+// What a segment hands the emitter, filled anew for each (the emitter copies what it keeps).
+const segmentKey: [string, number, string, string] = ['', 0, '', ''];
+const segmentValues = [0, 0, 0, 0, 0, 0];
+const segmentPop = ['', '', ''];
+const segmentFields = { watch_ms: 0, rebuffer_ms: 0 };
 const regionKey = (a: SessionAttrs): string[] => [a.tenant, a.region];
 
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
@@ -201,21 +204,19 @@ export const qos: Pipeline = {
     if (ms === 0) return;
     const rebuffer = seg.state === State.rebuffering ? sign * ms : 0;
     const minute = minuteOf(seg.to!);
-    const k = segment.key;
-    k[0] = attrs.tenant;
-    k[1] = minute;
-    k[2] = attrs.region;
-    k[3] = attrs.pop;
-    segment.values[0] = sign * ms;
-    segment.values[1] = rebuffer;
-    out.add(qosMinutes, k, segment.values);
-    const p = segment.pop;
-    p[0] = attrs.tenant;
-    p[1] = attrs.region;
-    p[2] = attrs.pop;
-    segment.fields.watch_ms = sign * ms;
-    segment.fields.rebuffer_ms = rebuffer;
-    out.signal('qos_pop', p, minute, segment.fields);
+    segmentKey[0] = attrs.tenant;
+    segmentKey[1] = minute;
+    segmentKey[2] = attrs.region;
+    segmentKey[3] = attrs.pop;
+    segmentValues[0] = sign * ms;
+    segmentValues[1] = rebuffer;
+    out.add(qosMinutes, segmentKey, segmentValues);
+    segmentPop[0] = attrs.tenant;
+    segmentPop[1] = attrs.region;
+    segmentPop[2] = attrs.pop;
+    segmentFields.watch_ms = sign * ms;
+    segmentFields.rebuffer_ms = rebuffer;
+    out.signal('qos_pop', segmentPop, minute, segmentFields);
   },
   sessionReads: ['tenant', 'region', 'pop', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
   session(a, sign, out) {
