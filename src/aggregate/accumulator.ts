@@ -101,6 +101,10 @@ interface MapRow extends Kept {
   sums: number[];
 }
 
+interface PutRow extends Kept {
+  row: readonly Cell[];
+}
+
 interface SignalAcc extends Kept {
   row: SignalRow;
 }
@@ -196,7 +200,7 @@ export class Accumulator implements Emitter {
   private readonly maps = new Map<TableSpec, KeptRows<MapRow>>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
-  private readonly puts = new Map<TableSpec, Map<Cell, unknown>>();
+  private readonly puts = new Map<TableSpec, KeptRows<PutRow>>();
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
   /** Per signal name and key length, then by key and minute. */
   private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
@@ -258,15 +262,15 @@ export class Accumulator implements Emitter {
   }
 
   put(table: TableSpec, row: readonly Cell[]): void {
-    let m = this.puts.get(table);
-    if (!m) this.puts.set(table, (m = new Map()));
-    const last = table.key.length - 1;
-    for (let i = 0; i < last; i++) {
-      let next = m.get(row[i]!) as Map<Cell, unknown> | undefined;
-      if (!next) m.set(row[i]!, (next = new Map()));
-      m = next;
-    }
-    m.set(row[last]!, row);
+    let rows = this.puts.get(table);
+    if (!rows) this.puts.set(table, (rows = new KeptRows(table.key.length)));
+    const leaf = rows.leaf(row);
+    const last = row[table.key.length - 1]!;
+    let kept = leaf.get(last);
+    if (!kept) leaf.set(last, (kept = { key: row, flush: 0, row }));
+    // The latest row of a key wins within a flush.
+    kept.key = kept.row = row;
+    rows.touch(kept, this.flush);
   }
 
   append(table: TableSpec, row: readonly Cell[]): void {
@@ -326,22 +330,13 @@ export class Accumulator implements Emitter {
       }
     }
     this.seconds.clear();
-    for (const [table, root] of this.puts) {
-      const walk = (m: Map<Cell, unknown>, level: number): void => {
-        for (const v of m.values()) {
-          if (level < table.key.length) {
-            walk(v as Map<Cell, unknown>, level + 1);
-            continue;
-          }
-          const row = v as readonly Cell[];
-          w.row(table, row.length + 1);
-          for (const c of row) w.cell(c);
-          w.cell(version);
-        }
-      };
-      walk(root, 1);
+    for (const [table, rows] of byName(this.puts)) {
+      for (const { row } of rows.drain(flush)) {
+        w.row(table, row.length + 1);
+        for (const c of row) w.cell(c);
+        w.cell(version);
+      }
     }
-    this.puts.clear();
     for (const [table, rows] of this.appends) {
       for (const row of rows) {
         w.row(table, row.length);
