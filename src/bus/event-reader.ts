@@ -47,7 +47,7 @@ function afterCountHeader(b: Buffer, p: number): number {
 }
 
 /** The position after the value at `p`. */
-export function skipValue(b: Buffer, p: number): number {
+function skipValue(b: Buffer, p: number): number {
   const t = b[p]!;
   if (t < 0x80 || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) return p + 1;
   if ((t & 0xe0) === 0xa0) return p + 1 + (t & 0x1f);
