@@ -91,16 +91,6 @@ interface SumRow extends Kept {
   values: number[];
 }
 
-/**
- * A row of a `map` table: its key cells (the last of them, the map key, from the first contribution) and the values
- * per map key, `values.length` apart in `sums`. A row holds few map keys per flush (a session's hours), so they are
- * searched in a plain array, which spares a Map per row.
- */
-interface MapRow extends Kept {
-  mapKeys: number[];
-  sums: number[];
-}
-
 interface PutRow extends Kept {
   row: readonly Cell[];
 }
@@ -170,23 +160,6 @@ class KeptRows<V extends Kept> {
 }
 
 /**
- * A `map` table's row as the table takes it: the other key cells, then the map keys and each value as arrays, in key
- * order (so that the output never depends on the order the contributions came in), without keys whose values are all
- * zero; nothing when none is left.
- */
-function writeMapRow(table: TableSpec, row: MapRow, w: RowWriter): void {
-  const width = table.values.length;
-  const live = row.mapKeys.map((_, i) => i).filter((i) => row.sums.slice(i * width, (i + 1) * width).some((v) => v !== 0));
-  if (live.length === 0) return;
-  live.sort((a, b) => row.mapKeys[a]! - row.mapKeys[b]!);
-  const cells = row.key.length - 1;
-  w.row(table, cells + 1 + width);
-  for (let i = 0; i < cells; i++) w.cell(row.key[i]!);
-  w.cell(live.map((i) => row.mapKeys[i]!));
-  for (let j = 0; j < width; j++) w.cell(live.map((i) => row.sums[i * width + j]!));
-}
-
-/**
  * Tables in the order of their names. Kept rows outlive a flush, so the order tables were first touched in would be
  * that of an earlier flush, which a rebuilt accumulator never saw: output must not depend on it.
  */
@@ -197,7 +170,13 @@ export class Accumulator implements Emitter {
   /** The flush being accumulated: rows touched in it carry this number. */
   private flush = 1;
   private readonly sums = new Map<TableSpec, KeptRows<SumRow>>();
-  private readonly maps = new Map<TableSpec, KeptRows<MapRow>>();
+  /**
+   * Per `map` table, its contributions as they came, unmerged: each one's key cells then values, one after another in
+   * one array. ClickHouse sums a key's rows (the map by its keys, dropping zero entries), and a key mostly gets one
+   * contribution a flush (a viewer's session starting, or reaching a new hour): merging them here cost a kept row, the
+   * maps finding it and its removal, for rows that were not fewer.
+   */
+  private readonly mapCells = new Map<TableSpec, { stride: number; cells: Cell[] }>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
   private readonly puts = new Map<TableSpec, KeptRows<PutRow>>();
@@ -237,19 +216,11 @@ export class Accumulator implements Emitter {
   }
 
   private addToMap(table: TableSpec, key: readonly Cell[], values: readonly number[]): void {
-    let rows = this.maps.get(table);
-    if (!rows) this.maps.set(table, (rows = new KeptRows(key.length - 1)));
-    const leaf = rows.leaf(key);
-    const last = key[key.length - 2]!;
-    let row = leaf.get(last);
-    if (!row) leaf.set(last, (row = { key: key.slice(), flush: 0, mapKeys: [], sums: [] }));
-    rows.touch(row, this.flush);
-    const mapKey = Number(key[key.length - 1]);
-    const i = row.mapKeys.indexOf(mapKey);
-    if (i < 0) {
-      row.mapKeys.push(mapKey);
-      for (const v of values) row.sums.push(v);
-    } else for (let j = 0; j < values.length; j++) row.sums[i * values.length + j]! += values[j]!;
+    let rows = this.mapCells.get(table);
+    if (!rows) this.mapCells.set(table, (rows = { stride: key.length + values.length, cells: [] }));
+    const { cells } = rows;
+    for (let i = 0; i < key.length; i++) cells.push(key[i]!);
+    for (let i = 0; i < values.length; i++) cells.push(values[i]!);
   }
 
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
@@ -306,13 +277,21 @@ export class Accumulator implements Emitter {
         values.fill(0);
       }
     }
-    for (const [table, rows] of byName(this.maps)) {
-      for (const row of rows.drain(flush)) {
-        writeMapRow(table, row, w);
-        row.mapKeys.length = 0;
-        row.sums.length = 0;
+    // A contribution is a row whose map holds its one key (the last key cell) and values; none for all-zero values.
+    for (const [table, { stride, cells }] of this.mapCells) {
+      const width = table.values.length;
+      const keyCells = stride - width - 1;
+      for (let at = 0; at < cells.length; at += stride) {
+        let zero = true;
+        for (let j = 0; j < width; j++) if (cells[at + keyCells + 1 + j] !== 0) zero = false;
+        if (zero) continue;
+        w.row(table, keyCells + 1 + width);
+        for (let i = 0; i < keyCells; i++) w.cell(cells[at + i]!);
+        w.cell([Number(cells[at + keyCells])]);
+        for (let j = 0; j < width; j++) w.cell([cells[at + keyCells + 1 + j] as number]);
       }
     }
+    this.mapCells.clear();
     for (const [table, byTenant] of this.seconds) {
       for (const [tenant, points] of byTenant) {
         const sorted = [...points].filter(([, d]) => d !== 0).sort((a, b) => a[0] - b[0]);
@@ -361,7 +340,7 @@ export class Accumulator implements Emitter {
   /** Forget everything not yet drained. */
   clear(): void {
     this.sums.clear();
-    this.maps.clear();
+    this.mapCells.clear();
     this.seconds.clear();
     this.puts.clear();
     this.appends.clear();

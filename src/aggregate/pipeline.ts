@@ -51,7 +51,8 @@ export interface TableSpec {
   /**
    * A `sum` table whose last key column keys a map: rows with the same other key columns are one row, holding the
    * last key column and the values as the parallel arrays of `Nested(<key>, <values>)` named `map` (its name ends in
-   * `Map`, so ClickHouse sums it by key and drops zero entries).
+   * `Map`, so ClickHouse sums it by key and drops zero entries). The runtime hands on each contribution as a row of its
+   * own, one map key each, and leaves the summing to ClickHouse.
    */
   map?: string;
   /**
