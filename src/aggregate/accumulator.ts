@@ -91,10 +91,6 @@ interface SumRow extends Kept {
   values: number[];
 }
 
-interface PutRow extends Kept {
-  row: readonly Cell[];
-}
-
 interface SignalAcc extends Kept {
   row: SignalRow;
 }
@@ -179,7 +175,13 @@ export class Accumulator implements Emitter {
   private readonly mapCells = new Map<TableSpec, { stride: number; cells: Cell[] }>();
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
-  private readonly puts = new Map<TableSpec, KeptRows<PutRow>>();
+  /**
+   * Per `replace` table, its rows in the order put, each key as often as it was put: all of a flush's rows carry its
+   * version, and of rows with equal versions ClickHouse keeps the one inserted last (test/store/store.test.ts), so the
+   * latest put of a key wins as it would here. Finding each key's row cost more than the rows it saved: a key is
+   * mostly put once a flush (a session's hour, by the session snapshot).
+   */
+  private readonly puts = new Map<TableSpec, Array<readonly Cell[]>>();
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
   /** Per signal name and key length, then by key and minute. */
   private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
@@ -234,14 +236,8 @@ export class Accumulator implements Emitter {
 
   put(table: TableSpec, row: readonly Cell[]): void {
     let rows = this.puts.get(table);
-    if (!rows) this.puts.set(table, (rows = new KeptRows(table.key.length)));
-    const leaf = rows.leaf(row);
-    const last = row[table.key.length - 1]!;
-    let kept = leaf.get(last);
-    if (!kept) leaf.set(last, (kept = { key: row, flush: 0, row }));
-    // The latest row of a key wins within a flush.
-    kept.key = kept.row = row;
-    rows.touch(kept, this.flush);
+    if (!rows) this.puts.set(table, (rows = []));
+    rows.push(row);
   }
 
   append(table: TableSpec, row: readonly Cell[]): void {
@@ -309,13 +305,14 @@ export class Accumulator implements Emitter {
       }
     }
     this.seconds.clear();
-    for (const [table, rows] of byName(this.puts)) {
-      for (const { row } of rows.drain(flush)) {
+    for (const [table, rows] of this.puts) {
+      for (const row of rows) {
         w.row(table, row.length + 1);
         for (const c of row) w.cell(c);
         w.cell(version);
       }
     }
+    this.puts.clear();
     for (const [table, rows] of this.appends) {
       for (const row of rows) {
         w.row(table, row.length);

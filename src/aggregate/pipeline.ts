@@ -158,7 +158,10 @@ export interface Emitter {
   add(table: TableSpec, key: readonly Cell[], values: readonly number[]): void;
   /** Add `sign` to the single value column of a `sum` table keyed (tenant, ts) for each second in [fromSec, toSec). */
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void;
-  /** Set the row of a `replace` table (its key's last row wins within a flush; `version` is filled in). It keeps `row`. */
+  /**
+   * Set the row of a `replace` table: `version` is filled in, and the last row put for a key wins (in the store: a
+   * flush's rows carry one version, and ClickHouse keeps the later of rows with equal versions). It keeps `row`.
+   */
   put(table: TableSpec, row: readonly Cell[]): void;
   /** Append a row to an `append` table. */
   append(table: TableSpec, row: readonly Cell[]): void;

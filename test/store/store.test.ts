@@ -5,8 +5,11 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
+import { sessionHours } from '../../pipelines/audience.js';
+import { Accumulator } from '../../src/aggregate/accumulator.js';
 import { eventRow, insertEvents } from '../../src/store/events.js';
 import { migrations } from '../../src/store/migrate.js';
+import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
 import { root } from '../helpers/env.js';
 
@@ -95,6 +98,30 @@ t.test('rows keep every field; a batch written twice with its token is stored on
   t.same(JSON.parse(String(rows[0]?.properties)), { fatal: false, nested: { a: [1, 'ड'] } });
   t.notOk(JSON.stringify(rows[0]).includes('49.36.0.1'), 'the client address is not kept');
   t.match(rows[1], { client_ts: null, event_id: '', position_sec: null, properties: '{}' });
+});
+
+t.test('of the rows a flush puts for one key, the store keeps the last put', async (t) => {
+  // The accumulator hands on every row put (Accumulator.puts), all with the flush's version: the store must keep the
+  // later of equal versions, in insert order, however the insert sorts them. Many keys, shuffled, to catch an
+  // unstable sort.
+  const store = await Store.open(config, log);
+  t.teardown(() => store.close());
+  const acc = new Accumulator();
+  const hour = Date.UTC(2026, 10, 21, 10) / 1000;
+  const ids = Array.from({ length: 20_000 }, (_, i) => `put-${(i * 7919) % 20_000}`);
+  for (let round = 1; round <= 3; round++) {
+    for (const id of ids) acc.put(sessionHours, ['acme', hour, id, hour * 1000, hour * 1000 + round, '', '', '', '', '', '', round, 0, null, 0]);
+  }
+  const rows = acc.drain(5).rows.get(sessionHours.name) ?? [];
+  t.equal(rows.length, 60_000, 'every put is handed on');
+  await insertSnapshotRows(store.client, sessionHours, rows, 'last-put-wins');
+  const kept = await (
+    await store.client.query({
+      query: `SELECT events, count() AS n FROM session_hours FINAL WHERE tenant = 'acme' AND startsWith(session_id, 'put-') GROUP BY events`,
+      format: 'JSONEachRow',
+    })
+  ).json<{ events: string; n: string }>();
+  t.same(kept.map((r) => [Number(r.events), Number(r.n)]), [[3, 20_000]]);
 });
 
 t.test('a second process on the same data directory is refused with a message that says what to do', async (t) => {
