@@ -161,7 +161,7 @@ class KeptRows<V extends Kept> {
  */
 const byName = <V>(tables: Map<TableSpec, V>): Array<[TableSpec, V]> => [...tables].sort(([a], [b]) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
-/** Merges pipeline output per table and key between drains. */
+/** Holds pipeline output between drains: `sum` rows and signals merged per key, other rows as they came. */
 export class Accumulator implements Emitter {
   /** The flush being accumulated: rows touched in it carry this number. */
   private flush = 1;

@@ -148,10 +148,10 @@ export interface Marks {
 }
 
 /**
- * Where pipelines put their output; the runtime merges it per table and key until the next flush. `add` and `signal`
- * copy what they keep, so a hook called for every event may fill the same key, values and fields arrays each
- * time rather than make new ones: at hundreds of thousands of events a second, those were most of the
- * garbage a shard made.
+ * Where pipelines put their output; the runtime holds it until the next flush, merging `sum` rows (but a `map`
+ * table's) and signals per key. `add` and `signal` copy what they keep, so a hook called for every event may fill the
+ * same key, values and fields arrays each time rather than make new ones: at hundreds of thousands of events a
+ * second, those were most of the garbage a shard made.
  */
 export interface Emitter {
   /** Add signed deltas to a `sum` table row. `key` holds the key columns in order (ts as Unix seconds). */
