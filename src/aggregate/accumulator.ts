@@ -1,7 +1,7 @@
 import { MsgpackWriter } from '../bus/msgpack-writer.js';
 import type { Cell, Emitter, Fields, SignalRow, TableSpec } from './pipeline.js';
 
-// Where the runtime merges pipeline output per table and key between flushes (`Emitter`), and what a flush hands on.
+// Where the runtime holds pipeline output between flushes (`Emitter`), and what a flush hands on.
 
 /** The rows of one flush, per table name, in the table's column order. */
 export type Rows = Map<string, Cell[][]>;
