@@ -176,12 +176,15 @@ export class Accumulator implements Emitter {
   /** Per table and tenant: +sign at a range's first second, -sign after its last (expanded at drain). */
   private readonly seconds = new Map<TableSpec, Map<string, Map<number, number>>>();
   /**
-   * Per `replace` table, its rows in the order put, each key as often as it was put: all of a flush's rows carry its
-   * version, and of rows with equal versions ClickHouse keeps the one inserted last (test/store/store.test.ts), so the
-   * latest put of a key wins as it would here. Finding each key's row cost more than the rows it saved: a key is
-   * mostly put once a flush (a session's hour, by the session snapshot).
+   * Per `replace` table, its rows in the order put, each key as often as it was put, and each row's version (0: the
+   * drain's). Finding each key's row to keep only its last cost more than the rows it saved: a key is mostly put once
+   * a flush (a session's hour, by the session snapshot). A key put twice in a flush (a session evicted, then recalled
+   * by a late event) is put at two versions (`putVersion`): its rows may reach ClickHouse in separate messages, written
+   * in either order, and the higher version wins whatever the order.
    */
-  private readonly puts = new Map<TableSpec, Array<readonly Cell[]>>();
+  private readonly puts = new Map<TableSpec, { rows: Array<readonly Cell[]>; versions: number[] }>();
+  /** The version of rows put from now on; 0, the default, gives them the version of the drain that takes them. */
+  putVersion = 0;
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
   /** Per signal name and key length, then by key and minute. */
   private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
@@ -235,9 +238,10 @@ export class Accumulator implements Emitter {
   }
 
   put(table: TableSpec, row: readonly Cell[]): void {
-    let rows = this.puts.get(table);
-    if (!rows) this.puts.set(table, (rows = []));
-    rows.push(row);
+    let put = this.puts.get(table);
+    if (!put) this.puts.set(table, (put = { rows: [], versions: [] }));
+    put.rows.push(row);
+    put.versions.push(this.putVersion);
   }
 
   append(table: TableSpec, row: readonly Cell[]): void {
@@ -305,11 +309,12 @@ export class Accumulator implements Emitter {
       }
     }
     this.seconds.clear();
-    for (const [table, rows] of this.puts) {
-      for (const row of rows) {
+    for (const [table, { rows, versions }] of this.puts) {
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!;
         w.row(table, row.length + 1);
         for (const c of row) w.cell(c);
-        w.cell(version);
+        w.cell(versions[i] || version);
       }
     }
     this.puts.clear();

@@ -159,8 +159,9 @@ export interface Emitter {
   /** Add `sign` to the single value column of a `sum` table keyed (tenant, ts) for each second in [fromSec, toSec). */
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void;
   /**
-   * Set the row of a `replace` table: `version` is filled in, and the last row put for a key wins (in the store: a
-   * flush's rows carry one version, and ClickHouse keeps the later of rows with equal versions). It keeps `row`.
+   * Set the row of a `replace` table: `version` is filled in (the flush's, or `Accumulator.putVersion`), and the last
+   * row put for a key wins: ClickHouse keeps a key's row of the highest version, and the later of equal ones. It
+   * keeps `row`.
    */
   put(table: TableSpec, row: readonly Cell[]): void;
   /** Append a row to an `append` table. */

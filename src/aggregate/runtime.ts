@@ -371,12 +371,15 @@ export class Aggregation implements SegmentSink {
 
   /**
    * Forget sessions idle (by arrival) for longer than the retention, at most once per ten minutes of watermark.
-   * Driven by the watermark, not the clock, so a replay evicts at the same input as the live run did.
+   * Driven by the watermark, not the clock, so a replay evicts at the same input as the live run did. `version` is
+   * the input just applied: the snapshots of sessions evicted dirty are put at it, below the drain's that follows, so
+   * a session recalled and put again in the same flush has the higher version there (Accumulator.putVersion).
    */
-  evictIdle(): number {
+  evictIdle(version: number): number {
     if (this.watermark < this.nextSweep) return 0;
     this.nextSweep = this.watermark + 600_000;
     let n = 0;
+    this.acc.putVersion = version;
     this.sessions.forEach((s) => {
       if (this.watermark - s.lastReceived > this.retainMs) {
         // Its last change is still owed to the snapshot tables; whether it is depends on flush timing, eviction not.
@@ -386,6 +389,7 @@ export class Aggregation implements SegmentSink {
         n++;
       }
     });
+    this.acc.putVersion = 0;
     return n;
   }
 

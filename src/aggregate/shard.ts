@@ -327,7 +327,7 @@ export class ShardAggregator {
       }
       this.agg.apply(e);
     });
-    this.agg.evictIdle();
+    this.agg.evictIdle(seq);
     // By the shard's own clock (latest arrival), not the wall clock, so a replay forgets exactly what the run did.
     this.dedup.expire(this.agg.watermark);
     if (keep) {

@@ -6,9 +6,13 @@ import type { WireEvent } from '../../src/bus/wire.js';
 
 const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tables).map((tb) => [tb.name, tb]));
 
-/** Sum `sum` rows by key, keep the last `replace` row per key (without its version), collect `append` rows. */
+/**
+ * Sum `sum` rows by key, keep a key's `replace` row of the highest version, the last of equal ones, as ClickHouse does
+ * (without its version), collect `append` rows.
+ */
 export function net(flushes: Rows[]): Record<string, unknown> {
   const out: Record<string, Map<string, unknown>> = {};
+  const versions = new Map<string, number>();
   for (const rows of flushes) {
     for (const [name, list] of rows) {
       const spec = tables.get(name)!;
@@ -26,7 +30,12 @@ export function net(flushes: Rows[]): Record<string, unknown> {
         if (spec.engine === 'sum') {
           const prev = (m.get(k) as number[] | undefined) ?? spec.values.map(() => 0);
           m.set(k, prev.map((v, i) => v + Number(row[spec.key.length + i])));
-        } else if (spec.engine === 'replace') m.set(k, row.slice(0, -1));
+        } else if (spec.engine === 'replace') {
+          const version = Number(row[row.length - 1]);
+          if (version < (versions.get(`${name} ${k}`) ?? -1)) continue;
+          versions.set(`${name} ${k}`, version);
+          m.set(k, row.slice(0, -1));
+        }
         else m.set(k, ((m.get(k) as number | undefined) ?? 0) + 1);
       }
     }
