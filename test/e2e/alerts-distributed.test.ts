@@ -19,7 +19,7 @@ t.teardown(() => receiver.close());
 const prefix = svc.config.nats_prefix;
 const bus = svc.started.services.get('bus');
 
-const procs = new RoleProcesses({ NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '1000' });
+const procs = new RoleProcesses({ NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '1000' }, t);
 t.teardown(() => procs.stopAll());
 const alerts = () => procs.start(['--role', 'alerts']);
 

@@ -31,7 +31,7 @@ const prefix = uniquePrefix();
 const [basePort, ingestPort] = [await freePort(), await freePort()];
 const base = `http://127.0.0.1:${basePort}`;
 const ingestUrl = `http://127.0.0.1:${ingestPort}`;
-const procs = new RoleProcesses({ NATS_PREFIX: prefix, DATA_DIR: dataDir, BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), PUBLIC_BASE_URL: base, WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8' });
+const procs = new RoleProcesses({ NATS_PREFIX: prefix, DATA_DIR: dataDir, BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), PUBLIC_BASE_URL: base, WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8' }, t);
 const receiver = await Receiver.start();
 let browser: Browser | undefined;
 t.teardown(async () => {

@@ -59,7 +59,7 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   t.teardown(() => removeNamespace(prefix));
   const tenant = await makeTenant(prefix, 'crashy', 'enterprise');
   const ingestPort = await freePort();
-  const procs = new RoleProcesses({ NATS_PREFIX: prefix });
+  const procs = new RoleProcesses({ NATS_PREFIX: prefix }, t);
   t.teardown(() => procs.stopAll());
   const role = (args: string[], extra: Record<string, string> = {}) => procs.start(args, extra);
   const ingestDir = mkdtempSync(join(tmpdir(), 'darshak-ing-'));

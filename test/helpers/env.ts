@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
+import type { Test } from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import { createLogger } from '../../src/log.js';
@@ -71,16 +72,47 @@ export async function startService(overrides: Partial<Config> = {}, roles = 'ing
  * `darshak start` processes of one namespace, as an operator runs them: each with the namespace's environment plus
  * its own (ports, DATA_DIR). All are killed when the test ends.
  */
+/** Of each role process's log (warnings and errors), the last this many characters are kept. */
+const keptLog = 64 * 1024;
+
 export class RoleProcesses {
   private readonly running = new Set<ChildProcess>();
+  /** Every process started, with the tail of its log: printed when the test fails, to tell a flake's cause. */
+  private readonly started: Array<{ label: string; p: ChildProcess; log: string }> = [];
 
-  constructor(private readonly env: Record<string, string>) {}
+  /** With `t`, the processes' logs are printed (to stderr) if `t` fails. */
+  constructor(
+    private readonly env: Record<string, string>,
+    t?: Pick<Test, 'teardown' | 'passing'>,
+  ) {
+    t?.teardown(() => {
+      if (!t.passing()) process.stderr.write(this.logs());
+    });
+  }
 
   start(args: string[], extra: Record<string, string> = {}): ChildProcess {
-    const p = spawn(process.execPath, [mainJs, 'start', ...args], { env: { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, LOG_LEVEL: 'error', ...this.env, ...extra }, stdio: 'ignore' });
+    const p = spawn(process.execPath, [mainJs, 'start', ...args], {
+      env: { ...process.env, NODE_ENV: 'test', NATS_URL: natsUrl, LOG_LEVEL: 'warn', ...this.env, ...extra },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const entry = { label: `start ${args.join(' ')}`.trim(), p, log: '' };
+    const keep = (d: Buffer): void => {
+      entry.log += d.toString();
+      if (entry.log.length > keptLog) entry.log = entry.log.slice(-keptLog);
+    };
+    p.stdout!.on('data', keep);
+    p.stderr!.on('data', keep);
+    this.started.push(entry);
     this.running.add(p);
     p.once('exit', () => this.running.delete(p));
     return p;
+  }
+
+  /** The kept logs of every process started, in the order started. */
+  logs(): string {
+    return this.started
+      .map(({ label, p, log }) => `--- ${label} (pid ${p.pid}, ${p.exitCode !== null ? `exit ${p.exitCode}` : p.signalCode ?? 'running'})\n${log}`)
+      .join('\n');
   }
 
   /** Stop one: SIGKILL (a crash) or SIGTERM (a drain); resolves when it has exited. */
