@@ -181,6 +181,8 @@ export class ShardAggregator {
 
   /** Load the checkpoint, replay the input after it, and finish a batch a crash left half published. */
   private async rebuild(): Promise<void> {
+    // Batches still queued settle first (unpublished, after a failure), so the raw stream's last message stays put.
+    await this.publishing;
     this.pending = [];
     this.pendingInputBytes = 0;
     const last = await this.lastOutput();
@@ -379,7 +381,9 @@ export class ShardAggregator {
     if (!batch) return;
     this.inflight++;
     this.publishing = this.publishing
-      .then(() => this.publish(batch, 0))
+      // Behind a batch that failed none is published: one out after a gap would mark the gap's output as passed on.
+      // The rebuild regenerates them all from the last batch out.
+      .then(() => (this.failure ? undefined : this.publish(batch, 0)))
       .catch((err: Error) => {
         this.log.warn({ err: err.message, up_to: batch.upTo }, 'output not published');
         this.failure ??= err;

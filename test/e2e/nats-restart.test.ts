@@ -1,7 +1,8 @@
 // kill -9 of the NATS server under ingest load, then a restart on the same port and store: while it is down
 // ingest answers 503 ingest_degraded (never another 5xx) and /readyz 503; afterwards everything recovers by
 // itself (publishing, /readyz, the control-plane KV watches, the shared usage counters), and the stream holds
-// exactly the events that were answered "accepted", each once.
+// exactly the events that were answered "accepted", each once. An aggregator and a flusher, separate processes,
+// ride out the outage too (their output fails to publish and is regenerated): the store holds each accepted event once.
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,9 @@ import { join } from 'node:path';
 import t from 'tap';
 import { connect, type NatsConnection } from 'nats';
 import { monthOf } from '../../src/control/usage.js';
-import { cli, eventually, makeTenant, readEventStream, startService, type Service, freePort } from '../helpers/env.js';
+import { createLogger } from '../../src/log.js';
+import { Store } from '../../src/store/store.js';
+import { cli, drained, eventually, makeTenant, readEventStream, RoleProcesses, startService, type Service, freePort } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
 import { engineTest } from '../helpers/engines.js';
 
@@ -92,6 +95,11 @@ for (const engine of engines) {
     svc = await startService({ nats_url: nats.url, http_engine: engine });
     const prefix = svc.config.nats_prefix;
     const env = { NATS_PREFIX: prefix, NATS_URL: nats.url };
+    // Downstream of ingest, as separate processes: every shard's aggregator, and a flusher with its own store.
+    const procs = new RoleProcesses(env, t);
+    t.teardown(() => procs.stopAll());
+    procs.start(['--role', 'aggregate']);
+    const flusher = procs.start(['--role', 'flush'], { DATA_DIR: join(dir, 'store') });
     const tenant = await makeTenant(prefix, 'restarty', 'enterprise', nats.url);
     const other = await makeTenant(prefix, 'bystander', 'enterprise', nats.url);
     const spare = await cli(['apikey', 'create', '--tenant', tenant.slug, '--name', 'spare', '--environment', 'production'], env);
@@ -248,5 +256,22 @@ for (const engine of engines) {
       return used === expectUsed;
     }, 5000, 50);
     t.not(synced, -1, `the month's usage in KV (${used}) equals the tenant's accepted events (${expectUsed})`);
+
+    // 8. Aggregated and flushed through the outage: the store holds the tenant's accepted events, each once.
+    t.not(await eventually(() => drained(prefix, undefined, nats.url), 60_000, 250), -1, 'aggregated and flushed');
+    await procs.stop(flusher, 'SIGTERM');
+    const store = await Store.open({ clickhouse_url: '', data_dir: join(dir, 'store'), events_retention_days: 400 }, createLogger('silent'));
+    t.teardown(() => store.close());
+    const result = await store.client.query({
+      query: 'SELECT event_id, count() AS n FROM events WHERE tenant = {tenant:String} GROUP BY event_id',
+      query_params: { tenant: tenant.slug },
+      format: 'JSONEachRow',
+    });
+    const storedIds = await result.json<{ event_id: string; n: string }>();
+    const tenantAccepted = new Set([...answers.flatMap((a) => a.accepted), ...(probeAccepted.get(tenant.slug) ?? [])]);
+    t.same(storedIds.filter((r) => Number(r.n) > 1).slice(0, 5), [], 'no event stored twice');
+    const storedSet = new Set(storedIds.map((r) => r.event_id));
+    t.same([...tenantAccepted].filter((id) => !storedSet.has(id)).slice(0, 5), [], 'every accepted event stored');
+    t.equal(storedIds.length, tenantAccepted.size, `the store holds the ${tenantAccepted.size} accepted events and nothing else`);
   });
 }
