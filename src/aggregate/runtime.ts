@@ -372,8 +372,8 @@ export class Aggregation implements SegmentSink {
   /**
    * Forget sessions idle (by arrival) for longer than the retention, at most once per ten minutes of watermark.
    * Driven by the watermark, not the clock, so a replay evicts at the same input as the live run did. `version` is
-   * the input just applied: the snapshots of sessions evicted dirty are put at it, below the drain's that follows, so
-   * a session recalled and put again in the same flush has the higher version there (Accumulator.putVersion).
+   * the input just applied: the snapshots of sessions evicted dirty are put at it, so a session recalled (by a later
+   * input) and put again in the same flush has the higher version there (Accumulator.putVersion).
    */
   evictIdle(version: number): number {
     if (this.watermark < this.nextSweep) return 0;
