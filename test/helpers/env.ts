@@ -68,13 +68,13 @@ export async function startService(overrides: Partial<Config> = {}, roles = 'ing
   };
 }
 
+/** Of each role process's log (warnings and errors), the last this many characters are kept. */
+const keptLog = 64 * 1024;
+
 /**
  * `darshak start` processes of one namespace, as an operator runs them: each with the namespace's environment plus
  * its own (ports, DATA_DIR). All are killed when the test ends.
  */
-/** Of each role process's log (warnings and errors), the last this many characters are kept. */
-const keptLog = 64 * 1024;
-
 export class RoleProcesses {
   private readonly running = new Set<ChildProcess>();
   /** Every process started, with the tail of its log: printed when the test fails, to tell a flake's cause. */

@@ -35,8 +35,7 @@ export function net(flushes: Rows[]): Record<string, unknown> {
           if (version < (versions.get(`${name} ${k}`) ?? -1)) continue;
           versions.set(`${name} ${k}`, version);
           m.set(k, row.slice(0, -1));
-        }
-        else m.set(k, ((m.get(k) as number | undefined) ?? 0) + 1);
+        } else m.set(k, ((m.get(k) as number | undefined) ?? 0) + 1);
       }
     }
   }
