@@ -102,8 +102,8 @@ t.test('rows keep every field; a batch written twice with its token is stored on
 
 t.test('of the rows a flush puts for one key, the store keeps the last put', async (t) => {
   // The accumulator hands on every row put (Accumulator.puts), at the flush's version but for sessions evicted: the
-  // store must keep the later of equal versions, in insert order, however the insert sorts them. Many keys, shuffled, to catch an
-  // unstable sort.
+  // store must keep the later of equal versions, in insert order, however the insert sorts them. Many keys, shuffled,
+  // to catch an unstable sort.
   const store = await Store.open(config, log);
   t.teardown(() => store.close());
   const acc = new Accumulator();
