@@ -4,7 +4,8 @@ import type { Rows } from '../../src/aggregate/accumulator.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 
-const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tables).map((tb) => [tb.name, tb]));
+/** Every pipeline table by name. */
+export const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tables).map((tb) => [tb.name, tb]));
 
 /**
  * Sum `sum` rows by key, keep a key's `replace` row of the highest version, the last of equal ones, as ClickHouse does

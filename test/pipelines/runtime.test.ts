@@ -4,7 +4,7 @@ import { pipelines } from '../../pipelines/index.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import type { Rows } from '../../src/aggregate/accumulator.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
-import { eventAt, net } from '../helpers/pipeline.js';
+import { eventAt, net, tables } from '../helpers/pipeline.js';
 
 // The runtime's promise: whatever order a session's events arrive in, and however the output is cut into flushes,
 // the summed snapshot rows are the same as for the events in time order. That is what makes late events exact.
@@ -141,8 +141,6 @@ t.test('the rows a shard publishes (MessagePack) are those of the arrays, table 
   }
 });
 
-const replaceKeys = new Map(pipelines.flatMap((p) => p.tables).filter((tb) => tb.engine === 'replace').map((tb) => [tb.name, tb.key.length]));
-
 /**
  * Keys of `replace` tables put more than once in a flush, and those of them put twice at one version: their rows may
  * reach the store in separate messages, written in either order, so only a higher version can make the later win.
@@ -151,8 +149,9 @@ function putAgain(flush: Rows): { again: number; tied: number } {
   let again = 0;
   let tied = 0;
   for (const [name, rows] of flush) {
-    const keyLength = replaceKeys.get(name);
-    if (keyLength === undefined) continue;
+    const spec = tables.get(name)!;
+    if (spec.engine !== 'replace') continue;
+    const keyLength = spec.key.length;
     const seen = new Map<string, Set<number>>();
     for (const row of rows) {
       const key = JSON.stringify(row.slice(0, keyLength));
