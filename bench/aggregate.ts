@@ -4,8 +4,9 @@
 //    events stream, then one ShardAggregator (all pipelines) reads them from JetStream, de-duplicates, aggregates,
 //    and publishes its sealed output (the input it passed on, by sequence, and snapshot rows) back to JetStream.
 //    Events/s = events / time from start to the last batch acknowledged. In the same run: a bare msgpackr decode of
-//    the same messages, a bare JetStream read of them (the ceiling of any shard on this machine), and the runtime
-//    alone on them (read and apply in-process, no bus and no de-duplication: what a rebuild replays).
+//    the same messages, a bare JetStream read of them (the ceiling of any shard on this machine), one shard with no
+//    pipeline on them (the floor of a shard's own work, in a namespace of its own), and the runtime alone on them
+//    (read and apply in-process, no bus and no de-duplication: what a rebuild replays).
 // 2. Memory: 1,000,000 open sessions (play_start, first_frame, three heartbeats each) in the aggregator runtime;
 //    heap growth per session after a full GC. (Needs --expose-gc; the npm script passes it.)
 // 3. Freshness: `darshak start` in this process; one new session every 100 ms, sent with its `ts` now. Freshness
@@ -26,6 +27,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Packr } from 'msgpackr';
 import { pipelines } from '../pipelines/index.js';
+import type { Pipeline } from '../src/aggregate/pipeline.js';
 import { Aggregation } from '../src/aggregate/runtime.js';
 import { batchInputLimit, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
@@ -101,82 +103,99 @@ function encodedMessages(messages: number, perMessage: number, sessions: number)
   return bodies;
 }
 
-async function throughput(): Promise<void> {
-  const messages = Number(args.messages);
-  const perMessage = Number(args['events-per-message']);
+/** `fn` over a fresh namespace whose events stream holds `bodies` (shard 0), given the last one's sequence. */
+async function withMessages<T>(bodies: readonly Buffer[], fn: (bus: Bus, last: number) => Promise<T>): Promise<T> {
   const prefix = `bench${randomUUID().slice(0, 8)}`;
   const config = loadConfig({ env: { NODE_ENV: 'test' }, overrides: { nats_url: natsUrl, nats_prefix: prefix, shards: 1 } });
   const bus = await Bus.connect(config, log, 'bench-aggregate');
   try {
     await bus.ensureStreams(1, 1);
-    const total = messages * perMessage;
-    const bodies = encodedMessages(messages, perMessage, Number(args.playing));
     let last = 0;
     for (const b of bodies) last = (await bus.js.publish(bus.names.eventsSubject(0), b)).seq;
-    // The bare decode of the same messages, best of three passes.
-    const packr = new Packr({ useRecords: false, moreTypes: false });
-    let decodeRate = 0;
-    for (let pass = 0; pass < 3; pass++) {
-      const t = process.hrtime.bigint();
-      let n = 0;
-      for (const b of bodies) n += (packr.unpack(b) as { events: unknown[] }).events.length;
-      decodeRate = Math.max(decodeRate, n / (Number(process.hrtime.bigint() - t) / 1e9));
-    }
-    const shard = new ShardAggregator(
-      bus,
-      0,
-      { pipelines, readAhead: 256, checkpointEveryMs: 3_600_000, flushIntervalMs: 500, maxInflight: 32, sessionRetainMs: 86_400_000 },
-      log,
-    );
-    // The generated events are garbage by now: collect them, so their collection is not timed with the shard.
-    gc?.();
-    const started = process.hrtime.bigint();
-    await shard.start();
-    // Done when the batch holding the last input is wholly out: its signals follow its parts. Asked of the small
-    // signals message, not the raw one: fetching a raw message of some 100 KB (base64 in JSON) every 20 ms cost the
-    // bench process a tenth of the shard's time.
-    for (;;) {
-      const m = await bus.jsm.streams.getMessage(bus.names.signalsStream, { last_by_subj: bus.names.signalsSubject(0) }).catch(() => null);
-      if (m && decodeSignals(m.data).up_to >= last) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    await shard.stop();
-    const rate = total / seconds;
-    console.log(`\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream (${Number(args.playing).toLocaleString()} sessions)`);
-    console.log(`   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`);
-    console.log(`   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`);
+    return await fn(bus, last);
+  } finally {
+    await bus.close();
+    await removeNamespace(natsUrl, prefix);
+  }
+}
+
+/** Seconds one shard with `ps` takes from its start until the batch holding input `last` is wholly out. */
+async function timeShard(bus: Bus, last: number, ps: readonly Pipeline[]): Promise<number> {
+  const shard = new ShardAggregator(
+    bus,
+    0,
+    { pipelines: ps, readAhead: 256, checkpointEveryMs: 3_600_000, flushIntervalMs: 500, maxInflight: 32, sessionRetainMs: 86_400_000 },
+    log,
+  );
+  // Garbage from before (the generated events, an earlier run) is collected now, not while the shard is timed.
+  gc?.();
+  const started = process.hrtime.bigint();
+  await shard.start();
+  // Done when the batch holding the last input is wholly out: its signals follow its parts. Asked of the small
+  // signals message, not the raw one: fetching a raw message of some 100 KB (base64 in JSON) every 20 ms cost the
+  // bench process a tenth of the shard's time.
+  for (;;) {
+    const m = await bus.jsm.streams.getMessage(bus.names.signalsStream, { last_by_subj: bus.names.signalsSubject(0) }).catch(() => null);
+    if (m && decodeSignals(m.data).up_to >= last) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await shard.stop();
+  return seconds;
+}
+
+async function throughput(): Promise<void> {
+  const messages = Number(args.messages);
+  const perMessage = Number(args['events-per-message']);
+  const total = messages * perMessage;
+  const bodies = encodedMessages(messages, perMessage, Number(args.playing));
+  // The bare decode of the same messages, best of three passes.
+  const packr = new Packr({ useRecords: false, moreTypes: false });
+  let decodeRate = 0;
+  for (let pass = 0; pass < 3; pass++) {
+    const t = process.hrtime.bigint();
+    let n = 0;
+    for (const b of bodies) n += (packr.unpack(b) as { events: unknown[] }).events.length;
+    decodeRate = Math.max(decodeRate, n / (Number(process.hrtime.bigint() - t) / 1e9));
+  }
+  const [seconds, readRate, sealAt] = await withMessages(bodies, async (bus, last) => {
+    const s = await timeShard(bus, last, pipelines);
     // The ceiling this machine puts on any shard: the same messages read from JetStream by a private reader, as the
     // shard reads them, and nothing done with them.
     const consumer = await bus.reader(bus.names.eventsStream, bus.names.eventsSubject(0), { seq: 1 });
     const readStarted = process.hrtime.bigint();
     const reading = await consumer.consume({ max_messages: 256, expires: 10_000 });
     for await (const m of reading) if (m.seq >= last) break;
-    const readRate = total / (Number(process.hrtime.bigint() - readStarted) / 1e9);
+    const r = total / (Number(process.hrtime.bigint() - readStarted) / 1e9);
     reading.stop();
     await consumer.delete().catch(() => undefined);
-    console.log(`   bare JetStream read of the same messages (no work): ${Math.round(readRate).toLocaleString()} events/s; ratio ${((rate / readRate) * 100).toFixed(1)}%`);
-    const agg = new Aggregation(pipelines, 86_400_000);
-    const reader = new EventReader();
-    const sealAt = batchInputLimit(bus);
-    let sinceSeal = 0;
-    const t = process.hrtime.bigint();
-    bodies.forEach((b, i) => {
-      for (const e of reader.read(b).events) agg.apply(e);
-      // Drained as often as the shard seals here.
-      sinceSeal += b.length;
-      if (sinceSeal > sealAt) {
-        agg.drainEncoded(i);
-        sinceSeal = 0;
-      }
-    });
-    const runtimeRate = total / (Number(process.hrtime.bigint() - t) / 1e9);
-    console.log(`   the runtime alone (the shard's reader + pipelines + encoded rows, in-process, no bus, no de-duplication): ${Math.round(runtimeRate).toLocaleString()} events/s`);
-    console.log(`   target: ≥ 300,000 events/s: ${rate >= 300_000 ? 'met' : 'NOT met'}`);
-  } finally {
-    await bus.close();
-    await removeNamespace(natsUrl, prefix);
-  }
+    return [s, r, batchInputLimit(bus)];
+  });
+  // The shard's own work without any pipeline (the bus, de-duplication, the sessions' timelines, the output and its
+  // acknowledgements): what every pipeline's work comes on top of.
+  const floorSeconds = await withMessages(bodies, (bus, last) => timeShard(bus, last, []));
+  const rate = total / seconds;
+  console.log(`\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream (${Number(args.playing).toLocaleString()} sessions)`);
+  console.log(`   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`);
+  console.log(`   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`);
+  console.log(`   bare JetStream read of the same messages (no work): ${Math.round(readRate).toLocaleString()} events/s; ratio ${((rate / readRate) * 100).toFixed(1)}%`);
+  console.log(`   one shard with no pipeline (bus, de-duplication, session timelines, output): ${Math.round(total / floorSeconds).toLocaleString()} events/s`);
+  const agg = new Aggregation(pipelines, 86_400_000);
+  const reader = new EventReader();
+  let sinceSeal = 0;
+  const t = process.hrtime.bigint();
+  bodies.forEach((b, i) => {
+    for (const e of reader.read(b).events) agg.apply(e);
+    // Drained as often as the shard seals here.
+    sinceSeal += b.length;
+    if (sinceSeal > sealAt) {
+      agg.drainEncoded(i);
+      sinceSeal = 0;
+    }
+  });
+  const runtimeRate = total / (Number(process.hrtime.bigint() - t) / 1e9);
+  console.log(`   the runtime alone (the shard's reader + pipelines + encoded rows, in-process, no bus, no de-duplication): ${Math.round(runtimeRate).toLocaleString()} events/s`);
+  console.log(`   target: ≥ 300,000 events/s: ${rate >= 300_000 ? 'met' : 'NOT met'}`);
 }
 
 function memory(): void {
