@@ -4,7 +4,8 @@ import { select, selectParts } from '../../src/store/queries/range.js';
 import { embeddedClient } from '../helpers/store.js';
 
 // Several queries of one answer run as one statement (selectParts): each part must come back exactly as its own query
-// would, whatever its rows hold, and parts whose parameters share a name must each see their own value.
+// would, whatever its rows hold, and parts whose parameters share a name must each see their own value. And `select`
+// itself gives rows exactly as JSONEachRow would.
 
 const client: ClickHouseClient = await embeddedClient(t, 'select-parts');
 
@@ -43,6 +44,15 @@ t.test('each part equals its own query, parameters apart', async (t) => {
   t.equal(got.a.length, 2);
   t.equal(got.empty.length, 0);
   t.same(got.sum, [{ rows: '1', total: '1' }], 'the part saw its own `below`, and 64-bit integers are written as ClickHouse writes them');
+});
+
+t.test('select gives each row as JSONEachRow writes it, though it reads one JSONCompact document', async (t) => {
+  const query = `SELECT name, n, big, x, maybe, tags, toDateTime64('2026-11-25 10:00:00.123', 3, 'UTC') AS at, tenant = {tenant:String} AS mine
+    FROM things ORDER BY tenant, name`;
+  const eachRow = await (await client.query({ query, query_params: { tenant: 'a' }, format: 'JSONEachRow' })).json<object>();
+  t.equal(eachRow.length, 3);
+  t.strictSame(await select<object>(client, query, { tenant: 'a' }), eachRow, 'the same keys, values and types, row by row');
+  t.strictSame(await select<object>(client, none, { tenant: 'nobody' }), [], 'no rows');
 });
 
 t.test('a bad part fails the whole statement with ClickHouse’s error', async (t) => {
