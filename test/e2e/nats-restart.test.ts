@@ -11,6 +11,7 @@ import t from 'tap';
 import { connect, type NatsConnection } from 'nats';
 import { monthOf } from '../../src/control/usage.js';
 import { createLogger } from '../../src/log.js';
+import { select } from '../../src/store/queries/range.js';
 import { Store } from '../../src/store/store.js';
 import { cli, drained, eventually, makeTenant, readEventStream, RoleProcesses, startService, type Service, freePort } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
@@ -262,12 +263,9 @@ for (const engine of engines) {
     await procs.stop(flusher, 'SIGTERM');
     const store = await Store.open({ clickhouse_url: '', data_dir: join(dir, 'store'), events_retention_days: 400 }, createLogger('silent'));
     t.teardown(() => store.close());
-    const result = await store.client.query({
-      query: 'SELECT event_id, count() AS n FROM events WHERE tenant = {tenant:String} GROUP BY event_id',
-      query_params: { tenant: tenant.slug },
-      format: 'JSONEachRow',
+    const storedIds = await select<{ event_id: string; n: string }>(store.client, 'SELECT event_id, count() AS n FROM events WHERE tenant = {tenant:String} GROUP BY event_id', {
+      tenant: tenant.slug,
     });
-    const storedIds = await result.json<{ event_id: string; n: string }>();
     const tenantAccepted = new Set([...answers.flatMap((a) => a.accepted), ...(probeAccepted.get(tenant.slug) ?? [])]);
     t.same(storedIds.filter((r) => Number(r.n) > 1).slice(0, 5), [], 'no event stored twice');
     const storedSet = new Set(storedIds.map((r) => r.event_id));
