@@ -30,7 +30,6 @@ export const aggregateRole: ModuleDef = {
           shard,
           {
             pipelines,
-            readAhead: 256,
             checkpointEveryMs: config.checkpoint_interval_ms,
             flushIntervalMs: config.aggregate_flush_interval_ms,
             // A batch holds up to about 2 MB of input; publishing them one after another, each waiting for its

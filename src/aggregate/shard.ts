@@ -1,4 +1,4 @@
-import { headers as natsHeaders, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
+import { headers as natsHeaders, type Consumer, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
@@ -85,8 +85,6 @@ export const batchInputLimit = (bus: Bus): number => 2 * outputLimit(bus);
 
 export interface ShardOptions {
   pipelines: readonly Pipeline[];
-  /** Input messages read ahead of processing. */
-  readAhead: number;
   /** How often the state is checkpointed (only when it changed). */
   checkpointEveryMs: number;
   /** Output is sealed and published at least this often (snapshots reach ClickHouse within about twice this). */
@@ -158,6 +156,7 @@ export class ShardAggregator {
   private readonly maxPayload: number;
   private readonly maxBatchInput: number;
   private stopping = false;
+  private onRebuilt: () => void = () => undefined;
 
   constructor(
     private readonly bus: Bus,
@@ -172,11 +171,18 @@ export class ShardAggregator {
     this.maxBatchInput = batchInputLimit(bus);
   }
 
+  /**
+   * Start reading. The state is rebuilt first, inside the read loop: a rebuild behind a large backlog takes long and
+   * may meet a fault (a NATS restart, a lost connection), and then it is tried again, never fatal to the process.
+   * Resolves once the first rebuild is done (or the shard is stopped meanwhile).
+   */
   async start(): Promise<void> {
     this.store = await this.bus.objectStore(this.bus.names.checkpointBucket);
-    await this.rebuild();
+    this.failure = new Error('not yet rebuilt');
+    const rebuilt = new Promise<void>((resolve) => (this.onRebuilt = resolve));
     this.loop = this.run();
     this.sealTimer = setInterval(() => this.seal(), this.options.flushIntervalMs);
+    await rebuilt;
   }
 
   /** Load the checkpoint, replay the input after it, and finish a batch a crash left half published. */
@@ -215,6 +221,7 @@ export class ShardAggregator {
     }
     // Only now: a rebuild that fails part-way (the bus is electing leaders) must be done again before reading on.
     this.failure = undefined;
+    this.onRebuilt();
     replayed.set({ shard: String(this.shard) }, count);
     this.gaugeSessions();
     this.log.info(
@@ -252,12 +259,23 @@ export class ShardAggregator {
   private async replay(from: { seq: number } | { time: number }, upTo: number, keep: boolean): Promise<number> {
     if (upTo === 0 || ('seq' in from && from.seq > upTo)) return 0;
     const consumer = await this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), from);
+    try {
+      return await this.replayFrom(consumer, upTo, keep);
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
+  }
+
+  private async replayFrom(consumer: Consumer, upTo: number, keep: boolean): Promise<number> {
     let count = 0;
     let done = false;
     let delivered = 0;
     while (!done) {
+      if (this.stopping) throw new Error('stopping');
       let last = 0;
-      for await (const m of await consumer.fetch({ max_messages: 1000, expires: 2000 })) {
+      // Bounded by bytes: at a final's peak input messages are ~100 KB, and 1,000 of them were more than the server
+      // lets a connection leave unread (the server then cuts it as a slow consumer, and the rebuild failed).
+      for await (const m of await consumer.fetch({ max_bytes: this.bus.readAheadBytes, expires: 2000 })) {
         // A pull's messages lost on the way would leave a hole in the state: fail, and the rebuild is done again.
         if (m.info.deliverySequence !== ++delivered) throw new Error(`replay: delivery ${m.info.deliverySequence} after ${delivered - 1}`);
         last = m.seq;
@@ -274,9 +292,10 @@ export class ShardAggregator {
           break;
         }
       }
-      if (last === 0 || last >= upTo) done = true;
+      // A pull that brought nothing ends the replay only when nothing is left to read (input before `upTo` may have
+      // aged out of the stream): one that expired on a busy server must not leave the state short of `upTo`.
+      if (last >= upTo || (last === 0 && (await consumer.info()).num_pending === 0)) done = true;
     }
-    await consumer.delete().catch(() => undefined);
     return count;
   }
 
@@ -350,7 +369,7 @@ export class ShardAggregator {
         return this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), { seq: this.appliedUpTo + 1 });
       },
       ordered: true,
-      readAhead: this.options.readAhead,
+      readAhead: { bytes: this.bus.readAheadBytes },
       handle: (m) => this.handle(m),
       log: this.log,
       onFailure: 'aggregation failed; rebuilding from the last output acknowledged',
@@ -492,6 +511,7 @@ export class ShardAggregator {
   /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.onRebuilt();
     clearInterval(this.sealTimer);
     await this.loop?.stop();
     this.lastCheckpointAt = 0;

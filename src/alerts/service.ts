@@ -153,7 +153,8 @@ export class AlertsService {
         return this.bus.reader(this.bus.names.signalsStream, undefined, this.seq > 0 ? { seq: this.seq + 1 } : 'all');
       },
       ordered: true,
-      readAhead: 256,
+      // A batch's signals of a large audience are tens of KB.
+      readAhead: { bytes: this.bus.readAheadBytes },
       handle: (m) => this.handle(m),
       log: this.log,
       onFailure: 'alerts: handling signals failed; reading again from the last checkpoint',

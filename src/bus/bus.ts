@@ -154,6 +154,16 @@ export class Bus {
     }
   }
 
+  /**
+   * What one reader of large messages (the event, raw and signals streams) may have pulled and not yet handled: two
+   * of the largest messages. The server cuts a connection whose unread data passes its `max_pending` (64 MB by
+   * default) as a slow consumer, and one process may run a reader per shard; a count of messages of up to 1 MB each
+   * is no bound at all.
+   */
+  get readAheadBytes(): number {
+    return 2 * (this.nc.info?.max_payload ?? 1_048_576) + 64 * 1024;
+  }
+
   /** A KV bucket, created on first use. `ttlMs` expires entries (counters of past minutes). */
   kv(bucket: string, ttlMs?: number): Promise<KV> {
     let kv = this.kvs.get(bucket);

@@ -11,8 +11,12 @@ export interface ConsumeLoopOptions {
   bus: Pick<Bus, 'on'>;
   /** Open the consumer to read; called again after a failure, so it decides where reading resumes. */
   open(): Promise<Consumer>;
-  /** Messages fetched ahead of `handle`. */
-  readAhead: number;
+  /**
+   * What is fetched ahead of `handle`: a count of messages, or bytes for a stream of large messages (at least its
+   * largest message: `Bus.readAheadBytes`). What a connection has pulled and not yet read counts against the
+   * server's slow-consumer limit, so a reader of messages of up to 1 MB bounds its pulls by bytes.
+   */
+  readAhead: { messages: number } | { bytes: number };
   /** One message at a time, in delivery order; a throw ends this read and opens a new one. */
   handle(m: JsMsg): Promise<void>;
   log: Logger;
@@ -60,7 +64,8 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
       let consumer: Consumer | undefined;
       try {
         consumer = await options.open();
-        const current = await consumer.consume({ max_messages: options.readAhead, expires: pullExpiresMs });
+        const ahead = 'bytes' in options.readAhead ? { max_bytes: options.readAhead.bytes } : { max_messages: options.readAhead.messages };
+        const current = await consumer.consume({ ...ahead, expires: pullExpiresMs });
         messages = current;
         void watch(current, options.log);
         let delivered = 0;

@@ -35,7 +35,7 @@ export class AlertWriter {
     this.loop = consumeLoop({
       bus: this.bus,
       open: async () => consumer,
-      readAhead: 100,
+      readAhead: { messages: 100 },
       handle: (m) => this.write(m),
       log: this.log,
       onFailure: 'storing alerts failed; they will come again',

@@ -109,7 +109,7 @@ export class Flusher {
         this.failure = undefined;
         return consumer;
       },
-      readAhead: 100,
+      readAhead: { bytes: this.bus.readAheadBytes },
       handle: (m) => this.handle(m),
       log: this.log,
       onFailure: 'flush failed; its unacknowledged messages will come again',

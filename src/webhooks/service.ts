@@ -125,9 +125,9 @@ export class WebhookService {
     const n = this.bus.names;
     const open = (stream: string, durable: string) => (): Promise<Consumer> => this.bus.js.consumers.get(stream, durable);
     this.loops.push(
-      consumeLoop({ bus: this.bus, open: open(n.webhookEventsStream, 'webhooks-fanout'), readAhead: 256, handle: (m) => this.fanOutAsync(m), log: this.log, onFailure: 'webhook fan-out failed; the event comes again' }),
-      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-new'), readAhead: 64, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook delivery read failed' }),
-      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-retry'), readAhead: 256, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook retry read failed' }),
+      consumeLoop({ bus: this.bus, open: open(n.webhookEventsStream, 'webhooks-fanout'), readAhead: { messages: 256 }, handle: (m) => this.fanOutAsync(m), log: this.log, onFailure: 'webhook fan-out failed; the event comes again' }),
+      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-new'), readAhead: { messages: 64 }, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook delivery read failed' }),
+      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-retry'), readAhead: { messages: 256 }, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook retry read failed' }),
     );
     const tick = (): void => {
       this.releasing = this.releaseHeld()

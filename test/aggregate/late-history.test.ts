@@ -39,7 +39,7 @@ t.teardown(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const options: ShardOptions = { pipelines, readAhead: 16, checkpointEveryMs: 3_600_000, flushIntervalMs: 100, maxInflight: 4, sessionRetainMs: 30 * 60_000 };
+const options: ShardOptions = { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 100, maxInflight: 4, sessionRetainMs: 30 * 60_000 };
 const minute = 60_000;
 const now = Math.floor(Date.now() / minute) * minute;
 const t0 = now - 5 * 60 * minute;

@@ -68,7 +68,7 @@ t.test('raw output: every input named once, every event passed on once in its pl
   }
   t.equal(expected.length, 400 - 34 - 29, 'the duplicates: 34 in message 2, 29 in message 3');
 
-  const shard = new ShardAggregator(bus, 0, { pipelines, readAhead: 16, checkpointEveryMs: 3_600_000, flushIntervalMs: 1000, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
+  const shard = new ShardAggregator(bus, 0, { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 1000, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
   await shard.start();
   t.teardown(() => shard.stop());
   const passed: string[] = [];
