@@ -37,6 +37,7 @@ export const errorRegistry = {
   quota_exceeded: { status: 403, message: 'The monthly event quota of this tenant is used up' },
   rate_limited: { status: 429, message: 'Rate limit reached; retry after the number of seconds in Retry-After' },
   ingest_degraded: { status: 503, message: 'The event bus did not acknowledge; nothing was accepted, retry later' },
+  ingest_overloaded: { status: 503, message: 'The pipeline is behind; nothing was accepted, retry after the number of seconds in Retry-After' },
   // Per event, inside `errors` of an ingest answer
   invalid_event: { status: null, message: 'Event must be a JSON object' },
   missing_field: { status: null, message: 'A required field is missing' },

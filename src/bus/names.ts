@@ -10,6 +10,8 @@ export interface BusNames {
   rawWildcard: string;
   /** Object store of aggregator checkpoints, one object per shard. */
   checkpointBucket: string;
+  /** Core NATS (not stored): which input of each shard the flush role has written, after each write (bus/progress.ts). */
+  flushedSubject: string;
   /** Requests to the flush role: `darshak replay`. */
   replaySubject: string;
   /** Requests to the flush role: a session's stored events, for an aggregator (flush/history-service.ts). */
@@ -79,6 +81,7 @@ export function busNames(prefix: string): BusNames {
     rawSubject: (shard) => `${prefix}.raw.${shard}`,
     rawWildcard: `${prefix}.raw.*`,
     checkpointBucket: `${prefix}_checkpoints`,
+    flushedSubject: `${prefix}.progress.flushed`,
     replaySubject: `${prefix}.control.replay`,
     historySubject: `${prefix}.control.history`,
     clusterBucket: `${prefix}_cluster`,

@@ -12,6 +12,8 @@ export interface PublisherOptions {
   /** Unacknowledged publishes at once; beyond it submissions wait and coalesce into larger messages. */
   maxInflight: number;
   maxMessageBytes: number;
+  /** Told of every message acknowledged: its shard, stream sequence and how many events it holds. */
+  onAcked?: (shard: number, seq: number, events: number) => void;
 }
 
 /** Events of one request bound for one shard, already encoded. */
@@ -149,7 +151,7 @@ export class EventPublisher {
     const messages = this.split(encoded);
     this.inflight++;
     try {
-      const results = await Promise.all(messages.map((m) => this.publishOne(shard, m.data, deadline)));
+      const results = await Promise.all(messages.map((m) => this.publishOne(shard, m.data, m.count, deadline)));
       const acked: boolean[] = [];
       messages.forEach((m, i) => {
         for (let j = 0; j < m.count; j++) acked.push(results[i] as boolean);
@@ -194,7 +196,7 @@ export class EventPublisher {
    * An acknowledgement never outlives its connection: on a disconnect the wait is given up, and the message sent
    * again once the connection is back (or the deadline passes while it is not).
    */
-  private async publishOne(shard: number, data: Buffer, deadline: number): Promise<boolean> {
+  private async publishOne(shard: number, data: Buffer, events: number, deadline: number): Promise<boolean> {
     const msgID = `${this.idPrefix}-${(this.seq++).toString(36)}`;
     const subject = this.bus.names.eventsSubject(shard);
     for (;;) {
@@ -210,10 +212,12 @@ export class EventPublisher {
       const started = process.hrtime.bigint();
       const ack = this.bus.js.publish(subject, data, { msgID, timeout: Math.max(remaining, 50) });
       try {
-        if ((await Promise.race([ack, this.disconnected])) === lost) {
+        const acked = await Promise.race([ack, this.disconnected]);
+        if (acked === lost) {
           ack.catch(() => undefined);
           continue;
         }
+        this.options.onAcked?.(shard, acked.seq, events);
         publishLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
         publishes.inc({ outcome: 'acked' });
         return true;

@@ -102,6 +102,9 @@ function checkCombinations(config: Config): void {
   } catch {
     throw new ConfigError(`config: PUBLIC_BASE_URL (public_base_url) is not a URL: ${JSON.stringify(config.public_base_url)}`);
   }
+  if (config.ingest_shed_lag_ms > 0 && config.ingest_shed_max_lag_ms <= config.ingest_shed_lag_ms) {
+    throw new ConfigError(`config: INGEST_SHED_MAX_LAG_MS (ingest_shed_max_lag_ms) is ${config.ingest_shed_max_lag_ms} but must be more than INGEST_SHED_LAG_MS (ingest_shed_lag_ms), ${config.ingest_shed_lag_ms}`);
+  }
   if (config.clickhouse_url !== '' && !/^https?:\/\//.test(config.clickhouse_url)) {
     throw new ConfigError(`config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url)}`);
   }

@@ -22,6 +22,8 @@ export interface Config {
   publish_max_inflight: number;
   publish_max_message_bytes: number;
   usage_sync_ms: number;
+  ingest_shed_lag_ms: number;
+  ingest_shed_max_lag_ms: number;
   events_retention_days: number;
   aggregate_shards: string[];
   checkpoint_interval_ms: number;
@@ -101,6 +103,18 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 50,
     maximum: 10000,
     description: 'how often ingest processes share their rate and quota counts through NATS KV',
+  },
+  ingest_shed_lag_ms: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 600000,
+    description: 'pipeline lag (acknowledged to stored) past which ingest admits only what the pipeline drains, shedding the rest with 503 `ingest_overloaded`; 0 never sheds',
+  },
+  ingest_shed_max_lag_ms: {
+    type: 'integer',
+    minimum: 1000,
+    maximum: 3600000,
+    description: 'pipeline lag at which ingest admits nothing more (it admits less and less from `ingest_shed_lag_ms` to here)',
   },
   events_retention_days: {
     type: 'integer',

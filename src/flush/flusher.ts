@@ -5,6 +5,7 @@ import type { Cell, RetiredTable, TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
 import { readInputs } from '../bus/passed-events.js';
+import { encodeFlushed, flushedInputs } from '../bus/progress.js';
 import { decodeOutput, forEachPassed } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -170,6 +171,8 @@ export class Flusher {
       m.ack();
       this.held.delete(m);
     }
+    // Told after the write, for ingest's load shedding; a lost message is made up for by the next.
+    if (this.bus.connected) this.bus.nc.publish(this.bus.names.flushedSubject, encodeFlushed(flushedInputs(messages, this.bus.names.rawSubject(0).slice(0, -1))));
     flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
     groupSize.observe(messages.length);
   }

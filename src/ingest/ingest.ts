@@ -12,6 +12,7 @@ import type { UsageCounters } from '../control/usage.js';
 import type { KeyUsage } from '../control/key-usage.js';
 import type { WatchedMap } from '../control/watched-map.js';
 import type { Enricher } from './enrich.js';
+import type { LoadShedder } from './load-shedder.js';
 import { eventLimits } from './taxonomy.js';
 import { stampTimes } from './timestamps.js';
 import { isoTimestamp, surrogateEscape, validateEvent, type ClientEvent, type EventError } from './validate.js';
@@ -38,7 +39,7 @@ export interface IngestAnswer {
 
 export type IngestOutcome =
   | { kind: 'answer'; answer: IngestAnswer; rate: RateState }
-  | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[]; rate: RateState; events: number };
+  | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[]; rate: RateState; events: number; retryAfterSeconds?: number };
 
 export interface IngestDeps {
   keys: WatchedMap<ApiKeyRecord>;
@@ -47,6 +48,8 @@ export interface IngestDeps {
   keyUsage: KeyUsage;
   publisher: EventPublisher;
   enricher: Enricher;
+  /** Sheds load while the pipeline is behind (beacons excepted: a page that is gone cannot send again). */
+  shedder?: LoadShedder;
   shards: number;
   trustProxy: boolean;
 }
@@ -231,6 +234,8 @@ export class Ingest {
     const caller = auth.value;
     const admitted = this.admit(caller, receivedAt);
     if (admitted.kind === 'reject') return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+    const shed = opts.beacon ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
+    if (shed && !shed.ok) return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.retryAfterSeconds };
 
     const batch = await this.readBatch(req, opts.beacon);
     const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
@@ -252,6 +257,7 @@ export class Ingest {
       return { kind: 'reject', code: 'validation_failed', details: errors, rate: currentRate(), events: events.length };
     }
 
+    this.deps.shedder?.charge(caller.tenant.slug, valid.length);
     const serverTs = req.query.get('server_ts') === '1';
     const wire = this.build(caller, valid, req, receivedAt, serverTs, sentAt);
     // Count before publishing so concurrent requests see each other; take back what is not acknowledged.

@@ -5,6 +5,7 @@ import type { ModuleDef } from '../modules.js';
 import { Enricher } from './enrich.js';
 import { rateHeaders } from '../http/rate-limit.js';
 import { Ingest, rateOf } from './ingest.js';
+import { LoadShedder } from './load-shedder.js';
 import { ingestRoutes } from './routes.js';
 import { eventLimits } from './taxonomy.js';
 
@@ -15,6 +16,7 @@ export const ingestRole: ModuleDef = {
     const { config } = services;
     const log = services.log.child({ module: 'ingest' });
     const bus = services.get('bus');
+    const shedder = new LoadShedder(bus, config.shards, { targetLagMs: config.ingest_shed_lag_ms, maxLagMs: config.ingest_shed_max_lag_ms });
     const publisher = new EventPublisher(
       bus,
       {
@@ -22,6 +24,7 @@ export const ingestRole: ModuleDef = {
         timeoutMs: config.publish_timeout_ms,
         maxInflight: config.publish_max_inflight,
         maxMessageBytes: config.publish_max_message_bytes,
+        onAcked: (shard, seq, events) => shedder.published(shard, seq, events),
       },
       log,
     );
@@ -32,6 +35,7 @@ export const ingestRole: ModuleDef = {
       keyUsage: services.get('keyUsage'),
       publisher,
       enricher: new Enricher(),
+      shedder,
       shards: config.shards,
       trustProxy: config.trust_proxy,
     });
@@ -57,6 +61,7 @@ export const ingestRole: ModuleDef = {
         // Requests under way wait for their acknowledgements and are answered before connections close.
         await server.close(config.publish_timeout_ms + 1000);
         await publisher.drain();
+        shedder.stop();
       },
     };
   },

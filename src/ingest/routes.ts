@@ -13,6 +13,7 @@ export function ingestRoutes(ingest: Ingest): Route[] {
         const headers = rateHeaders(out.rate);
         if (out.kind === 'answer') return { status: 200, headers, body: out.answer };
         if (out.code === 'rate_limited') headers['Retry-After'] = String(out.rate.resetSeconds);
+        if (out.retryAfterSeconds !== undefined) headers['Retry-After'] = String(out.retryAfterSeconds);
         return {
           status: errorStatus(out.code),
           headers,
