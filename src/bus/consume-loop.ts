@@ -12,8 +12,8 @@ export interface ConsumeLoopOptions {
   /** Open the consumer to read; called again after a failure, so it decides where reading resumes. */
   open(): Promise<Consumer>;
   /**
-   * What is fetched ahead of `handle`: a count of messages, or bytes for a stream of large messages (at least its
-   * largest message: `Bus.readAheadBytes`). What a connection has pulled and not yet read counts against the
+   * What is fetched ahead of `handle`: a count of messages, or bytes for a stream of large messages (at least twice
+   * its largest message: `Bus.readAheadBytes`). What a connection has pulled and not yet read counts against the
    * server's slow-consumer limit, so a reader of messages of up to 1 MB bounds its pulls by bytes.
    */
   readAhead: { messages: number } | { bytes: number };
@@ -64,7 +64,14 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
       let consumer: Consumer | undefined;
       try {
         consumer = await options.open();
-        const ahead = 'bytes' in options.readAhead ? { max_bytes: options.readAhead.bytes } : { max_messages: options.readAhead.messages };
+        // Pulls for more once half the bytes are read, and only then, so each asks for at least half: a pull for less
+        // than the next message is refused by the server (409, "Message Size Exceeds MaxBytes") and nats.js pulls
+        // again at once, a loop that kept nats-server busy and the shards stalled. nats.js also caps a byte pull at
+        // 100 messages and would pull again by that count (75 % of it by default) whatever the bytes: -1 turns that off.
+        const ahead =
+          'bytes' in options.readAhead
+            ? { max_bytes: options.readAhead.bytes, threshold_bytes: options.readAhead.bytes / 2, threshold_messages: -1 }
+            : { max_messages: options.readAhead.messages };
         const current = await consumer.consume({ ...ahead, expires: pullExpiresMs });
         messages = current;
         void watch(current, options.log);
