@@ -27,6 +27,7 @@ export interface Config {
   events_retention_days: number;
   aggregate_shards: string[];
   checkpoint_interval_ms: number;
+  flush_interval_ms: number;
   aggregate_flush_interval_ms: number;
   jwt_key_file: string;
   analytics_rate_per_minute: number;
@@ -103,6 +104,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 50,
     maximum: 10000,
     description: 'how often ingest processes share their rate and quota counts through NATS KV',
+  },
+  flush_interval_ms: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 60000,
+    description: 'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
   },
   ingest_shed_lag_ms: {
     type: 'integer',

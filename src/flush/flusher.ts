@@ -41,9 +41,15 @@ export interface FlusherOptions {
   maxInflight: number;
   /** Message bytes one group holds, at most (a group also stays within one span of `groupSpan` sequences). Default 16 MiB. */
   maxGroupBytes: number;
+  /**
+   * A group starts at most this often, unless a full one is waiting: every insert makes a part per table that the
+   * store merges in the background, and small frequent inserts kept the embedded store's merges busy at most of
+   * a core. Default 0 (at once); the flush role takes `FLUSH_INTERVAL_MS`.
+   */
+  minIntervalMs: number;
 }
 
-export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 16 * 1024 * 1024 };
+export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 16 * 1024 * 1024, minIntervalMs: 0 };
 
 /**
  * Writes the raw stream to ClickHouse: the events it passes on to `events` (read from the event stream by sequence)
@@ -75,6 +81,9 @@ export class Flusher {
   private streamId = '';
   private groups: FlushGroups | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private lastGroupAt = 0;
+  private later: NodeJS.Timeout | undefined;
+  private stopping = false;
 
   constructor(
     private readonly bus: Bus,
@@ -84,7 +93,7 @@ export class Flusher {
   ) {
     this.log = log.child({ module: 'flush' });
     this.options = { ...flusherDefaults, ...options };
-    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1, not ${JSON.stringify(options)}`);
+    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1, not ${JSON.stringify(options)}`);
   }
 
   async start(): Promise<void> {
@@ -129,6 +138,15 @@ export class Flusher {
   /** Start writing what is pending, as far as writers are free. */
   private kick(): void {
     while (this.pending.length > 0 && this.inflight.size < this.options.maxInflight && !this.failure) {
+      const wait = this.lastGroupAt + this.options.minIntervalMs - Date.now();
+      if (wait > 0 && !this.stopping && !this.fullGroupWaiting()) {
+        this.later ??= setTimeout(() => {
+          this.later = undefined;
+          this.kick();
+        }, wait);
+        return;
+      }
+      this.lastGroupAt = Date.now();
       const group = this.takeGroup();
       const p = this.writeGroup(group)
         .catch((err: Error) => {
@@ -143,6 +161,14 @@ export class Flusher {
         });
       this.inflight.add(p);
     }
+  }
+
+  /** Whether the pending messages fill a group: a span's worth, or the byte cap. */
+  private fullGroupWaiting(): boolean {
+    if (this.pending.length >= groupSpan) return true;
+    let bytes = 0;
+    for (const m of this.pending) bytes += m.data.length;
+    return bytes >= this.options.maxGroupBytes;
   }
 
   /** The pending messages of the first one's span, up to the byte cap (at least one). */
@@ -231,6 +257,8 @@ export class Flusher {
   /** Stop reading, write what was read, and wait for it. */
   async stop(): Promise<void> {
     await this.loop?.stop();
+    this.stopping = true;
+    clearTimeout(this.later);
     for (this.kick(); this.inflight.size > 0; this.kick()) await Promise.allSettled(this.inflight);
     clearInterval(this.heartbeat);
   }

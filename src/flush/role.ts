@@ -10,7 +10,7 @@ export const flushRole: ModuleDef = {
   async start(services) {
     const bus = services.get('bus');
     const store = services.get('store');
-    const flusher = new Flusher(bus, store, services.log);
+    const flusher = new Flusher(bus, store, services.log, { minIntervalMs: services.config.flush_interval_ms });
     await flusher.start();
     const alerts = new AlertWriter(bus, store, services.log);
     await alerts.start();
