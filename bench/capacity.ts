@@ -1,0 +1,459 @@
+// How big an event can one box follow? (npm run bench:capacity)
+//
+// Starts `darshak start` as a new user would (every role in one process, the embedded store, NATS at NATS_URL), an
+// enterprise tenant with its rate raised, and an open-loop generator in a child process: viewers each send a
+// heartbeat every 10 s, with starts, stalls and ends in realistic proportion, batched as an edge or SDK buffer sends
+// them. The audience rises step by step; for each step it reports the events sent and accepted per second, the
+// answers that were not 200 by status, ingest latency, the pipeline's lag, freshness (a probe tenant's session,
+// acknowledged → visible in /v1/analytics/concurrency) and CPU per process; at the end, how long the backlog took to
+// drain. It prints the largest audience held with freshness p99 ≤ 2 s and no 5xx.
+//
+//   npm run bench:capacity [-- --steps 50000,100000,200000,300000,400000,500000 --step-seconds 40 --batch 500]
+//
+// Open loop: requests go out on schedule whatever the answers, and a refused request is not sent again (a real
+// client would retry after Retry-After; here the offered load stays what the step says).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { removeNamespace } from '../src/bus/namespace.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu } from './host.js';
+
+const selfJs = fileURLToPath(import.meta.url);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------------------------
+// The generator (child mode): viewers of one tenant, open loop.
+
+interface GeneratorSpec {
+  url: string;
+  key: string;
+  batch: number;
+}
+
+/** One second of the generator's answers. */
+interface GeneratorSecond {
+  sent: number;
+  requests: number;
+  statuses: Record<string, number>;
+  accepted: number;
+  latencies: number[];
+  /** Requests not sent: too many were outstanding (the generator, not the service, was the limit). */
+  skipped: number;
+}
+
+const regions = ['Maharashtra', 'Delhi', 'Karnataka', 'Tamil Nadu', 'Uttar Pradesh', 'West Bengal', 'Gujarat', 'Telangana'];
+const devices = ['mobile', 'mobile', 'mobile', 'tv', 'desktop', 'tablet'];
+const contents = ['ind-vs-aus-final', 'ind-vs-aus-final', 'ind-vs-aus-final', 'highlights-day-1', 'post-match-show'];
+
+async function generator(spec: GeneratorSpec): Promise<void> {
+  const url = new URL(spec.url);
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  let viewers = 0;
+  // Per viewer: its session number (0: not started yet) and whether a stall is open.
+  let session = new Uint32Array(0);
+  let stalled = new Uint8Array(0);
+  let cursor = 0;
+  let rnd = 0x5eed;
+  const random = (): number => {
+    rnd = (Math.imul(rnd, 1664525) + 1013904223) >>> 0;
+    return rnd / 4294967296;
+  };
+  let second: GeneratorSecond = { sent: 0, requests: 0, statuses: {}, accepted: 0, latencies: [], skipped: 0 };
+  let outstanding = 0;
+  let pending: string[] = [];
+
+  const post = (events: string[]): void => {
+    second.requests++;
+    if (outstanding >= 2048) {
+      second.skipped++;
+      return;
+    }
+    second.sent += events.length;
+    outstanding++;
+    const body = `{"events":[${events.join(',')}]}`;
+    const started = performance.now();
+    const req = request(
+      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': spec.key, 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          outstanding--;
+          const status = String(res.statusCode);
+          second.statuses[status] = (second.statuses[status] ?? 0) + 1;
+          second.latencies.push(performance.now() - started);
+          if (res.statusCode === 200) second.accepted += (JSON.parse(Buffer.concat(chunks).toString()) as { accepted: number }).accepted;
+        });
+      },
+    );
+    req.on('error', () => {
+      outstanding--;
+      second.statuses.error = (second.statuses.error ?? 0) + 1;
+    });
+    req.end(body);
+  };
+
+  const push = (event: string): void => {
+    pending.push(event);
+    if (pending.length >= spec.batch) {
+      post(pending);
+      pending = [];
+    }
+  };
+
+  /** The next event of viewer `v`: a start, a heartbeat, a stall or its end, or an end and a new session. */
+  const next = (v: number): void => {
+    const s = `v${v}-${session[v]}`;
+    if (session[v] === 0 || random() < 1 / 120) {
+      // A session of 20 minutes on average (a heartbeat every 10 s): its end, then the viewer's next session.
+      if (session[v] !== 0) push(`{"event_type":"session_end","session_id":"${s}"}`);
+      session[v]!++;
+      const n = `v${v}-${session[v]}`;
+      const ctx = `{"device_type":"${devices[v % devices.length]}","region":"${regions[v % regions.length]}","country":"IN","cdn":"cdn-${v % 3}","pop":"pop-${v % 7}"}`;
+      push(`{"event_type":"play_start","session_id":"${n}","anonymous_id":"a${v}","content_id":"${contents[v % contents.length]}","content_type":"live","context":${ctx}}`);
+      push(`{"event_type":"first_frame","session_id":"${n}"}`);
+      stalled[v] = 0;
+      return;
+    }
+    if (stalled[v]) {
+      push(`{"event_type":"rebuffer_end","session_id":"${s}"}`);
+      stalled[v] = 0;
+    } else if (random() < 0.01) {
+      push(`{"event_type":"rebuffer_start","session_id":"${s}"}`);
+      stalled[v] = 1;
+      return;
+    }
+    push(`{"event_type":"heartbeat","session_id":"${s}","position_sec":${Math.floor(random() * 7200)},"bitrate_kbps":4500}`);
+  };
+
+  process.stdin.setEncoding('utf8');
+  let input = '';
+  process.stdin.on('data', (d: string) => {
+    input += d;
+    let nl: number;
+    while ((nl = input.indexOf('\n')) >= 0) {
+      const want = Number(input.slice(0, nl));
+      input = input.slice(nl + 1);
+      if (want > session.length) {
+        const s = new Uint32Array(want);
+        s.set(session);
+        session = s;
+        const st = new Uint8Array(want);
+        st.set(stalled);
+        stalled = st;
+      }
+      viewers = want;
+    }
+  });
+  process.stdin.on('end', () => process.exit(0));
+
+  // Every 100 ms a tenth of a second's share of the viewers: each one's next event every 10 s.
+  const tickMs = 100;
+  let owed = 0;
+  setInterval(() => {
+    if (viewers === 0) return;
+    owed += (viewers * tickMs) / 10_000;
+    for (; owed >= 1; owed--) {
+      next(cursor);
+      cursor = (cursor + 1) % viewers;
+    }
+    if (spec.batch > 1 && pending.length > 0 && pending.length >= spec.batch / 2) {
+      post(pending);
+      pending = [];
+    }
+  }, tickMs);
+  setInterval(() => {
+    process.stdout.write(`${JSON.stringify(second)}\n`);
+    second = { sent: 0, requests: 0, statuses: {}, accepted: 0, latencies: [], skipped: 0 };
+  }, 1000);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The run.
+
+interface Options {
+  steps: number[];
+  stepSeconds: number;
+  batch: number;
+}
+
+function options(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: { steps: { type: 'string' }, 'step-seconds': { type: 'string' }, batch: { type: 'string' } },
+    strict: true,
+  });
+  const steps = (values.steps ?? '50000,100000,200000,300000,400000,500000').split(',').map(Number);
+  const stepSeconds = Number(values['step-seconds'] ?? 40);
+  const batch = Number(values.batch ?? 500);
+  if (steps.some((s) => !(s > 0)) || !(stepSeconds >= 15) || !(batch >= 1 && batch <= 500)) {
+    throw new Error('--steps takes viewer counts above 0, --step-seconds at least 15, --batch 1 to 500');
+  }
+  return { steps, stepSeconds, batch };
+}
+
+const quantile = (xs: number[], q: number): number => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+
+interface Metrics {
+  accepted: number;
+  passed: number;
+  duplicates: number;
+  stored: number;
+  lag: number;
+  shed: number;
+}
+
+async function scrape(port: number): Promise<Metrics> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? 0);
+  return {
+    accepted: value(/^darshak_ingest_events_total\{outcome="accepted"\} (\S+)$/m),
+    passed: value(/^darshak_aggregate_events_total\{outcome="passed"\} (\S+)$/m),
+    duplicates: value(/^darshak_aggregate_events_total\{outcome="duplicate"\} (\S+)$/m),
+    stored: value(/^darshak_flush_rows_total\{table="events"\} (\S+)$/m),
+    lag: value(/^darshak_ingest_pipeline_lag_seconds (\S+)$/m),
+    shed: value(/^darshak_ingest_shed_requests_total (\S+)$/m),
+  };
+}
+
+/**
+ * Freshness: every second a probe tenant starts one more session and keeps all of its sessions playing, so its
+ * concurrency is k once probe k is counted. Each probe's time from its 200 to the first poll of
+ * /v1/analytics/concurrency that counts it.
+ */
+class Probe {
+  private k = 0;
+  private readonly acked: number[] = [];
+  readonly freshness: Array<{ at: number; ms: number }> = [];
+  private visible = 0;
+  private stopped = false;
+  private readonly loops: Array<Promise<void>> = [];
+
+  constructor(
+    private readonly ingestUrl: string,
+    private readonly baseUrl: string,
+    private readonly key: string,
+    private readonly token: string,
+  ) {}
+
+  start(): void {
+    this.loops.push(this.send(), this.poll());
+  }
+
+  private async send(): Promise<void> {
+    while (!this.stopped) {
+      const k = ++this.k;
+      const events = [{ event_type: 'play_start', session_id: `p${k}`, anonymous_id: `p${k}`, content_id: 'probe', context: { device_type: 'desktop', region: 'Delhi', country: 'IN' } }];
+      // Sessions older than the 490 kept playing are let go; the count then stops rising, and so does the probe.
+      for (let j = Math.max(1, k - 490); j < k; j++) events.push({ event_type: 'heartbeat', session_id: `p${j}` } as (typeof events)[number]);
+      const started = Date.now();
+      const res = await fetch(`${this.ingestUrl}/v1/ingest/events`, { method: 'POST', headers: { 'x-api-key': this.key, 'content-type': 'application/json' }, body: JSON.stringify({ events }) }).catch(() => null);
+      this.acked[k] = res?.status === 200 ? Date.now() : NaN;
+      await sleep(Math.max(0, 1000 - (Date.now() - started)));
+    }
+  }
+
+  private async poll(): Promise<void> {
+    while (!this.stopped) {
+      const res = await fetch(`${this.baseUrl}/v1/analytics/concurrency?range=24h&interval=1`, { headers: { authorization: `Bearer ${this.token}` } }).catch(() => null);
+      if (res?.ok) {
+        const { points } = (await res.json()) as { points: Array<{ value: number }> };
+        const count = Math.max(0, ...points.slice(-3).map((p) => p.value));
+        const now = Date.now();
+        for (let k = this.visible + 1; k <= Math.min(count, 490); k++) {
+          const at = this.acked[k];
+          if (at !== undefined && !Number.isNaN(at)) this.freshness.push({ at, ms: now - at });
+        }
+        this.visible = Math.max(this.visible, count);
+      }
+      await sleep(200);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all(this.loops);
+  }
+}
+
+interface StepResult {
+  viewers: number;
+  offered: number;
+  sentPerSecond: number;
+  acceptedPerSecond: number;
+  statuses: Record<string, number>;
+  skipped: number;
+  p50: number;
+  p99: number;
+  maxLag: number;
+  freshP50: number;
+  freshP99: number;
+  freshCount: number;
+  cpu: { service: number; nats: number; generator: number; machine: number };
+}
+
+async function main(): Promise<void> {
+  const opts = options(process.argv.slice(2));
+  const prefix = `cap${Date.now().toString(36)}`;
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-capacity-'));
+  const [basePort, ingestPort] = [await freePort(), await freePort()];
+  const logFile = join(dir, 'service.log');
+  const log = createWriteStream(logFile);
+  const service = spawn(process.execPath, [mainJs, 'start'], {
+    env: { ...process.env, NATS_URL: natsUrl, NATS_PREFIX: prefix, NATS_AUTOSTART: 'false', DATA_DIR: join(dir, 'data'), BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  service.stdout.pipe(log);
+  service.stderr.pipe(log);
+  const children: ChildProcess[] = [service];
+  const cleanup = async (): Promise<void> => {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    await removeNamespace(prefix, natsUrl).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const ingestUrl = `http://127.0.0.1:${ingestPort}`;
+    const baseUrl = `http://127.0.0.1:${basePort}`;
+    for (let i = 0; ; i++) {
+      const ok = await Promise.all([ingestUrl, baseUrl].map((u) => fetch(`${u}/readyz`).then((r) => r.ok).catch(() => false)));
+      if (ok.every(Boolean)) break;
+      if (i > 600 || service.exitCode !== null) throw new Error(`the service did not start:\n${readFileSync(logFile, 'utf8').slice(-2000)}`);
+      await sleep(100);
+    }
+    await cli(prefix, ['tenant', 'create', '--slug', 'final', '--name', 'Final', '--plan', 'enterprise', '--owner-email', 'load@final.test', '--owner-password', 'capacity-bench-1']);
+    await cli(prefix, ['tenant', 'update', '--slug', 'final', '--rate-per-minute', '1000000000']);
+    const key = String((await cli(prefix, ['apikey', 'create', '--tenant', 'final', '--name', 'load', '--environment', 'production'])).key);
+    await cli(prefix, ['tenant', 'create', '--slug', 'probe', '--name', 'Probe', '--plan', 'pro', '--owner-email', 'probe@final.test', '--owner-password', 'capacity-bench-1']);
+    const probeKey = String((await cli(prefix, ['apikey', 'create', '--tenant', 'probe', '--name', 'probe', '--environment', 'production'])).key);
+    const login = (await (await fetch(`${baseUrl}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'probe@final.test', password: 'capacity-bench-1' }) })).json()) as { access_token: string };
+
+    const gen = spawn(process.execPath, [selfJs, '--generator', JSON.stringify({ url: `${ingestUrl}/v1/ingest/events`, key, batch: opts.batch } satisfies GeneratorSpec)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    children.push(gen);
+    const seconds: GeneratorSecond[] = [];
+    let buffered = '';
+    gen.stdout.setEncoding('utf8');
+    gen.stdout.on('data', (d: string) => {
+      buffered += d;
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        seconds.push(JSON.parse(buffered.slice(0, nl)) as GeneratorSecond);
+        buffered = buffered.slice(nl + 1);
+      }
+    });
+    const probe = new Probe(ingestUrl, baseUrl, probeKey, login.access_token);
+    probe.start();
+    const natsPid = natsServerPid();
+    const cpu = () => ({ service: processCpu(service.pid), nats: processCpu(natsPid), generator: processCpu(gen.pid), machine: machineCpu() });
+
+    console.log(`Darshak capacity benchmark: one \`darshak start\` (every role, embedded store), viewers with a heartbeat every 10 s`);
+    console.log(`  machine: ${cpuModel()}, Node ${process.version}, nats-server ${await natsServerVersion()}; commit ${gitCommit()}`);
+    console.log(`  batch ${opts.batch} events per request; ${opts.stepSeconds} s per step, rates over its last ${opts.stepSeconds - 10} s`);
+    const results: StepResult[] = [];
+    for (const viewers of opts.steps) {
+      gen.stdin.write(`${viewers}\n`);
+      const from = seconds.length;
+      // The first 10 s of a step start the new viewers' sessions: rates are taken over the rest.
+      await sleep(10_000);
+      const measuredFrom = seconds.length;
+      const cpu0 = cpu();
+      const t0 = Date.now();
+      let maxLag = 0;
+      while (Date.now() - t0 < (opts.stepSeconds - 10) * 1000) {
+        await sleep(1000);
+        maxLag = Math.max(maxLag, (await scrape(ingestPort).catch(() => null))?.lag ?? 0);
+      }
+      const cpu1 = cpu();
+      const span = (Date.now() - t0) / 1000;
+      const window = seconds.slice(measuredFrom);
+      const all = seconds.slice(from);
+      const statuses: Record<string, number> = {};
+      for (const s of all) for (const [k, n] of Object.entries(s.statuses)) if (k !== '200') statuses[k] = (statuses[k] ?? 0) + n;
+      const fresh = probe.freshness.filter((f) => f.at >= t0 - 10_000 && f.at < t0 + span * 1000).map((f) => f.ms);
+      const r: StepResult = {
+        viewers,
+        offered: viewers / 10,
+        sentPerSecond: window.reduce((a, s) => a + s.sent, 0) / window.length,
+        acceptedPerSecond: window.reduce((a, s) => a + s.accepted, 0) / window.length,
+        statuses,
+        skipped: all.reduce((a, s) => a + s.skipped, 0),
+        p50: quantile(all.flatMap((s) => s.latencies), 0.5),
+        p99: quantile(all.flatMap((s) => s.latencies), 0.99),
+        maxLag,
+        freshP50: quantile(fresh, 0.5),
+        freshP99: quantile(fresh, 0.99),
+        freshCount: fresh.length,
+        cpu: {
+          service: (cpu1.service - cpu0.service) / span,
+          nats: (cpu1.nats - cpu0.nats) / span,
+          generator: (cpu1.generator - cpu0.generator) / span,
+          machine: (cpu1.machine - cpu0.machine) / span,
+        },
+      };
+      results.push(r);
+      console.log(
+        `  ${viewers.toLocaleString('en')} viewers: sent ${Math.round(r.sentPerSecond).toLocaleString('en')}/s, accepted ${Math.round(r.acceptedPerSecond).toLocaleString('en')}/s, not 200 ${JSON.stringify(statuses)}, ` +
+          `ingest p50 ${r.p50.toFixed(0)} ms p99 ${r.p99.toFixed(0)} ms, lag ≤ ${maxLag.toFixed(1)} s, freshness p50 ${(r.freshP50 / 1000).toFixed(2)} s p99 ${(r.freshP99 / 1000).toFixed(2)} s (${fresh.length} probes), ` +
+          `CPU service ${(r.cpu.service * 100).toFixed(0)}% nats ${(r.cpu.nats * 100).toFixed(0)}% generator ${(r.cpu.generator * 100).toFixed(0)}%`,
+      );
+    }
+    gen.stdin.write('0\n');
+    const stopAt = Date.now();
+    let drainedAfter = NaN;
+    for (let i = 0; i < 600; i++) {
+      const m = await scrape(ingestPort).catch(() => null);
+      if (m && m.lag === 0 && m.passed + m.duplicates >= m.accepted && m.stored >= m.passed) {
+        drainedAfter = (Date.now() - stopAt) / 1000;
+        break;
+      }
+      await sleep(500);
+    }
+    await probe.stop();
+    const m = await scrape(ingestPort);
+    const warnings = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .flatMap((l) => /"msg":"([^"]+)"/.exec(l)?.[1] ?? [])
+      .reduce<Record<string, number>>((acc, msg) => ({ ...acc, [msg]: (acc[msg] ?? 0) + 1 }), {});
+
+    console.log('');
+    console.log('| viewers | events/s offered | sent/s | accepted/s | not 200 | ingest p50 / p99 | max lag | freshness p50 / p99 | CPU service / nats / generator |');
+    console.log('|---:|---:|---:|---:|---|---:|---:|---:|---:|');
+    const n = (x: number): string => Math.round(x).toLocaleString('en');
+    for (const r of results) {
+      const not200 = Object.entries(r.statuses).map(([k, v]) => `${v} × ${k}`).join(', ') || '0';
+      console.log(
+        `| ${n(r.viewers)} | ${n(r.offered)} | ${n(r.sentPerSecond)} | ${n(r.acceptedPerSecond)} | ${not200}${r.skipped ? ` (+${r.skipped} not sent)` : ''} | ${r.p50.toFixed(0)} ms / ${r.p99.toFixed(0)} ms | ${r.maxLag.toFixed(1)} s | ` +
+          `${(r.freshP50 / 1000).toFixed(2)} s / ${(r.freshP99 / 1000).toFixed(2)} s | ${(r.cpu.service * 100).toFixed(0)}% / ${(r.cpu.nats * 100).toFixed(0)}% / ${(r.cpu.generator * 100).toFixed(0)}% |`,
+      );
+    }
+    console.log('');
+    console.log(`Drained after the load stopped: ${Number.isNaN(drainedAfter) ? 'not within 5 minutes' : `${drainedAfter.toFixed(1)} s`}; accepted ${n(m.accepted)}, aggregated ${n(m.passed + m.duplicates)}, stored ${n(m.stored)}; requests shed ${n(m.shed)}`);
+    console.log(`Service log, warnings and errors by message: ${JSON.stringify(warnings)}`);
+    const held = results.filter((r) => r.freshP99 <= 2000 && !Object.keys(r.statuses).some((s) => s.startsWith('5') || s === 'error') && r.skipped === 0);
+    const best = held.length > 0 ? Math.max(...held.map((r) => r.viewers)) : 0;
+    const withinIngest = held.filter((r) => r.p99 <= 250);
+    console.log(`Largest audience held (freshness p99 ≤ 2 s, no 5xx): ${best.toLocaleString('en')} viewers (${(best / 10).toLocaleString('en')} events/s)`);
+    console.log(`  of those also with ingest p99 ≤ 250 ms: ${withinIngest.length > 0 ? Math.max(...withinIngest.map((r) => r.viewers)).toLocaleString('en') : 0} viewers`);
+    console.log('  target: 500,000 viewers (50,000 events/s) with freshness p99 ≤ 2 s, ingest p99 ≤ 250 ms and no 5xx');
+    gen.stdin.end();
+    service.kill('SIGTERM');
+    await new Promise((r) => service.once('exit', r));
+  } finally {
+    await cleanup();
+  }
+}
+
+if (process.argv[2] === '--generator') void generator(JSON.parse(process.argv[3]!) as GeneratorSpec);
+else
+  await main().catch((err: Error) => {
+    console.error(err.stack ?? err.message);
+    process.exitCode = 1;
+  });

@@ -1,0 +1,120 @@
+// What the benchmarks share about the machine they run on and the service they start: CPU accounting from /proc
+// (so a figure taken on a busy machine says so), the machine's and the commit's names, free ports, the CLI.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connect } from 'nats';
+
+export const root = fileURLToPath(new URL('../../', import.meta.url));
+export const mainJs = join(root, 'dist/src/main.js');
+export const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+export function run(cmd: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A `darshak` CLI command in the namespace `prefix`; its JSON answer. */
+export async function cli(prefix: string, args: string[]): Promise<Record<string, unknown>> {
+  const r = await run(process.execPath, [mainJs, ...args], { NATS_PREFIX: prefix, NATS_URL: natsUrl, LOG_LEVEL: 'warn' });
+  if (r.code !== 0) throw new Error(`darshak ${args.slice(0, 2).join(' ')} failed (${r.code}): ${r.stderr.trim()}`);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function natsServerVersion(): Promise<string> {
+  const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
+  if (r.status === 0 && r.stdout.trim()) return r.stdout.trim().replace(/^nats-server:\s*/, '');
+  const nc = await connect({ servers: natsUrl, reconnect: false });
+  const v = nc.info?.version ?? 'unknown';
+  await nc.close();
+  return `v${v}`;
+}
+
+export function cpuModel(): string {
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m) return (m[1] as string).trim();
+  } catch {
+    // not Linux
+  }
+  return cpus()[0]?.model ?? 'unknown';
+}
+
+export function gitCommit(): string {
+  const r = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' });
+  if (r.status !== 0) return 'unknown';
+  const dirty = spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' });
+  return r.stdout.trim() + (dirty.status === 0 && dirty.stdout.trim() !== '' ? ' (+ uncommitted changes)' : '');
+}
+
+// CPU accounting from /proc (Linux), so a figure taken on a busy machine says so.
+
+export const clockTicks = ((): number => {
+  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const n = Number(r.stdout?.trim());
+  return r.status === 0 && n > 0 ? n : 100;
+})();
+
+/** CPU seconds a process has used, or NaN when /proc cannot tell. */
+export function processCpu(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Busy CPU seconds of the whole machine (every core), or NaN. */
+export function machineCpu(): number {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string;
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - (v[3] ?? 0) - (v[4] ?? 0)) / clockTicks;
+  } catch {
+    return NaN;
+  }
+}
+
+export function natsServerPid(): number | undefined {
+  try {
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'nats-server') return Number(d);
+      } catch {
+        // gone
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return undefined;
+}
+
