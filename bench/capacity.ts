@@ -10,6 +10,9 @@
 //
 //   npm run bench:capacity [-- --steps 50000,100000,200000,300000,400000,500000 --step-seconds 40 --batch 500]
 //
+// Environment: NATS_URL (default nats://127.0.0.1:4222); BENCH_SERVICE_NODE_ARGS adds node flags to the service
+// (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+//
 // Open loop: requests go out on schedule whatever the answers, and a refused request is not sent again (a real
 // client would retry after Retry-After; here the offered load stays what the step says).
 
@@ -308,7 +311,8 @@ async function main(): Promise<void> {
   const [basePort, ingestPort] = [await freePort(), await freePort()];
   const logFile = join(dir, 'service.log');
   const log = createWriteStream(logFile);
-  const service = spawn(process.execPath, [mainJs, 'start'], {
+  const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const service = spawn(process.execPath, [...nodeArgs, mainJs, 'start'], {
     env: { ...process.env, NATS_URL: natsUrl, NATS_PREFIX: prefix, NATS_AUTOSTART: 'false', DATA_DIR: join(dir, 'data'), BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

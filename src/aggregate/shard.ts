@@ -1,7 +1,7 @@
 import { headers as natsHeaders, type Consumer, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
-import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
+import { consumeLoop, fetchMessagesCap, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
 import { decodeSignals, encodeSignals, frameInput, frameOutput, inputSeqHeader, outputOverhead, type WireEvent } from '../bus/wire.js';
 import { EventReader, type ReadEvent } from '../bus/event-reader.js';
@@ -275,7 +275,10 @@ export class ShardAggregator {
       let last = 0;
       // Bounded by bytes: at a final's peak input messages are ~100 KB, and 1,000 of them were more than the server
       // lets a connection leave unread (the server then cuts it as a slow consumer, and the rebuild failed).
-      for await (const m of await consumer.fetch({ max_bytes: this.bus.readAheadBytes, expires: 2000 })) {
+      const pull = await consumer.fetch({ max_bytes: this.bus.readAheadBytes, expires: 2000 });
+      let received = 0;
+      for await (const m of pull) {
+        if (++received === fetchMessagesCap) pull.stop();
         // A pull's messages lost on the way would leave a hole in the state: fail, and the rebuild is done again.
         if (m.info.deliverySequence !== ++delivered) throw new Error(`replay: delivery ${m.info.deliverySequence} after ${delivered - 1}`);
         last = m.seq;

@@ -40,16 +40,28 @@ export interface ConsumeLoop {
 const pullExpiresMs = 10_000;
 
 /**
+ * nats.js asks a pull bounded by bytes for at most 100 messages, and a fetch whose count is filled waits out its
+ * expiry (the server says nothing when it ends a pull by count): whoever fetches by bytes ends the fetch itself at
+ * its 100th message and fetches again.
+ */
+export const fetchMessagesCap = 100;
+
+/**
  * End a read whose consumer is gone while the connection stays up: its heartbeats stop (or it is reported missing),
  * and nats.js only reports it. Ending the read makes the loop open a new one (`open` decides where it resumes). A
  * lost server is handled by the reconnect listener below: nats.js watches no heartbeats across a reconnect.
+ *
+ * A reader that is busy is not lost: the server sends nothing more (no heartbeat either) once a pull is filled, and
+ * nats.js pulls again only as messages are handled, so a reader whose handler takes long (an overloaded process)
+ * misses heartbeats while its consumer is fine. `busy` tells: messages fetched and not handled, or one being handled.
  */
-async function watch(messages: ConsumerMessages, log: Logger): Promise<void> {
+async function watch(messages: ConsumerMessages, busy: () => boolean, log: Logger, onLost: () => void): Promise<void> {
   for await (const s of await messages.status()) {
-    const lost = s.type === ConsumerEvents.HeartbeatsMissed ? Number(s.data) >= 2 : s.type === ConsumerEvents.ConsumerNotFound || s.type === ConsumerEvents.ConsumerDeleted || s.type === ConsumerEvents.StreamNotFound;
+    const missed = s.type === ConsumerEvents.HeartbeatsMissed && Number(s.data) >= 2 && !busy();
+    const lost = missed || s.type === ConsumerEvents.ConsumerNotFound || s.type === ConsumerEvents.ConsumerDeleted || s.type === ConsumerEvents.StreamNotFound;
     if (lost) {
       log.warn({ event: s.type, data: s.data }, 'consumer lost; reading again');
-      messages.stop();
+      onLost();
       return;
     }
   }
@@ -59,27 +71,46 @@ async function watch(messages: ConsumerMessages, log: Logger): Promise<void> {
 export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
   let stopped = false;
   let messages: ConsumerMessages | undefined;
+  /** Set when the current read is to end (a lost consumer, a reconnect, `interrupt`): the loop opens a new one. */
+  let readEnded = false;
+  const endRead = (): void => {
+    readEnded = true;
+    messages?.stop();
+  };
   const run = async (): Promise<void> => {
     while (!stopped) {
       let consumer: Consumer | undefined;
+      readEnded = false;
       try {
         consumer = await options.open();
-        // Pulls for more once half the bytes are read, and only then, so each asks for at least half: a pull for less
-        // than the next message is refused by the server (409, "Message Size Exceeds MaxBytes") and nats.js pulls
-        // again at once, a loop that kept nats-server busy and the shards stalled. nats.js also caps a byte pull at
-        // 100 messages and would pull again by that count (75 % of it by default) whatever the bytes: -1 turns that off.
-        const ahead =
-          'bytes' in options.readAhead
-            ? { max_bytes: options.readAhead.bytes, threshold_bytes: options.readAhead.bytes / 2, threshold_messages: -1 }
-            : { max_messages: options.readAhead.messages };
-        const current = await consumer.consume({ ...ahead, expires: pullExpiresMs });
-        messages = current;
-        void watch(current, options.log);
         let delivered = 0;
-        for await (const m of current) {
-          if (options.ordered && m.info.deliverySequence !== ++delivered) throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
-          await options.handle(m);
-          if (stopped) break;
+        let handling = false;
+        /** Handle a pull's messages as they come; false once the loop stops. */
+        const drain = async (current: ConsumerMessages): Promise<boolean> => {
+          messages = current;
+          void watch(current, () => handling || current.getPending() > 0, options.log, endRead);
+          let received = 0;
+          for await (const m of current) {
+            if (++received === fetchMessagesCap && 'bytes' in options.readAhead) current.stop();
+            if (options.ordered && m.info.deliverySequence !== ++delivered) throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
+            handling = true;
+            try {
+              await options.handle(m);
+            } finally {
+              handling = false;
+            }
+            if (stopped) return false;
+          }
+          return true;
+        };
+        if ('messages' in options.readAhead) await drain(await consumer.consume({ max_messages: options.readAhead.messages, expires: pullExpiresMs }));
+        else {
+          // One pull of the whole budget at a time, each asked for once the last is handled. nats.js's refilling
+          // consume cannot bound by bytes: it caps a byte pull at 100 messages, and a pull the server ends by that
+          // count leaves the bytes it did not fill counted as pending, so the refills shrink until one asks for less
+          // than the next message, which the server refuses (409) and nats.js asks again at once: nats-server at
+          // 60 % CPU and the shards stalled, or a reader that stopped pulling until its heartbeats were missed.
+          while (!readEnded && !stopped && (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs }))));
         }
       } catch (err) {
         if (stopped) break;
@@ -95,17 +126,17 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
   const loop = run();
   const offReconnect = options.bus.on('reconnect', () => {
     options.log.info('NATS reconnected; reading again');
-    messages?.stop();
+    endRead();
   });
   return {
     async stop() {
       stopped = true;
       offReconnect();
-      messages?.stop();
+      endRead();
       await loop;
     },
     interrupt() {
-      messages?.stop();
+      endRead();
     },
   };
 }

@@ -11,7 +11,7 @@ import { PrivateNats } from '../helpers/private-nats.js';
 // A restart behind a large backlog comes back. Overload is what makes backlogs: at a final's peak ingest coalesces
 // events into messages of ~100 KB, and a shard that reads (or rebuilds from) hundreds of MB of them must bound what
 // it asks the server for in bytes, or the server cuts the connection as a slow consumer and the restart fails.
-// Here: ~240 MB of input, an aggregator that reads it all, kill -9 with no checkpoint (so the restart replays it
+// Here: ~300 MB of input, an aggregator that reads it all, kill -9 with no checkpoint (so the restart replays it
 // all), a restart that must come back and read on; every input message is passed on exactly once. The server's
 // slow-consumer limit is halved (32 MB), so that what a process pulls must stay well within it.
 
@@ -58,7 +58,7 @@ async function passedInputs(bus: Bus): Promise<number[]> {
   return seqs;
 }
 
-t.test('kill -9 of an aggregator behind a backlog of ~240 MB: the restart comes back, nothing lost or doubled', async (t) => {
+t.test('kill -9 of an aggregator behind a backlog of ~300 MB: the restart comes back, nothing lost or doubled', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-backlog-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'nats.conf'), `max_pending: ${32 * 1024 * 1024}\n`);
