@@ -85,11 +85,12 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
         consumer = await options.open();
         let delivered = 0;
         let handling = false;
+        let received = 0;
         /** Handle a pull's messages as they come; false once the loop stops. */
         const drain = async (current: ConsumerMessages): Promise<boolean> => {
           messages = current;
           void watch(current, () => handling || current.getPending() > 0, options.log, endRead);
-          let received = 0;
+          received = 0;
           for await (const m of current) {
             if (++received === fetchMessagesCap && 'bytes' in options.readAhead) current.stop();
             if (options.ordered && m.info.deliverySequence !== ++delivered) throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
@@ -110,7 +111,11 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
           // count leaves the bytes it did not fill counted as pending, so the refills shrink until one asks for less
           // than the next message, which the server refuses (409) and nats.js asks again at once: nats-server at
           // 60 % CPU and the shards stalled, or a reader that stopped pulling until its heartbeats were missed.
-          while (!readEnded && !stopped && (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs }))));
+          while (!readEnded && !stopped && (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs })))) {
+            // A fetch that brought nothing may be one of a consumer whose server was lost (the connection, on another
+            // server, stays up): asking for the consumer throws then, and the read is opened again.
+            if (received === 0) await consumer.info();
+          }
         }
       } catch (err) {
         if (stopped) break;

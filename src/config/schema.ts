@@ -105,12 +105,6 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     maximum: 10000,
     description: 'how often ingest processes share their rate and quota counts through NATS KV',
   },
-  flush_interval_ms: {
-    type: 'integer',
-    minimum: 0,
-    maximum: 60000,
-    description: 'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
-  },
   ingest_shed_lag_ms: {
     type: 'integer',
     minimum: 0,
@@ -144,6 +138,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 50,
     maximum: 1000,
     description: 'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
+  },
+  flush_interval_ms: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 60000,
+    description: 'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
   },
   jwt_key_file: {
     type: 'string',

@@ -31,6 +31,11 @@ export interface ShedOptions {
 const tickMs = 250;
 /** Without word from a flush role for this long, nothing is shed: the stream buffers while the pipeline restarts. */
 const silentMs = 60_000;
+/**
+ * Nor for this long after the bus came back: the lag then measures the outage, not an overload, and the pipeline
+ * catches up once its readers are open again; shedding would make a blip of the bus a longer outage for clients.
+ */
+const afterReconnectMs = 30_000;
 /** Published messages remembered per shard at most (a pipeline that never answers must not grow this process). */
 const maxOutstanding = 100_000;
 
@@ -88,6 +93,7 @@ export class LoadShedder {
   private readonly shards: Outstanding[];
   private readonly tenants = new Map<string, TenantShare>();
   private lastWord = 0;
+  private reconnectedAt = -Infinity;
   private drainedSinceTick = 0;
   /** Events per second the pipeline stores for this process, averaged over a few seconds. */
   private drainRate = 0;
@@ -98,7 +104,7 @@ export class LoadShedder {
   private readonly unsubscribe: () => void;
 
   constructor(
-    bus: Pick<Bus, 'nc' | 'names'>,
+    bus: Pick<Bus, 'nc' | 'names' | 'on'>,
     shards: number,
     private readonly options: ShedOptions,
     private readonly now: () => number = Date.now,
@@ -113,7 +119,11 @@ export class LoadShedder {
         for (const [shard, upTo] of flushed) this.drainedSinceTick += this.shards[shard]?.stored(upTo) ?? 0;
       },
     });
-    this.unsubscribe = () => sub.unsubscribe();
+    const offReconnect = bus.on('reconnect', () => (this.reconnectedAt = this.now()));
+    this.unsubscribe = () => {
+      sub.unsubscribe();
+      offReconnect();
+    };
     this.timer = setInterval(() => this.tick(), tickMs);
     this.timer.unref();
   }
@@ -173,7 +183,7 @@ export class LoadShedder {
     this.drainRate = 0.8 * this.drainRate + 0.2 * (this.drainedSinceTick * 1000) / tickMs;
     this.drainedSinceTick = 0;
     const { targetLagMs, maxLagMs } = this.options;
-    const listening = now - this.lastWord < silentMs;
+    const listening = now - this.lastWord < silentMs && now - this.reconnectedAt >= afterReconnectMs;
     if (targetLagMs === 0 || !listening || this.lagMs <= targetLagMs) {
       this.limit = null;
       this.tenants.clear();
