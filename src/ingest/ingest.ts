@@ -233,9 +233,17 @@ export class Ingest {
     if (auth.kind === 'reject') return { ...auth, rate: rateOf(null, 0, receivedAt), events: 0 };
     const caller = auth.value;
     const admitted = this.admit(caller, receivedAt);
-    if (admitted.kind === 'reject') return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+    // The body is read (not parsed) before these answers: answering while the client still sends a batch of ~230 KB
+    // cuts the connection, and the client sees a network error instead of when to retry.
+    if (admitted.kind === 'reject') {
+      await req.body();
+      return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+    }
     const shed = opts.beacon ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
-    if (shed && !shed.ok) return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.retryAfterSeconds };
+    if (shed && !shed.ok) {
+      await req.body();
+      return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.retryAfterSeconds };
+    }
 
     const batch = await this.readBatch(req, opts.beacon);
     const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
