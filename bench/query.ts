@@ -24,7 +24,6 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +31,7 @@ import { parseArgs } from 'node:util';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
+import { freePort } from './host.js';
 import { createLogger } from '../src/log.js';
 import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type Range, type RangeName } from '../src/store/queries/index.js';
 import { sessionHistory } from '../src/store/events.js';
@@ -331,18 +331,6 @@ async function timeDirect(client: ClickHouseClient, e: Endpoint): Promise<Timing
     if (i >= 0) timing.samples.push(dt);
   }
   return timing;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const srv = createServer();
-    srv.once('error', fail);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => done(port));
-    });
-  });
 }
 
 /** The api role on the loaded data directory, and each endpoint timed over HTTP, one request at a time. */
