@@ -12,8 +12,8 @@ export interface ConsumeLoopOptions {
   /** Open the consumer to read; called again after a failure, so it decides where reading resumes. */
   open(): Promise<Consumer>;
   /**
-   * What is fetched ahead of `handle`: a count of messages, or bytes for a stream of large messages (at least twice
-   * its largest message: `Bus.readAheadBytes`). What a connection has pulled and not yet read counts against the
+   * What is fetched ahead of `handle`: a count of messages, or bytes for a stream of large messages (at least its
+   * largest message: `Bus.readAheadBytes`). What a connection has pulled and not yet read counts against the
    * server's slow-consumer limit, so a reader of messages of up to 1 MB bounds its pulls by bytes.
    */
   readAhead: { messages: number } | { bytes: number };
@@ -114,7 +114,7 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
           while (!readEnded && !stopped && (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs })))) {
             // A fetch that brought nothing may be one of a consumer whose server was lost (the connection, on another
             // server, stays up): asking for the consumer throws then, and the read is opened again.
-            if (received === 0) await consumer.info();
+            if (received === 0 && !readEnded && !stopped) await consumer.info();
           }
         }
       } catch (err) {

@@ -93,7 +93,7 @@ export class Flusher {
   ) {
     this.log = log.child({ module: 'flush' });
     this.options = { ...flusherDefaults, ...options };
-    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1, not ${JSON.stringify(options)}`);
+    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1 and minIntervalMs at least 0, not ${JSON.stringify(options)}`);
   }
 
   async start(): Promise<void> {

@@ -6,7 +6,7 @@ import { registry } from '../metrics.js';
 // Overload is a normal state at a final's peak. Ingest measures how far behind the pipeline is (docs/ingest.md,
 // "Overload"): for the messages this process published, the age of the oldest one whose events the flush role has
 // not yet stored. Past a target lag it admits no more than the pipeline drains, less and less as the lag grows, and
-// answers the rest 503 `ingest_overloaded` with Retry-After, before reading their bodies. What it admits is shared
+// answers the rest 503 `ingest_overloaded` with Retry-After, without parsing their bodies. What it admits is shared
 // max-min fairly between the tenants asking, so one tenant's surge does not shut out the others.
 
 const lagGauge = new Gauge({
@@ -133,7 +133,7 @@ export class LoadShedder {
     this.shards[shard]?.add(seq, this.now(), events);
   }
 
-  /** Whether a request of `tenant` may go on; asked before its body is read. */
+  /** Whether a request of `tenant` may go on; asked before its body is parsed. */
   admit(tenant: string): Admission {
     if (this.limit === null) return { ok: true };
     // A tenant first seen while shedding goes through once: the next tick gives it its share.
