@@ -442,9 +442,14 @@ async function main(): Promise<void> {
       r.freshCount = fresh.length;
     }
     const m = await scrape(ingestPort);
+    // Each warning or error by its message and, where it has one, its error's.
     const warnings = readFileSync(logFile, 'utf8')
       .split('\n')
-      .flatMap((l) => /"msg":"([^"]+)"/.exec(l)?.[1] ?? [])
+      .flatMap((l) => {
+        const msg = /"msg":"([^"]+)"/.exec(l)?.[1];
+        const err = /"err":"([^"]+)"/.exec(l)?.[1] ?? /"err":\{[^}]*"message":"([^"]+)"/.exec(l)?.[1];
+        return msg === undefined ? [] : [err === undefined ? msg : `${msg} (${err})`];
+      })
       .reduce<Record<string, number>>((acc, msg) => ({ ...acc, [msg]: (acc[msg] ?? 0) + 1 }), {});
 
     console.log('');
