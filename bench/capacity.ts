@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu } from './host.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -220,15 +220,16 @@ interface Metrics {
 }
 
 async function scrape(port: number): Promise<Metrics> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? 0);
+  const samples = await scrapeMetrics(port);
+  const value = (name: string, label?: [string, string]): number =>
+    samples.find((s) => s.name === name && (label === undefined || s.labels[label[0]] === label[1]))?.value ?? 0;
   return {
-    accepted: value(/^darshak_ingest_events_total\{outcome="accepted"\} (\S+)$/m),
-    passed: value(/^darshak_aggregate_events_total\{outcome="passed"\} (\S+)$/m),
-    duplicates: value(/^darshak_aggregate_events_total\{outcome="duplicate"\} (\S+)$/m),
-    stored: value(/^darshak_flush_rows_total\{table="events"\} (\S+)$/m),
-    lag: value(/^darshak_ingest_pipeline_lag_seconds (\S+)$/m),
-    shed: value(/^darshak_ingest_shed_requests_total (\S+)$/m),
+    accepted: value('darshak_ingest_events_total', ['outcome', 'accepted']),
+    passed: value('darshak_aggregate_events_total', ['outcome', 'passed']),
+    duplicates: value('darshak_aggregate_events_total', ['outcome', 'duplicate']),
+    stored: value('darshak_flush_rows_total', ['table', 'events']),
+    lag: value('darshak_ingest_pipeline_lag_seconds'),
+    shed: value('darshak_ingest_shed_requests_total'),
   };
 }
 

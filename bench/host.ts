@@ -25,6 +25,26 @@ export function run(cmd: string, args: string[], env: Record<string, string> = {
   });
 }
 
+/** One sample of a service's Prometheus text (`/metrics`). */
+export interface MetricSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Every sample a listener's `/metrics` serves. */
+export async function scrapeMetrics(port: number): Promise<MetricSample[]> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const samples: MetricSample[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$/.exec(line);
+    if (!m) continue;
+    const [, name = '', labelText = '', valueText] = m;
+    samples.push({ name, labels: Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!])), value: Number(valueText) });
+  }
+  return samples;
+}
+
 /** A `darshak` CLI command in the namespace `prefix`; its JSON answer. */
 export async function cli(prefix: string, args: string[]): Promise<Record<string, unknown>> {
   const r = await run(process.execPath, [mainJs, ...args], { NATS_PREFIX: prefix, NATS_URL: natsUrl, LOG_LEVEL: 'warn' });

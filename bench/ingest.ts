@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run } from './host.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run, scrapeMetrics } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const ingestPath = '/v1/ingest/events';
@@ -376,15 +376,8 @@ interface Scrape {
 }
 
 async function scrape(port: number): Promise<Scrape> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const out: Scrape = { statuses: {}, accepted: 0, rejected: 0, messages: 0, messageEvents: 0, failedPublishes: 0 };
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
-    const m = /^([a-z_]+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$/.exec(line);
-    if (!m) continue;
-    const [, name, labelText = '', valueText] = m;
-    const labels = Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    const value = Number(valueText);
+  for (const { name, labels, value } of await scrapeMetrics(port)) {
     if (name === 'darshak_http_requests_total' && labels.route === ingestPath) {
       const s = labels.status as string;
       out.statuses[s] = (out.statuses[s] ?? 0) + value;

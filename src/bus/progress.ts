@@ -26,11 +26,14 @@ export function decodeFlushed(data: Uint8Array): FlushedInputs | null {
   }
 }
 
-/** The last input of each shard that raw-stream messages (aggregator output) cover, read from their subjects and headers. */
-export function flushedInputs(messages: readonly JsMsg[], rawSubjectPrefix: string): FlushedInputs {
+/**
+ * The last input of each shard that raw-stream messages (aggregator output) cover: the shard is the last token of a
+ * message's subject (`<prefix>.raw.<shard>`), the input its header's.
+ */
+export function flushedInputs(messages: readonly JsMsg[]): FlushedInputs {
   const upTo = new Map<number, number>();
   for (const m of messages) {
-    const shard = Number(m.subject.slice(rawSubjectPrefix.length));
+    const shard = Number(m.subject.slice(m.subject.lastIndexOf('.') + 1));
     const seq = Number(m.headers?.get(inputSeqHeader));
     if (Number.isInteger(shard) && seq > (upTo.get(shard) ?? 0)) upTo.set(shard, seq);
   }

@@ -198,7 +198,7 @@ export class Flusher {
       this.held.delete(m);
     }
     // Told after the write, for ingest's load shedding; a lost message is made up for by the next.
-    if (this.bus.connected) this.bus.nc.publish(this.bus.names.flushedSubject, encodeFlushed(flushedInputs(messages, this.bus.names.rawSubject(0).slice(0, -1))));
+    if (this.bus.connected) this.bus.nc.publish(this.bus.names.flushedSubject, encodeFlushed(flushedInputs(messages)));
     flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
     groupSize.observe(messages.length);
   }

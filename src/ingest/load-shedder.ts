@@ -82,8 +82,7 @@ interface TenantShare {
   demand: number;
   /** Events per request, averaged: what a shed request would have brought. */
   perRequest: number;
-  /** Events per second this tenant may have while shedding; tokens are what is left of it now. */
-  allowance: number;
+  /** Events this tenant may still send now, while shedding (its share accrues every tick). */
   tokens: number;
 }
 
@@ -98,8 +97,8 @@ export class LoadShedder {
   /** Events per second the pipeline stores for this process, averaged over a few seconds. */
   private drainRate = 0;
   private lagMs = 0;
-  /** Events per second admitted while shedding, or null while not shedding. */
-  private limit: number | null = null;
+  /** Whether admission is limited: the lag is past the target, and a flush role speaks. */
+  private shedding = false;
   private readonly timer: NodeJS.Timeout;
   private readonly unsubscribe: () => void;
 
@@ -135,11 +134,9 @@ export class LoadShedder {
 
   /** Whether a request of `tenant` may go on; asked before its body is parsed. */
   admit(tenant: string): Admission {
-    if (this.limit === null) return { ok: true };
     // A tenant first seen while shedding goes through once: the next tick gives it its share.
-    if (!this.tenants.has(tenant)) return { ok: true };
-    const share = this.share(tenant);
-    if (share.tokens > 0) return { ok: true };
+    const share = this.shedding ? this.tenants.get(tenant) : undefined;
+    if (share === undefined || share.tokens > 0) return { ok: true };
     share.shed++;
     shedCounter.inc();
     return { ok: false, retryAfterSeconds: this.retryAfter() };
@@ -152,7 +149,7 @@ export class LoadShedder {
     const share = this.share(tenant);
     share.admitted += events;
     share.perRequest = share.perRequest === 0 ? events : 0.9 * share.perRequest + 0.1 * events;
-    if (this.limit !== null && known) share.tokens -= events;
+    if (this.shedding && known) share.tokens -= events;
   }
 
   /** The lag as last measured, in milliseconds. */
@@ -163,7 +160,7 @@ export class LoadShedder {
   private share(tenant: string): TenantShare {
     let s = this.tenants.get(tenant);
     if (!s) {
-      s = { admitted: 0, shed: 0, demand: 0, perRequest: 0, allowance: 0, tokens: 0 };
+      s = { admitted: 0, shed: 0, demand: 0, perRequest: 0, tokens: 0 };
       this.tenants.set(tenant, s);
     }
     return s;
@@ -184,15 +181,14 @@ export class LoadShedder {
     this.drainedSinceTick = 0;
     const { targetLagMs, maxLagMs } = this.options;
     const listening = now - this.lastWord < silentMs && now - this.reconnectedAt >= afterReconnectMs;
-    if (targetLagMs === 0 || !listening || this.lagMs <= targetLagMs) {
-      this.limit = null;
+    this.shedding = targetLagMs > 0 && listening && this.lagMs > targetLagMs;
+    if (!this.shedding) {
       this.tenants.clear();
       return;
     }
     // At the target the pipeline's own rate keeps the lag where it is; past it, less, so that the lag comes down.
     const factor = Math.max(0, 1 - (this.lagMs - targetLagMs) / (maxLagMs - targetLagMs));
-    this.limit = this.drainRate * factor;
-    this.allocate(this.limit);
+    this.allocate(this.drainRate * factor);
   }
 
   /** Max-min fair shares of `limit` events per second between the tenants asking, by what each asks. */
@@ -209,9 +205,9 @@ export class LoadShedder {
       const fair = left / (asking.length - i);
       left -= Math.min(s.demand, fair);
       // Headroom over an average for a tenant within its share, whose requests come unevenly.
-      s.allowance = Math.min(1.5 * s.demand, fair);
+      const allowance = Math.min(1.5 * s.demand, fair);
       // A second's worth (and at least one request's) carried over: bursts pass, a sustained excess does not.
-      s.tokens = Math.min(s.tokens + (s.allowance * tickMs) / 1000, Math.max(s.allowance, s.perRequest));
+      s.tokens = Math.min(s.tokens + (allowance * tickMs) / 1000, Math.max(allowance, s.perRequest));
     });
   }
 
