@@ -33,6 +33,8 @@ export const errorRegistry = {
   too_many_events: { status: 400, message: 'A batch holds at most 500 events' },
   validation_failed: { status: 400, message: 'No event of the batch is valid' },
   invalid_api_key: { status: 401, message: 'API key missing, unknown or revoked' },
+  api_key_gone: { status: 410, message: 'API key missing, unknown or revoked; a CMCD reporter stops sending to this target for the session' },
+  unsupported_media_type: { status: 415, message: 'CMCD reports are sent as application/cmcd, text/plain or a JSON array (application/json)' },
   tenant_inactive: { status: 403, message: 'The tenant of this key is inactive' },
   quota_exceeded: { status: 403, message: 'The monthly event quota of this tenant is used up' },
   rate_limited: { status: 429, message: 'Rate limit reached; retry after the number of seconds in Retry-After' },
@@ -45,6 +47,7 @@ export const errorRegistry = {
   invalid_field: { status: null, message: 'A field has the wrong type or format' },
   field_too_long: { status: null, message: 'A string field exceeds 512 characters' },
   properties_too_large: { status: null, message: '"properties" exceeds 8 KiB serialized or 16 levels of nesting' },
+  invalid_report: { status: null, message: 'A CMCD report line does not decode, or lacks a key event mode requires' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorRegistry;

@@ -11,6 +11,7 @@ import type { ApiKeyRecord, TenantRecord } from '../control/records.js';
 import type { UsageCounters } from '../control/usage.js';
 import type { KeyUsage } from '../control/key-usage.js';
 import type { WatchedMap } from '../control/watched-map.js';
+import { decodeReport, reportEvent } from './cmcd.js';
 import type { Enricher } from './enrich.js';
 import type { LoadShedder } from './load-shedder.js';
 import { eventLimits } from './taxonomy.js';
@@ -30,11 +31,20 @@ export type Step<T> = { kind: 'ok'; value: T } | { kind: 'reject'; code: Request
 const ok = <T>(value: T): Step<T> => ({ kind: 'ok', value });
 const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> => ({ kind: 'reject', code, message, details });
 
+/** Where an ingest request comes from; each reads its body its own way and answers through its own route. */
+export type IngestSource = 'events' | 'beacon' | 'cmcd';
+
+type AnswerError = EventError | { index: number; code: 'ingest_degraded'; message: string };
+/** A CMCD answer names the report's line (from 1), not an index. */
+type LineError = Omit<AnswerError, 'index'> & { line: number };
+
 export interface IngestAnswer {
   accepted: number;
   rejected: number;
   queued: boolean;
-  errors: Array<EventError | { index: number; code: 'ingest_degraded'; message: string }>;
+  errors: Array<AnswerError | LineError>;
+  /** CMCD only: reports understood that feed no metric (mute, ads, ...), neither accepted nor rejected. */
+  ignored?: number;
 }
 
 export type IngestOutcome =
@@ -63,6 +73,8 @@ interface Batch {
   events: unknown[];
   sentAt: number | null;
   mayHaveSurrogates: boolean;
+  /** CMCD: the line of each event, the lines that failed before becoming events, and the reports ignored. */
+  cmcd?: { lines: number[]; errors: LineError[]; reports: number; ignored: number };
 }
 
 // Only fields the client sent are copied: absent stays absent on the wire, rather than becoming undefined.
@@ -227,9 +239,9 @@ export class Ingest {
   }
 
   /** The whole ingest pipeline for one request. */
-  async run(req: HttpRequest, opts: { beacon: boolean }): Promise<IngestOutcome> {
+  async run(req: HttpRequest, source: IngestSource): Promise<IngestOutcome> {
     const receivedAt = Date.now();
-    const auth = this.authenticate(req, opts.beacon);
+    const auth = this.authenticate(req, source !== 'events');
     if (auth.kind === 'reject') return { ...auth, rate: rateOf(null, 0, receivedAt), events: 0 };
     const caller = auth.value;
     const admitted = this.admit(caller, receivedAt);
@@ -239,20 +251,20 @@ export class Ingest {
       await req.body();
       return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
     }
-    const shed = opts.beacon ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
+    const shed = source === 'beacon' ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
     if (shed && !shed.ok) {
       await req.body();
       return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.retryAfterSeconds };
     }
 
-    const batch = await this.readBatch(req, opts.beacon);
+    const batch = source === 'cmcd' ? await this.readReports(req) : await this.readBatch(req, source === 'beacon');
     const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
     if (batch.kind === 'reject') return { ...batch, rate: currentRate(), events: 0 };
 
-    const { events, sentAt, mayHaveSurrogates } = batch.value;
+    const { events, sentAt, mayHaveSurrogates, cmcd } = batch.value;
     const valid: ClientEvent[] = [];
     const validIndex: number[] = [];
-    const errors: IngestAnswer['errors'] = [];
+    let errors: IngestAnswer['errors'] = [];
     events.forEach((raw, index) => {
       const r = validateEvent(raw, index, mayHaveSurrogates);
       if (r.ok) {
@@ -260,9 +272,14 @@ export class Ingest {
         validIndex.push(index);
       } else errors.push(r.error);
     });
+    // CMCD counts reports: a line either became an event, failed, or was ignored.
+    const submitted = cmcd ? cmcd.reports - cmcd.ignored : events.length;
+    const toLines = (list: IngestAnswer['errors']): IngestAnswer['errors'] =>
+      cmcd ? [...cmcd.errors, ...list.map((e) => ('index' in e ? { line: cmcd.lines[e.index]!, code: e.code, message: e.message } : e))].sort((a, b) => ('line' in a && 'line' in b ? a.line - b.line : 0)) : list;
     if (valid.length === 0) {
-      ingested.inc({ outcome: 'rejected' }, events.length);
-      return { kind: 'reject', code: 'validation_failed', details: errors, rate: currentRate(), events: events.length };
+      ingested.inc({ outcome: 'rejected' }, submitted);
+      if (cmcd && submitted === 0) return { kind: 'answer', answer: { accepted: 0, rejected: 0, queued: false, errors: [], ignored: cmcd.ignored }, rate: currentRate() };
+      return { kind: 'reject', code: 'validation_failed', details: toLines(errors), rate: currentRate(), events: submitted };
     }
 
     this.deps.shedder?.charge(caller.tenant.slug, valid.length);
@@ -275,16 +292,87 @@ export class Ingest {
     this.deps.usage.remove(caller.tenant.slug, wire.length - accepted, receivedAt);
     if (accepted > 0) this.deps.keyUsage.touch(caller.key.id, receivedAt);
     if (accepted === 0) {
-      ingested.inc({ outcome: 'rejected' }, events.length);
-      return { kind: 'reject', code: 'ingest_degraded', rate: currentRate(), events: events.length };
+      ingested.inc({ outcome: 'rejected' }, submitted);
+      return { kind: 'reject', code: 'ingest_degraded', rate: currentRate(), events: submitted };
     }
     acked.forEach((a, j) => {
       if (!a) errors.push({ index: validIndex[j] as number, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' });
     });
-    errors.sort((a, b) => a.index - b.index);
+    errors.sort((a, b) => ('index' in a && 'index' in b ? a.index - b.index : 0));
+    errors = toLines(errors);
     ingested.inc({ outcome: 'accepted' }, accepted);
     if (errors.length > 0) ingested.inc({ outcome: 'rejected' }, errors.length);
-    return { kind: 'answer', answer: { accepted, rejected: events.length - accepted, queued: true, errors }, rate: currentRate() };
+    const answer: IngestAnswer = { accepted, rejected: submitted - accepted, queued: true, errors };
+    if (cmcd) answer.ignored = cmcd.ignored;
+    return { kind: 'answer', answer, rate: currentRate() };
+  }
+
+  /**
+   * A CMCD event-mode POST: one report per line (`application/cmcd`, or `text/plain` as sendBeacon sends it), or a
+   * JSON array of reports as objects. Each report becomes at most one event (cmcd.ts `reportEvent`); a line that does
+   * not decode is rejected on its own.
+   */
+  private async readReports(req: HttpRequest): Promise<Step<Batch>> {
+    const type = (req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    const json = type === 'application/json';
+    if (!json && type !== 'application/cmcd' && type !== 'text/plain') {
+      await req.body();
+      return reject('unsupported_media_type');
+    }
+    const body = await req.body();
+    if (!body.ok) return body.reason === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    let text: string;
+    try {
+      text = utf8.decode(body.bytes);
+    } catch {
+      return reject('invalid_body', 'Request body is not valid UTF-8');
+    }
+    let reports: unknown[];
+    if (json) {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (err) {
+        return reject('invalid_json', `Request body is not valid JSON: ${(err as Error).message.slice(0, 200)}`);
+      }
+      if (!Array.isArray(value)) return reject('invalid_body', 'A JSON body of CMCD reports is an array of objects');
+      reports = value;
+    } else {
+      reports = text.split('\n');
+    }
+    const batch: Batch = { events: [], sentAt: null, mayHaveSurrogates: json && surrogateEscape.test(text), cmcd: { lines: [], errors: [], reports: 0, ignored: 0 } };
+    const cmcd = batch.cmcd!;
+    reports.forEach((item, i) => {
+      const line = i + 1;
+      let report;
+      if (typeof item === 'string') {
+        const trimmed = item.endsWith('\r') ? item.slice(0, -1) : item;
+        if (trimmed.trim() === '') return;
+        cmcd.reports++;
+        try {
+          report = decodeReport(trimmed);
+        } catch (err) {
+          cmcd.errors.push({ line, code: 'invalid_report', message: `not a CMCD report: ${(err as Error).message}` });
+          return;
+        }
+      } else {
+        cmcd.reports++;
+        if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+          cmcd.errors.push({ line, code: 'invalid_report', message: 'a CMCD report in a JSON array is an object' });
+          return;
+        }
+        report = item as Parameters<typeof reportEvent>[0];
+      }
+      const mapped = reportEvent(report);
+      if (mapped.kind === 'ignored') cmcd.ignored++;
+      else if (mapped.kind === 'invalid') cmcd.errors.push({ line, code: 'invalid_report', message: mapped.message });
+      else {
+        batch.events.push(mapped.event);
+        cmcd.lines.push(line);
+      }
+    });
+    if (cmcd.reports === 0) return reject('invalid_body', 'No CMCD report in the body');
+    return ok(batch);
   }
 
   private async readBatch(req: HttpRequest, beacon: boolean): Promise<Step<Batch>> {
