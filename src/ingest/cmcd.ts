@@ -11,8 +11,10 @@ const isLcalpha = (c: number): boolean => c >= 0x61 && c <= 0x7a;
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
 const isAlpha = (c: number): boolean => isLcalpha(c) || (c >= 0x41 && c <= 0x5a);
 const keyChar = (c: number): boolean => isLcalpha(c) || isDigit(c) || c === 0x5f || c === 0x2d || c === 0x2e || c === 0x2a;
-// RFC 9110 tchar, plus ":" and "/" as RFC 8941 allows in tokens.
-const tokenChar = (c: number): boolean => isAlpha(c) || isDigit(c) || "!#$%&'*+-.^_`|~:/".includes(String.fromCharCode(c));
+// RFC 9110 tchar, plus ":" and "/" as RFC 8941 allows in tokens; a table, as every character of a token is tested.
+const tokenChars = new Uint8Array(128);
+for (const ch of "!#$%&'*+-.^_`|~:/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") tokenChars[ch.charCodeAt(0)] = 1;
+const tokenChar = (c: number): boolean => c >= 0 && c < 128 && tokenChars[c] === 1;
 
 class Cursor {
   i = 0;

@@ -264,7 +264,7 @@ export class Ingest {
     const { events, sentAt, mayHaveSurrogates, cmcd } = batch.value;
     const valid: ClientEvent[] = [];
     const validIndex: number[] = [];
-    let errors: IngestAnswer['errors'] = [];
+    const errors: AnswerError[] = [];
     events.forEach((raw, index) => {
       const r = validateEvent(raw, index, mayHaveSurrogates);
       if (r.ok) {
@@ -274,12 +274,12 @@ export class Ingest {
     });
     // CMCD counts reports: a line either became an event, failed, or was ignored.
     const submitted = cmcd ? cmcd.reports - cmcd.ignored : events.length;
-    const toLines = (list: IngestAnswer['errors']): IngestAnswer['errors'] =>
-      cmcd ? [...cmcd.errors, ...list.map((e) => ('index' in e ? { line: cmcd.lines[e.index]!, code: e.code, message: e.message } : e))].sort((a, b) => ('line' in a && 'line' in b ? a.line - b.line : 0)) : list;
+    const answered = (list: AnswerError[]): IngestAnswer['errors'] =>
+      cmcd ? [...cmcd.errors, ...list.map((e) => ({ line: cmcd.lines[e.index]!, code: e.code, message: e.message }))].sort((a, b) => a.line - b.line) : list;
     if (valid.length === 0) {
       ingested.inc({ outcome: 'rejected' }, submitted);
       if (cmcd && submitted === 0) return { kind: 'answer', answer: { accepted: 0, rejected: 0, queued: false, errors: [], ignored: cmcd.ignored }, rate: currentRate() };
-      return { kind: 'reject', code: 'validation_failed', details: toLines(errors), rate: currentRate(), events: submitted };
+      return { kind: 'reject', code: 'validation_failed', details: answered(errors), rate: currentRate(), events: submitted };
     }
 
     this.deps.shedder?.charge(caller.tenant.slug, valid.length);
@@ -298,11 +298,10 @@ export class Ingest {
     acked.forEach((a, j) => {
       if (!a) errors.push({ index: validIndex[j] as number, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' });
     });
-    errors.sort((a, b) => ('index' in a && 'index' in b ? a.index - b.index : 0));
-    errors = toLines(errors);
+    errors.sort((a, b) => a.index - b.index);
     ingested.inc({ outcome: 'accepted' }, accepted);
-    if (errors.length > 0) ingested.inc({ outcome: 'rejected' }, errors.length);
-    const answer: IngestAnswer = { accepted, rejected: submitted - accepted, queued: true, errors };
+    if (submitted > accepted) ingested.inc({ outcome: 'rejected' }, submitted - accepted);
+    const answer: IngestAnswer = { accepted, rejected: submitted - accepted, queued: true, errors: answered(errors) };
     if (cmcd) answer.ignored = cmcd.ignored;
     return { kind: 'answer', answer, rate: currentRate() };
   }
