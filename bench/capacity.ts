@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics } from './host.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics, threadCpu } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -217,6 +217,8 @@ interface Metrics {
   stored: number;
   lag: number;
   shed: number;
+  /** Rows written to the store, by table. */
+  rows: Record<string, number>;
 }
 
 async function scrape(port: number): Promise<Metrics> {
@@ -230,6 +232,7 @@ async function scrape(port: number): Promise<Metrics> {
     stored: value('darshak_flush_rows_total', ['table', 'events']),
     lag: value('darshak_ingest_pipeline_lag_seconds'),
     shed: value('darshak_ingest_shed_requests_total'),
+    rows: Object.fromEntries(samples.filter((s) => s.name === 'darshak_flush_rows_total').map((s) => [s.labels.table ?? '', s.value])),
   };
 }
 
@@ -329,6 +332,10 @@ interface StepResult {
   liveP50: number;
   liveP99: number;
   cpu: { service: number; nats: number; generator: number; machine: number };
+  /** The service's CPU by thread group (host.ts `threadCpu`), cores. */
+  threads: Record<'loop' | 'merges' | 'store' | 'node', number>;
+  /** Rows written to the store per second, by table. */
+  rows: Record<string, number>;
 }
 
 async function main(): Promise<void> {
@@ -383,7 +390,7 @@ async function main(): Promise<void> {
     const probe = new Probe(ingestUrl, baseUrl, probeKey, login.access_token);
     probe.start();
     const natsPid = natsServerPid();
-    const cpu = () => ({ service: processCpu(service.pid), nats: processCpu(natsPid), generator: processCpu(gen.pid), machine: machineCpu() });
+    const cpu = () => ({ service: processCpu(service.pid), nats: processCpu(natsPid), generator: processCpu(gen.pid), machine: machineCpu(), threads: threadCpu(service.pid) });
 
     console.log(`Darshak capacity benchmark: one \`darshak start\` (every role, embedded store), viewers with a heartbeat every 10 s`);
     console.log(`  machine: ${cpuModel()}, Node ${process.version}, nats-server ${await natsServerVersion()}; commit ${gitCommit()}`);
@@ -396,6 +403,7 @@ async function main(): Promise<void> {
       await sleep(10_000);
       const measuredFrom = seconds.length;
       const cpu0 = cpu();
+      const rows0 = (await scrape(ingestPort).catch(() => null))?.rows ?? {};
       const t0 = Date.now();
       let maxLag = 0;
       while (Date.now() - t0 < (opts.stepSeconds - 10) * 1000) {
@@ -403,6 +411,7 @@ async function main(): Promise<void> {
         maxLag = Math.max(maxLag, (await scrape(ingestPort).catch(() => null))?.lag ?? 0);
       }
       const cpu1 = cpu();
+      const rows1 = (await scrape(ingestPort).catch(() => null))?.rows ?? {};
       const span = (Date.now() - t0) / 1000;
       const window = seconds.slice(measuredFrom);
       const all = seconds.slice(from);
@@ -431,6 +440,13 @@ async function main(): Promise<void> {
           generator: (cpu1.generator - cpu0.generator) / span,
           machine: (cpu1.machine - cpu0.machine) / span,
         },
+        threads: {
+          loop: (cpu1.threads.loop - cpu0.threads.loop) / span,
+          merges: (cpu1.threads.merges - cpu0.threads.merges) / span,
+          store: (cpu1.threads.store - cpu0.threads.store) / span,
+          node: (cpu1.threads.node - cpu0.threads.node) / span,
+        },
+        rows: Object.fromEntries(Object.entries(rows1).map(([table, n]) => [table, (n - (rows0[table] ?? 0)) / span])),
       };
       results.push(r);
       console.log(
@@ -487,6 +503,21 @@ async function main(): Promise<void> {
       console.log(
         `| ${n(r.viewers)} | ${n(r.offered)} | ${n(r.sentPerSecond)} | ${n(r.acceptedPerSecond)} | ${not200}${r.skipped ? ` (+${r.skipped} not sent)` : ''} | ${r.p50.toFixed(0)} ms / ${r.p99.toFixed(0)} ms | ${r.maxLag.toFixed(1)} s | ` +
           `${(r.freshP50 / 1000).toFixed(2)} s / ${(r.freshP99 / 1000).toFixed(2)} s (${r.freshCount}) | ${(r.liveP50 / 1000).toFixed(2)} s / ${(r.liveP99 / 1000).toFixed(2)} s | ${(r.cpu.service * 100).toFixed(0)}% / ${(r.cpu.nats * 100).toFixed(0)}% / ${(r.cpu.generator * 100).toFixed(0)}% |`,
+      );
+    }
+    console.log('');
+    console.log('Where the service\u2019s CPU went (cores; host.ts `threadCpu`), and what it wrote to the store (rows per accepted event):');
+    console.log('');
+    console.log('| viewers | event loop | libuv and V8 threads | store statements | store merges | µs CPU per accepted event | rows/event | of which events / session_hours / viewer_windows / content |');
+    console.log('|---:|---:|---:|---:|---:|---:|---:|---|');
+    for (const r of results) {
+      const th = r.threads;
+      const total = Object.values(r.rows).reduce((a, b) => a + b, 0);
+      const per = (t: string): string => (r.rows[t] ?? 0) / r.acceptedPerSecond >= 0.005 ? ((r.rows[t] ?? 0) / r.acceptedPerSecond).toFixed(2) : '0';
+      const content = ((r.rows.content_minute_sums ?? 0) + (r.rows.content_catalog ?? 0)) / r.acceptedPerSecond;
+      console.log(
+        `| ${n(r.viewers)} | ${(th.loop * 100).toFixed(0)}% | ${(th.node * 100).toFixed(0)}% | ${(th.store * 100).toFixed(0)}% | ${(th.merges * 100).toFixed(0)}% | ` +
+          `${((r.cpu.service * 1e6) / r.acceptedPerSecond).toFixed(0)} | ${(total / r.acceptedPerSecond).toFixed(2)} | ${per('events')} / ${per('session_hours')} / ${per('viewer_windows')} / ${content.toFixed(2)} |`,
       );
     }
     console.log('');

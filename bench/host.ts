@@ -110,6 +110,36 @@ export function processCpu(pid: number | undefined): number {
   }
 }
 
+/**
+ * CPU seconds of a process's threads, by what they do: its event loop (the thread whose id is the process's), the
+ * embedded store's merges (ClickHouse names them `MergeMutate`), its other named pools (`ThreadPool`, `BgSchPool`,
+ * ...: statements), and the rest (`node`: libuv's pool, where chdb runs each statement's first thread, and V8's).
+ * Threads that ended since are not counted.
+ */
+export function threadCpu(pid: number | undefined): Record<'loop' | 'merges' | 'store' | 'node', number> {
+  const out = { loop: 0, merges: 0, store: 0, node: 0 };
+  if (pid === undefined) return out;
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const cpu = (Number(fields[11]) + Number(fields[12])) / clockTicks;
+      const group = Number(tid) === pid ? 'loop' : comm === 'MergeMutate' ? 'merges' : comm === 'node' || comm.startsWith('V8') || comm.startsWith('libuv') ? 'node' : 'store';
+      out[group] += cpu;
+    } catch {
+      // The thread ended between listing and reading.
+    }
+  }
+  return out;
+}
+
 /** Busy CPU seconds of the whole machine (every core), or NaN. */
 export function machineCpu(): number {
   try {

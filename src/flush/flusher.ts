@@ -9,7 +9,7 @@ import { encodeFlushed, flushedInputs } from '../bus/progress.js';
 import { decodeOutput, forEachPassed } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
-import { eventRow, insertEvents, type EventRow } from '../store/events.js';
+import { eventLine, insertEvents } from '../store/events.js';
 import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
 import { FlushGroups, groupSpan, groupToken, spanOf } from './groups.js';
@@ -224,7 +224,7 @@ export class Flusher {
 
   /** One insert per table of the group's messages, in sequence order; their events read from the event stream. */
   private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
-    const eventRows: EventRow[] = [];
+    const eventLines: string[] = [];
     const rows = new Map<TableSpec, Cell[][]>();
     const outputs = group.flatMap((seq) => {
       const bytes = data.get(seq);
@@ -236,7 +236,7 @@ export class Flusher {
       (seq) => this.log.error({ ingest_seq: seq, group: group[0] }, 'an input message aggregator output names is no longer in the event stream; its events are not stored'),
     );
     for (const [seq, out] of outputs) {
-      forEachPassed(out, input, (e, ingestSeq, index) => eventRows.push(eventRow(e, ingestSeq, index)));
+      forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
         const retired = this.retired.get(name);
         const table = this.tables.get(name) ?? retired?.successor;
@@ -247,7 +247,7 @@ export class Flusher {
       }
     }
     const writes: Array<Promise<void>> = [];
-    if (eventRows.length > 0) writes.push(insertEvents(this.store.client, eventRows, groupToken('raw', this.streamId, group)).then(() => void flushed.inc({ table: 'events' }, eventRows.length)));
+    if (eventLines.length > 0) writes.push(insertEvents(this.store.client, eventLines, groupToken('raw', this.streamId, group)).then(() => void flushed.inc({ table: 'events' }, eventLines.length)));
     for (const [table, tableRows] of rows) {
       writes.push(insertSnapshotRows(this.store.client, table, tableRows, groupToken(table.name, this.streamId, group)).then(() => void flushed.inc({ table: table.name }, tableRows.length)));
     }

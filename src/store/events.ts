@@ -1,14 +1,47 @@
 import type { ClickHouseClient, ClickHouseSettings } from '@clickhouse/client';
 import type { WireEvent } from '../bus/wire.js';
+import { insertTsv, TsvLines, tsvMs, tsvString } from './tsv.js';
 
-/** A row of the `events` table. Times are Unix milliseconds (ClickHouse reads them as DateTime64(3)). */
-export interface EventRow {
+/** The columns of the `events` table a line carries, in order. Times are DateTime64(3). */
+export const eventColumns = [
+  'tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'anonymous_id', 'user_id', 'session_id', 'content_id', 'content_type',
+  'content_title', 'position_sec', 'bitrate_kbps', 'country', 'region', 'device', 'app_version', 'os', 'browser', 'player', 'cdn', 'pop', 'user_agent',
+  'properties', 'ingest_seq', 'ingest_index',
+] as const;
+
+const text = (v: string | undefined): string => (v === undefined ? '' : tsvString(v));
+const count = (v: number | undefined): string => (v === undefined ? '\\N' : String(v));
+
+/**
+ * An event as a line of the `events` table (TabSeparated, `eventColumns`). `context` is flattened into columns (all
+ * but `ip`, which is used for geo at ingest and not kept: raw events live for a year, and an address is personal
+ * data); `properties` is kept as JSON text. (`ingest_seq`, `ingest_index`) is the event's place in the ingest stream:
+ * its identity across redeliveries when it has no `event_id`.
+ */
+export function eventLine(e: WireEvent, ingestSeq: number, ingestIndex: number): string {
+  const c = e.context ?? {};
+  return `${tsvString(e.tenant)}\t${e.env}\t${tsvString(e.event_type)}\t${tsvMs(e.ts)}\t${e.client_ts === null ? '\\N' : tsvMs(e.client_ts)}\t${tsvMs(e.received_at)}\t${text(e.event_id)}\t${text(e.anonymous_id)}\t${text(e.user_id)}\t${text(e.session_id)}\t${text(e.content_id)}\t${text(e.content_type)}\t${text(e.content_title)}\t${count(e.position_sec)}\t${count(e.bitrate_kbps)}\t${tsvString(e.country)}\t${tsvString(e.region)}\t${tsvString(e.device)}\t${text(c.app_version)}\t${text(c.os)}\t${text(c.browser)}\t${text(c.player)}\t${text(c.cdn)}\t${text(c.pop)}\t${text(c.user_agent)}\t${tsvString(JSON.stringify(e.properties ?? {}))}\t${ingestSeq}\t${ingestIndex}\n`;
+}
+
+/**
+ * One insert of lines from `eventLine`. `token` makes it idempotent: the same token within the table's
+ * de-duplication window (100,000 inserts) stores nothing the second time, so a batch written again after a crash is
+ * not doubled.
+ */
+export async function insertEvents(client: ClickHouseClient, lines: readonly string[], token: string): Promise<void> {
+  const body = new TsvLines();
+  for (const line of lines) body.push(line);
+  await insertTsv(client, 'events', eventColumns, body, token);
+}
+
+/** The columns read back to rebuild events for the pipelines, as the JSON format returns them (times as text). */
+export interface StoredEvent {
   tenant: string;
   env: string;
   event_type: string;
-  ts: number;
-  client_ts: number | null;
-  received_at: number;
+  ts: string;
+  client_ts: string | null;
+  received_at: string;
   event_id: string;
   anonymous_id: string;
   user_id: string;
@@ -21,76 +54,9 @@ export interface EventRow {
   country: string;
   region: string;
   device: string;
-  app_version: string;
-  os: string;
-  browser: string;
-  player: string;
-  cdn: string;
   pop: string;
-  user_agent: string;
   properties: string;
-  ingest_seq: number;
-  ingest_index: number;
 }
-
-/**
- * `context` is flattened into columns (all but `ip`, which is used for geo at ingest and not kept: raw events live
- * for a year, and an address is personal data); `properties` is kept as JSON text. (`ingest_seq`, `ingest_index`) is
- * the event's place in the ingest stream: its identity across redeliveries when it has no `event_id`.
- */
-export function eventRow(e: WireEvent, ingestSeq: number, ingestIndex: number): EventRow {
-  const c = e.context ?? {};
-  return {
-    tenant: e.tenant,
-    env: e.env,
-    event_type: e.event_type,
-    ts: e.ts,
-    client_ts: e.client_ts,
-    received_at: e.received_at,
-    event_id: e.event_id ?? '',
-    anonymous_id: e.anonymous_id ?? '',
-    user_id: e.user_id ?? '',
-    session_id: e.session_id ?? '',
-    content_id: e.content_id ?? '',
-    content_type: e.content_type ?? '',
-    content_title: e.content_title ?? '',
-    position_sec: e.position_sec ?? null,
-    bitrate_kbps: e.bitrate_kbps ?? null,
-    country: e.country,
-    region: e.region,
-    device: e.device,
-    app_version: c.app_version ?? '',
-    os: c.os ?? '',
-    browser: c.browser ?? '',
-    player: c.player ?? '',
-    cdn: c.cdn ?? '',
-    pop: c.pop ?? '',
-    user_agent: c.user_agent ?? '',
-    properties: JSON.stringify(e.properties ?? {}),
-    ingest_seq: ingestSeq,
-    ingest_index: ingestIndex,
-  };
-}
-
-/**
- * One insert. `token` makes it idempotent: the same token within the table's de-duplication window (100,000
- * inserts) stores nothing the second time, so a batch written again after a crash is not doubled.
- */
-export async function insertEvents(client: ClickHouseClient, rows: readonly EventRow[], token: string): Promise<void> {
-  if (rows.length === 0) return;
-  await client.insert({
-    table: 'events',
-    values: rows as EventRow[],
-    format: 'JSONEachRow',
-    clickhouse_settings: { insert_deduplication_token: token },
-  });
-}
-
-/** The columns read back to rebuild events for the pipelines, as the JSON format returns them (times as text). */
-export type StoredEvent = Pick<
-  EventRow,
-  'tenant' | 'env' | 'event_type' | 'event_id' | 'anonymous_id' | 'user_id' | 'session_id' | 'content_id' | 'content_type' | 'content_title' | 'position_sec' | 'bitrate_kbps' | 'country' | 'region' | 'device' | 'pop' | 'properties'
-> & { ts: string; client_ts: string | null; received_at: string };
 
 export const storedColumns =
   'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';

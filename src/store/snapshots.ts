@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell, ColumnType, TableSpec } from '../aggregate/pipeline.js';
+import { insertTsv, TsvLines, tsvRow } from './tsv.js';
 
 // The pipelines' snapshot tables. Each pipeline file declares its tables (pipelines/*.ts); they are created here at
 // every start (IF NOT EXISTS), so adding a pipeline adds its tables. A changed definition is a new table name and a
@@ -11,6 +12,12 @@ const sqlType = (t: ColumnType): string => (t === 'DateTime' ? "DateTime('UTC')"
 /** The column of a table that partitions it and bounds its retention. */
 export function timeColumn(table: TableSpec): string {
   return table.engine === 'replace' ? 'last_ts' : 'ts';
+}
+
+/** Which of a row's cells are DateTime64(3), given in Unix milliseconds (a `map` table has none). */
+function msColumns(table: TableSpec): boolean[] {
+  if (table.map) return sortKey(table).map(([, type]) => type === 'DateTime64(3)');
+  return [...table.key, ...table.values].map(([, type]) => type === 'DateTime64(3)');
 }
 
 /** The key columns a table is ordered by: for a `map` table, all but the last, which keys its map. */
@@ -88,13 +95,10 @@ export async function ensureSnapshotTables(client: ClickHouseClient, tables: rea
 export async function insertSnapshotRows(client: ClickHouseClient, table: TableSpec, rows: readonly (readonly Cell[])[], token: string): Promise<void> {
   if (rows.length === 0) return;
   const columns = rowColumns(table);
-  await client.insert({
-    table: table.name,
-    values: rows as Cell[][],
-    columns: columns as [string, ...string[]],
-    format: 'JSONCompactEachRow',
-    clickhouse_settings: { insert_deduplication_token: token },
-  });
+  const ms = msColumns(table);
+  const body = new TsvLines();
+  for (const row of rows) body.push(tsvRow(row, ms));
+  await insertTsv(client, table.name, columns, body, token);
   const tenantAt = columns.indexOf('tenant');
   for (const derived of derivedTables(table)) {
     const at = columns.indexOf(derived.derivedFrom!.by);

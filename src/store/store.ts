@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { snapshotTables } from '../../pipelines/index.js';
 import { migrate } from './migrate.js';
 import { ensureSnapshotTables } from './snapshots.js';
+import { registerEmbedded } from './tsv.js';
 
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
@@ -37,8 +38,9 @@ export class Store {
       try {
         // chdb types its Connection against @clickhouse/client-common, which @clickhouse/client now bundles under
         // another path: the same interface, two declarations.
-        const connection = createChdbConnection({ path }) as unknown as ClientConnection;
-        client = createClient({ connection });
+        const chdb = createChdbConnection({ path });
+        client = createClient({ connection: chdb as unknown as ClientConnection });
+        registerEmbedded(client, chdb.chdb);
       } catch (err) {
         throw new StoreUnavailableError(embeddedOpenError(path, err as Error));
       }

@@ -10,7 +10,7 @@ import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type Wi
 import { Flusher } from '../../src/flush/flusher.js';
 import { FlushGroups, groupToken } from '../../src/flush/groups.js';
 import { createLogger } from '../../src/log.js';
-import { eventRow, insertEvents } from '../../src/store/events.js';
+import { eventLine, insertEvents } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
 import { eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 
@@ -82,7 +82,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   const seqs = taken.map((m) => m.seq);
   t.same((await groups.claim(seqs.slice(0, 6), [])).created, [seqs.slice(0, 6)]);
   t.same((await groups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
-  await insertEvents(store.client, events.slice(0, 6).map((e, i) => eventRow(e, i + 1, 0)), groupToken('raw', streamId, seqs.slice(0, 6)));
+  await insertEvents(store.client, events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0)), groupToken('raw', streamId, seqs.slice(0, 6)));
   // Its messages come back. The eighth is held by another flusher, stuck: it is acknowledged here, so the seventh
   // alone brings the rewrite of their group, which must read the eighth back from the stream.
   taken[7]!.ack();

@@ -6,7 +6,7 @@ import { recallSessions } from '../../src/aggregate/recall.js';
 import { Bus } from '../../src/bus/bus.js';
 import { serveHistory, type HistoryAnswer } from '../../src/flush/history-service.js';
 import { createLogger } from '../../src/log.js';
-import { eventRow, insertEvents } from '../../src/store/events.js';
+import { eventLine, insertEvents } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
 import { uniquePrefix } from '../helpers/env.js';
 import { eventAt } from '../helpers/pipeline.js';
@@ -33,7 +33,7 @@ t.test('a session larger than a message comes back whole, in order, in pages und
   const base = Date.now() - 86_400_000;
   // 100 heartbeats of about 2 KB each: some 200 KB, four pages or more.
   const events = Array.from({ length: 100 }, (_, i) => eventAt(i === 0 ? 'play_start' : 'heartbeat', base + i * 10_000, { event_id: `h${i}`, properties: { note: 'x'.repeat(2000) } }));
-  await insertEvents(store.client, events.map((e, i) => eventRow(e, 10 + i, 0)), 'history-pages');
+  await insertEvents(store.client, events.map((e, i) => eventLine(e, 10 + i, 0)), 'history-pages');
   const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0 };
 
   const first = await bus.nc.request(bus.names.historySubject, new TextEncoder().encode(JSON.stringify({ ...req, offset: 0 })), { timeout: 10_000 });

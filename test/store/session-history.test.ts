@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
-import { eventRow, insertEvents, sessionHistory, type HistoryRequest } from '../../src/store/events.js';
+import { eventLine, insertEvents, sessionHistory, type HistoryRequest } from '../../src/store/events.js';
 import { migrate, migrations } from '../../src/store/migrate.js';
 import { eventAt } from '../helpers/pipeline.js';
 import { embeddedClient } from '../helpers/store.js';
@@ -30,7 +30,7 @@ t.test('a session\u2019s events read before an input message, in reading order, 
     [at(40, 'pause', 's1'), 9, 0],
     [at(10, 'heartbeat', 's1', { tenant: 'other' }), 4, 0],
   ];
-  await insertEvents(client, rows.map(([e, seq, i]) => eventRow(e, seq, i)), 'history-test');
+  await insertEvents(client, rows.map(([e, seq, i]) => eventLine(e, seq, i)), 'history-test');
   t.same(await migrate(client, log, migrations.filter((m) => m.version <= 7)), [7], 'migration 7 applied to a store holding events');
   const [index] = await (
     await client.query({ query: "SELECT type FROM system.data_skipping_indices WHERE table = 'events' AND name = 'session_idx'", format: 'JSONEachRow' })

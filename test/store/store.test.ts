@@ -7,7 +7,7 @@ import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { sessionHours } from '../../pipelines/audience.js';
 import { Accumulator } from '../../src/aggregate/accumulator.js';
-import { eventRow, insertEvents } from '../../src/store/events.js';
+import { eventLine, insertEvents } from '../../src/store/events.js';
 import { migrations } from '../../src/store/migrate.js';
 import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
@@ -70,10 +70,10 @@ t.test('rows keep every field; a batch written twice with its token is stored on
       properties: { fatal: false, nested: { a: [1, 'ड'] } },
     }),
     event(2),
-  ].map((e, i) => eventRow(e, 77, i));
+  ].map((e, i) => eventLine(e, 77, i));
   await insertEvents(store.client, first, 'batch-77');
   await insertEvents(store.client, first, 'batch-77');
-  await insertEvents(store.client, [eventRow(event(3), 78, 0)], 'batch-78');
+  await insertEvents(store.client, [eventLine(event(3), 78, 0)], 'batch-78');
   const rows = await (
     await store.client.query({
       query: `SELECT *, toUnixTimestamp64Milli(ts) AS ts_ms, toUnixTimestamp64Milli(client_ts) AS client_ms

@@ -7,7 +7,7 @@ import type { Cell } from '../../src/aggregate/pipeline.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { replayRange } from '../../src/flush/replay.js';
 import { createLogger } from '../../src/log.js';
-import { eventRow, insertEvents } from '../../src/store/events.js';
+import { eventLine, insertEvents } from '../../src/store/events.js';
 import { migrate } from '../../src/store/migrate.js';
 import { overview } from '../../src/store/queries/index.js';
 import { changePct, type Range } from '../../src/store/queries/range.js';
@@ -135,7 +135,7 @@ t.test('a replay that no longer writes an event refreshes its user', async (t) =
   });
   // The raw events replay reads: u1 started 40 days ago; u2 started and renewed in the month.
   const raw = [event(to - 40 * day, 'u1', 'subscription_started'), event(to - 20 * day, 'u2', 'subscription_started'), event(to - 5 * day, 'u2', 'subscription_renewed')];
-  await insertEvents(client, raw.map((e, i) => eventRow(e, 1, i)), 'test:replayed:raw');
+  await insertEvents(client, raw.map((e, i) => eventLine(e, 1, i)), 'test:replayed:raw');
   // What was stored from them, and a row no raw event supports any more (as if a pipeline's definition changed).
   await insertSnapshotRows(
     client,
