@@ -179,6 +179,7 @@ export const customKeys = {
 /** `sta` (CTA-5004-B player states) → the event a play-state report becomes; absent: none. */
 const stateEvents: Readonly<Record<string, string>> = {
   s: 'play_start',
+  p: 'first_frame',
   r: 'rebuffer_start',
   a: 'pause',
   k: 'seek_start',
@@ -211,8 +212,9 @@ export type Mapped = { kind: 'event'; event: Record<string, unknown> } | { kind:
 /**
  * One report as the event it stands for (validated afterwards like any event sent to /v1/ingest/events), or
  * `ignored` for a report that feeds no metric (mute, ad, response-received, ...). CMCD reports states, not
- * transitions: a report of playing is `first_frame` when it carries `msd` (the player's startup delay, sent once),
- * else `resume`, whatever it returns from; both put the session in `playing`, as `seek_end` and `rebuffer_end` do.
+ * transitions, and players do not all send `msd` with the first frame (hls.js never does): every report of playing
+ * is a `first_frame`. Only a session's first one after its play_start ends startup; the others put the session in
+ * `playing`, as `resume`, `seek_end` and `rebuffer_end` do.
  */
 export function reportEvent(r: CmcdReport): Mapped {
   const e = str(r.e);
@@ -225,7 +227,7 @@ export function reportEvent(r: CmcdReport): Mapped {
   let type: string | undefined;
   let fatal = false;
   if (e === 'ps') {
-    type = sta === 'p' ? (r.msd === undefined ? 'resume' : 'first_frame') : sta === undefined ? undefined : stateEvents[sta];
+    type = sta === undefined ? undefined : stateEvents[sta];
     fatal = sta === 'f';
   } else if (e === 't') {
     // A time-interval report is a heartbeat while the player plays or rebuffers; a paused or seeking player's
