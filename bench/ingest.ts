@@ -2,11 +2,12 @@
 //
 // Starts `darshak start --role ingest` as a separate process (pinned to core 0 when `taskset` exists), drives it
 // from another process (wrk with a Lua script, pinned to core 1; a Node keep-alive load generator when wrk is not
-// installed) and reports JetStream-acknowledged events per second and latency for two scenarios, batches of 500
-// realistic events and 1-event requests, on uWebSockets.js and on node:http. In the same run it measures a bare
-// JSON.parse loop over the same bodies on one core, and prints the ratio the ingest target is stated in.
+// installed) and reports JetStream-acknowledged events per second and latency for three scenarios, batches of 500
+// realistic events, 1-event requests, and the batches' events as 500 CMCD v2 reports (POST /v1/ingest/cmcd, always
+// from the Node generator), on uWebSockets.js and on node:http. In the same run it measures a bare JSON.parse loop
+// over the same bodies on one core, and prints the ratio the ingest target is stated in.
 //
-//   npm run bench:ingest [-- --duration 15 --warmup 3 --engines uws,node --scenarios batch,single
+//   npm run bench:ingest [-- --duration 15 --warmup 3 --engines uws,node --scenarios batch,single,cmcd
 //                            --batch-connections 64 --single-connections 256 --loadgen auto|wrk|node --json out.json]
 //
 // Environment: NATS_URL (default nats://127.0.0.1:4222); BENCH_SERVICE_NODE_ARGS adds node flags to the service
@@ -21,12 +22,14 @@ import { Agent, request } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { encodeCmcd, type Cmcd } from '@svta/cml-cmcd';
 import { connect } from 'nats';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run, scrapeMetrics } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const ingestPath = '/v1/ingest/events';
+const cmcdPath = '/v1/ingest/cmcd';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Realistic events: a seeded generator, so every run sends the same bodies.
@@ -161,6 +164,46 @@ function nextEvent(s: Session, now: number): BenchEvent {
 interface Bodies {
   batch: string[];
   single: string[];
+  /** The batch bodies' events as players' CMCD v2 event reports, one per line (application/cmcd). */
+  cmcd: string[];
+}
+
+const cmcdState: Record<string, [e: string, sta?: string]> = {
+  play_start: ['ps', 's'],
+  first_frame: ['ps', 'p'],
+  resume: ['ps', 'p'],
+  seek_end: ['ps', 'p'],
+  rebuffer_end: ['ps', 'p'],
+  rebuffer_start: ['ps', 'r'],
+  pause: ['ps', 'a'],
+  seek_start: ['ps', 'k'],
+  ended: ['ps', 'e'],
+  session_end: ['ps', 'q'],
+  heartbeat: ['t', 'p'],
+  bitrate_change: ['bc'],
+  error: ['e'],
+};
+
+/** An event as the report a player's CMCD v2 event target would send for it (docs/cmcd.md, the mapping). */
+function cmcdReport(e: BenchEvent, sn: number): string {
+  const [type, sta] = cmcdState[e.event_type]!;
+  const p = e.properties ?? {};
+  const report: Record<string, unknown> = { v: 2, e: type, ts: Date.parse(e.ts), sid: e.session_id, sn, st: 'v', sf: 'h' };
+  if (sta) report.sta = sta;
+  if (e.event_type === 'error') {
+    report.sta = p.fatal === true ? 'f' : 'p';
+    report.ec = [String(p.code)];
+  }
+  if (e.content_id) report.cid = e.content_id;
+  if (e.position_sec !== undefined) report.pt = e.position_sec * 1000;
+  if (e.bitrate_kbps !== undefined) report.br = [e.bitrate_kbps];
+  if (typeof p.buffered_sec === 'number') report.bl = [p.buffered_sec * 1000];
+  if (typeof p.bandwidth_kbps === 'number') report.mtp = [p.bandwidth_kbps];
+  if (e.user_id) report['io.darshak-user-id'] = e.user_id;
+  if (e.anonymous_id) report['io.darshak-anonymous-id'] = e.anonymous_id;
+  if (e.content_title) report['io.darshak-content-title'] = e.content_title;
+  if (e.context.cdn) report.cdn = e.context.cdn;
+  return encodeCmcd(report as Cmcd, { reportingMode: 'event' });
 }
 
 /** Batches as a server-side forwarder sends them (many sessions interleaved); single events as a player sends them. */
@@ -168,14 +211,25 @@ function makeBodies(batchBodies: number, singleBodies: number): Bodies {
   const now = Date.now();
   const sessions = Array.from({ length: 400 }, newSession);
   const batch: string[] = [];
+  const cmcd: string[] = [];
+  const sn = new Map<string, number>();
   for (let b = 0; b < batchBodies; b++) {
     const events: BenchEvent[] = [];
     for (let i = 0; i < 500; i++) events.push(nextEvent(pick(sessions), now));
     batch.push(JSON.stringify({ events, sent_at: new Date(now).toISOString() }));
+    cmcd.push(
+      events
+        .map((e) => {
+          const n = sn.get(e.session_id) ?? 0;
+          sn.set(e.session_id, n + 1);
+          return cmcdReport(e, n);
+        })
+        .join('\n'),
+    );
   }
   const single: string[] = [];
   for (let b = 0; b < singleBodies; b++) single.push(JSON.stringify({ events: [nextEvent(pick(sessions), now)] }));
-  return { batch, single };
+  return { batch, single, cmcd };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -220,7 +274,9 @@ function runParse(file: string, seconds: number): ParseResult {
 interface LoadSpec {
   url: string;
   key: string;
+  /** One body a line; with `cmcd`, each line a JSON string (a CMCD body holds line breaks), sent as application/cmcd. */
   bodiesFile: string;
+  cmcd: boolean;
   connections: number;
   seconds: number;
 }
@@ -237,7 +293,7 @@ async function runLoadgen(spec: LoadSpec): Promise<LoadResult> {
   const bodies = readFileSync(spec.bodiesFile, 'utf8')
     .split('\n')
     .filter((l) => l.length > 0)
-    .map((l) => Buffer.from(l));
+    .map((l) => Buffer.from(spec.cmcd ? (JSON.parse(l) as string) : l));
   const url = new URL(spec.url);
   const agent = new Agent({ keepAlive: true, maxSockets: spec.connections, maxFreeSockets: spec.connections });
   const latencies: number[] = [];
@@ -257,7 +313,7 @@ async function runLoadgen(spec: LoadSpec): Promise<LoadResult> {
           port: url.port,
           path: url.pathname,
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'content-length': body.length, 'x-api-key': spec.key },
+          headers: { 'content-type': spec.cmcd ? 'application/cmcd' : 'application/json', 'content-length': body.length, 'x-api-key': spec.key },
           timeout: 10_000,
         },
         (res) => {
@@ -378,7 +434,7 @@ interface Scrape {
 async function scrape(port: number): Promise<Scrape> {
   const out: Scrape = { statuses: {}, accepted: 0, rejected: 0, messages: 0, messageEvents: 0, failedPublishes: 0 };
   for (const { name, labels, value } of await scrapeMetrics(port)) {
-    if (name === 'darshak_http_requests_total' && labels.route === ingestPath) {
+    if (name === 'darshak_http_requests_total' && (labels.route === ingestPath || labels.route === cmcdPath)) {
       const s = labels.status as string;
       out.statuses[s] = (out.statuses[s] ?? 0) + value;
     } else if (name === 'darshak_ingest_events_total') {
@@ -463,9 +519,11 @@ interface Load {
   latencyUs: LoadResult['latencyUs'];
 }
 
-async function drive(tool: 'wrk' | 'node', port: number, key: string, bodiesFile: string, luaFile: string, connections: number, seconds: number): Promise<Load> {
-  const url = `http://127.0.0.1:${port}${ingestPath}`;
-  if (tool === 'wrk') {
+async function drive(tool: 'wrk' | 'node', port: number, key: string, scenario: Scenario, bodiesFile: string, luaFile: string, connections: number, seconds: number): Promise<Load> {
+  const cmcd = scenario === 'cmcd';
+  const url = `http://127.0.0.1:${port}${cmcd ? cmcdPath : ingestPath}`;
+  // The Lua script sends JSON bodies; CMCD bodies go through the Node generator.
+  if (tool === 'wrk' && !cmcd) {
     const [cmd, args] = pinned(1, 'wrk', ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '10s', '-s', luaFile, url]);
     const r = await run(cmd, args);
     const line = r.stdout.split('\n').find((l) => l.startsWith('WRKJSON '));
@@ -473,22 +531,25 @@ async function drive(tool: 'wrk' | 'node', port: number, key: string, bodiesFile
     const j = JSON.parse(line.slice(8)) as { requests: number; duration_us: number; errors: Load['errors']; latency_us: Load['latencyUs'] };
     return { tool, connections, requests: j.requests, seconds: j.duration_us / 1e6, errors: j.errors, latencyUs: j.latency_us };
   }
-  const spec: LoadSpec = { url, key, bodiesFile, connections, seconds };
+  const spec: LoadSpec = { url, key, bodiesFile, cmcd, connections, seconds };
   const [cmd, args] = pinned(1, process.execPath, [selfJs, '--loadgen-child', JSON.stringify(spec)]);
   const r = await run(cmd, args);
   if (r.code !== 0) throw new Error(`node load generator failed (${r.code}): ${r.stderr.trim()}`);
   const j = JSON.parse(r.stdout) as LoadResult;
-  return { tool, connections, requests: j.requests, seconds: j.seconds, errors: j.errors, latencyUs: j.latencyUs };
+  return { tool: 'node', connections, requests: j.requests, seconds: j.seconds, errors: j.errors, latencyUs: j.latencyUs };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Main.
 
+type Scenario = 'batch' | 'single' | 'cmcd';
+const scenarioName: Record<Scenario, string> = { batch: 'batch 500', single: '1 event', cmcd: 'CMCD 500' };
+
 interface Options {
   duration: number;
   warmup: number;
   engines: string[];
-  scenarios: Array<'batch' | 'single'>;
+  scenarios: Scenario[];
   batchConnections: number;
   singleConnections: number;
   loadgen: 'auto' | 'wrk' | 'node';
@@ -501,7 +562,7 @@ function options(argv: string[]): Options {
     duration: 15,
     warmup: 3,
     engines: ['uws', 'node'],
-    scenarios: ['batch', 'single'],
+    scenarios: ['batch', 'single', 'cmcd'],
     batchConnections: 64,
     singleConnections: 256,
     loadgen: 'auto',
@@ -538,7 +599,7 @@ function options(argv: string[]): Options {
       case '--scenarios':
         o.scenarios = need()
           .split(',')
-          .filter((s): s is 'batch' | 'single' => s === 'batch' || s === 'single');
+          .filter((s): s is Scenario => s in scenarioName);
         break;
       case '--batch-connections':
         o.batchConnections = Math.round(num());
@@ -567,7 +628,7 @@ function options(argv: string[]): Options {
 
 interface ScenarioResult {
   engine: string;
-  scenario: 'batch' | 'single';
+  scenario: Scenario;
   eventsPerRequest: number;
   load: Load;
   requestsPerSecond: number;
@@ -632,11 +693,15 @@ async function main(): Promise<void> {
   out(`  before:  machine ${pct(quiet)} busy (of ${machine.cores * 100}%) in the second before the run${quiet > 0.15 ? ' (NOT quiet: figures will be low)' : ''}`);
 
   const bodies = makeBodies(16, 2000);
-  const files = { batch: join(dir, 'batch.txt'), single: join(dir, 'single.txt') };
+  const files: Record<Scenario, string> = { batch: join(dir, 'batch.txt'), single: join(dir, 'single.txt'), cmcd: join(dir, 'cmcd.txt') };
   writeFileSync(files.batch, `${bodies.batch.join('\n')}\n`);
   writeFileSync(files.single, `${bodies.single.join('\n')}\n`);
+  writeFileSync(files.cmcd, `${bodies.cmcd.map((b) => JSON.stringify(b)).join('\n')}\n`);
   const avgBytes = (xs: string[]): number => xs.reduce((a, b) => a + Buffer.byteLength(b), 0) / xs.length;
-  out(`  bodies:  batch of 500 ≈ ${fmt(avgBytes(bodies.batch))} B (${fmt(avgBytes(bodies.batch) / 500)} B/event), 1 event ≈ ${fmt(avgBytes(bodies.single))} B`);
+  out(
+    `  bodies:  batch of 500 ≈ ${fmt(avgBytes(bodies.batch))} B (${fmt(avgBytes(bodies.batch) / 500)} B/event), 1 event ≈ ${fmt(avgBytes(bodies.single))} B; ` +
+      `the batches' events as 500 CMCD reports ≈ ${fmt(avgBytes(bodies.cmcd))} B (${fmt(avgBytes(bodies.cmcd) / 500)} B/report)`,
+  );
 
   // Bare JSON.parse on one core, before the service runs (nothing else competing).
   const parse: Record<'batch' | 'single', ParseResult> = {
@@ -655,20 +720,20 @@ async function main(): Promise<void> {
     await cli(prefix, ['tenant', 'create', '--slug', 'bench', '--name', 'Bench OTT', '--plan', 'enterprise', '--owner-email', `owner@${prefix}.test`, '--owner-password', 'correct horse battery']);
     await cli(prefix, ['tenant', 'update', '--slug', 'bench', '--rate-per-minute', '1000000000000', '--monthly-quota', '1000000000000000']);
     const key = String((await cli(prefix, ['apikey', 'create', '--tenant', 'bench', '--name', 'bench', '--environment', 'production'])).key);
-    const lua = { batch: join(dir, 'batch.lua'), single: join(dir, 'single.lua') };
+    const lua: Record<Scenario, string> = { batch: join(dir, 'batch.lua'), single: join(dir, 'single.lua'), cmcd: '' };
     writeFileSync(lua.batch, luaScript(files.batch, key));
     writeFileSync(lua.single, luaScript(files.single, key));
 
     for (const engine of o.engines) {
       service = await startService(prefix, engine, dir);
       for (const scenario of o.scenarios) {
-        const connections = scenario === 'batch' ? o.batchConnections : o.singleConnections;
-        const eventsPerRequest = scenario === 'batch' ? 500 : 1;
-        if (o.warmup > 0) await drive(tool, service.port, key, files[scenario], lua[scenario], connections, o.warmup);
+        const connections = scenario === 'single' ? o.singleConnections : o.batchConnections;
+        const eventsPerRequest = scenario === 'single' ? 1 : 500;
+        if (o.warmup > 0) await drive(tool, service.port, key, scenario, files[scenario], lua[scenario], connections, o.warmup);
         await sleep(500);
         const before = await scrape(service.port);
         const cpuBefore = cpuSample(service.child.pid, natsPid);
-        const load = await drive(tool, service.port, key, files[scenario], lua[scenario], connections, o.duration);
+        const load = await drive(tool, service.port, key, scenario, files[scenario], lua[scenario], connections, o.duration);
         const cpu = cpuShares(cpuBefore, cpuSample(service.child.pid, natsPid));
         await sleep(500); // let requests still in flight when the load stopped be answered
         const after = await scrape(service.port);
@@ -701,12 +766,12 @@ async function main(): Promise<void> {
         };
         results.push(r);
         out(
-          `\n${engine} / ${scenario === 'batch' ? 'batch 500' : '1 event'} (${connections} connections): ${fmt(r.requestsPerSecond)} req/s, ${fmt(r.eventsPerSecond)} events/s, ` +
+          `\n${engine} / ${scenarioName[scenario]} (${connections} connections): ${fmt(r.requestsPerSecond)} req/s, ${fmt(r.eventsPerSecond)} events/s, ` +
             `p50 ${ms(load.latencyUs.p50)} ms, p99 ${ms(load.latencyUs.p99)} ms`,
         );
         out(
           `  answers: ${fmt(load.requests)} counted by ${tool}, errors ${JSON.stringify(load.errors)}; server: ${JSON.stringify(serverStatuses)}, ` +
-            `${fmt(serverAccepted)} events accepted, ${r.eventsPerMessage.toFixed(1)} events per JetStream message → ${all200 ? 'every answer 200' : 'NOT ALL 200'}`,
+            `${fmt(serverAccepted)} events accepted, ${r.eventsPerMessage.toFixed(1)} events per JetStream message, by ${load.tool} → ${all200 ? 'every answer 200' : 'NOT ALL 200'}`,
         );
         out(
           `  CPU (cores): ingest ${pct(cpu.service)}, nats-server ${pct(cpu.nats)}, everything else ${pct(cpu.rest)} (load generator included); ` +
@@ -734,7 +799,7 @@ async function main(): Promise<void> {
   out('|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const r of results) {
     out(
-      `| ${r.engine} | ${r.scenario === 'batch' ? 'batch 500' : '1 event'} | ${r.load.connections} | ${fmt(r.requestsPerSecond)} | ${fmt(r.eventsPerSecond)} | ` +
+      `| ${r.engine} | ${scenarioName[r.scenario]} | ${r.load.connections} | ${fmt(r.requestsPerSecond)} | ${fmt(r.eventsPerSecond)} | ` +
         `${ms(r.load.latencyUs.p50)} | ${ms(r.load.latencyUs.p99)} | ${r.all200 ? 'yes' : 'NO'} | ${pct(r.cpu.service)} | ${r.serviceCpuUsPerRequest.toFixed(1)} | ${pct(r.cpu.nats)} | ${pct(r.cpu.rest)} |`,
     );
   }
@@ -747,6 +812,13 @@ async function main(): Promise<void> {
       const met = ratio >= 0.5;
       out(`Batch 500 on ${engine}: ${fmt(b.eventsPerSecond)} ÷ ${fmt(parse.batch.eventsPerSecond)} = ${(ratio * 100).toFixed(1)}% of the bare parse rate (target ≥ 50%: ${met ? 'met' : 'MISSED'})`);
       if (engine === 'uws') ok &&= met;
+    }
+    const c = find(engine, 'cmcd');
+    if (b && c) {
+      out(
+        `CMCD on ${engine}: ${fmt(c.eventsPerSecond)} reports/s against ${fmt(b.eventsPerSecond)} events/s as JSON, the same events in the same run ` +
+          `(${((c.eventsPerSecond / b.eventsPerSecond) * 100).toFixed(0)}%; ingest CPU per request ${c.serviceCpuUsPerRequest.toFixed(0)} against ${b.serviceCpuUsPerRequest.toFixed(0)} µs)`,
+      );
     }
     const s = find(engine, 'single');
     if (s) {
