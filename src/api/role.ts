@@ -22,6 +22,7 @@ import { openApiRoute } from './openapi.js';
 import { TokenService } from './tokens.js';
 import { webhookRoutes } from './webhook-routes.js';
 import type { Bus } from '../bus/bus.js';
+import { AddressGuard } from '../webhooks/ssrf.js';
 import { ensureWebhookStreams } from '../webhooks/streams.js';
 
 /** Request bodies of the API are small JSON objects. */
@@ -34,6 +35,7 @@ export interface ApiRouteDeps extends AccountDeps {
   bus: Bus;
   exports: ExportService;
   publicBaseUrl: string;
+  guard: AddressGuard;
 }
 
 /** Every API route of the `{base_url}` listener (the live feed's upgrade and the dashboard's files, src/api/dashboard.ts, aside). */
@@ -78,7 +80,7 @@ export const apiRole: ModuleDef = {
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url }), ...app.routes],
+      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts) }), ...app.routes],
       fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,

@@ -7,6 +7,7 @@ import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { deliveryId, newEventId, publishWebhookEvent } from '../webhooks/events.js';
 import { purgeLog, readLog } from '../webhooks/log.js';
 import type { DeliveryMessage } from '../webhooks/service.js';
+import type { AddressGuard } from '../webhooks/ssrf.js';
 import { guarded, type Authenticator } from './auth.js';
 import { controlReply, page, readJson } from './body.js';
 import { limitParam, offsetParam, parseParams } from './params.js';
@@ -16,6 +17,14 @@ export interface WebhookRouteDeps {
   auth: Authenticator;
   control: ControlPlane;
   bus: Bus;
+  /** The webhooks role's SSRF guard (the same WEBHOOK_ALLOW_HOSTS), asked already when a URL is set. */
+  guard: AddressGuard;
+}
+
+/** Why a webhook URL may not be set: its host is, or resolves only to, an address the guard refuses. */
+async function refusedUrl(guard: AddressGuard, url: string | undefined): Promise<string | null> {
+  if (url === undefined || !URL.canParse(url)) return null; // the control plane words a malformed URL
+  return guard.refusalOf(new URL(url).hostname);
 }
 
 /** An endpoint as the API shows it: never its secrets, which only creation and rotation answer. */
@@ -25,7 +34,7 @@ export function webhookView(r: WebhookRecord): Record<string, unknown> {
 }
 
 /** Webhook endpoint management (CONTRACT §4): settings:write, always within the token's tenant. */
-export function webhookRoutes({ auth, control, bus }: WebhookRouteDeps): Route[] {
+export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): Route[] {
   const owned = (handler: (req: HttpRequest, who: Principal) => Promise<HttpReply>) =>
     guarded(auth, 'settings:write', (req, who) => controlReply(req, () => handler(req, who)));
   const id = (req: HttpRequest): string => req.params.id ?? '';
@@ -41,6 +50,8 @@ export function webhookRoutes({ auth, control, bus }: WebhookRouteDeps): Route[]
           format: { type: 'string', required: false },
         });
         if (!body.ok) return body.reply;
+        const refused = await refusedUrl(guard, body.value.url);
+        if (refused) return replyError(req, 'invalid_request', `url: ${refused}`);
         const r = await control.webhooks.create(who.tenant, body.value);
         return {
           status: 201,
@@ -70,6 +81,8 @@ export function webhookRoutes({ auth, control, bus }: WebhookRouteDeps): Route[]
           enabled: { type: 'boolean', required: false },
         });
         if (!body.ok) return body.reply;
+        const refused = await refusedUrl(guard, body.value.url);
+        if (refused) return replyError(req, 'invalid_request', `url: ${refused}`);
         return { status: 200, body: webhookView(await control.webhooks.update(who.tenant, id(req), body.value)) };
       }),
     },

@@ -27,7 +27,7 @@ export const newSecret = (): string => `whsec_${randomBytes(32).toString('base64
 
 const invalid = (message: string): ControlError => new ControlError('invalid_request', message);
 
-/** An http(s) URL of at most 2048 characters; where it may point is decided at delivery (the SSRF guard). */
+/** An http(s) URL of at most 2048 characters; where it may point is the SSRF guard's to judge (api routes, delivery). */
 export function checkUrl(url: string): URL {
   if (url.length > maxUrlLength) throw invalid(`url must be at most ${maxUrlLength} characters`);
   let parsed: URL;

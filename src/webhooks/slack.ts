@@ -13,7 +13,20 @@ const titles: Record<string, string> = {
   'test.ping': 'Test message from Darshak',
 };
 
-const num = (v: unknown): string => (typeof v === 'number' ? String(Math.round(v * 100) / 100) : String(v));
+/** The longest an untrusted value is shown: a title or a region name fits; a flood of text does not. */
+const maxValueChars = 120;
+
+/**
+ * A value that may come from ingest (a content title, a region, a PoP, an error code) as Slack mrkdwn shows it
+ * literally: `&`, `<` and `>` escaped, so `<!channel>` or `<https://…|label>` stay text, and cut to a bound.
+ */
+export function slackText(v: unknown): string {
+  const s = String(v);
+  const cut = s.length > maxValueChars ? `${s.slice(0, maxValueChars)}…` : s;
+  return cut.replace(/[&<>]/g, (c) => (c === '&' ? '&amp;' : c === '<' ? '&lt;' : '&gt;'));
+}
+
+const num = (v: unknown): string => (typeof v === 'number' ? String(Math.round(v * 100) / 100) : slackText(v));
 
 /** The current and baseline values of an alert's data, whichever pair its category has. */
 function rates(data: Record<string, unknown>): string | null {
@@ -36,21 +49,24 @@ const alertsPage = (dashboardUrl: string): string => `${dashboardUrl.replace(/\/
 export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text: string; blocks: unknown[] } {
   const d = event.data;
   const title = titles[event.type] ?? event.type;
-  const severity = typeof d.severity === 'string' ? d.severity : 'info';
-  const where = [d.region, d.pop].filter((v) => typeof v === 'string' && v !== '').join(' / ');
+  const severity = typeof d.severity === 'string' ? slackText(d.severity) : 'info';
+  const where = [d.region, d.pop]
+    .filter((v) => typeof v === 'string' && v !== '')
+    .map(slackText)
+    .join(' / ');
   const current = rates(d);
   const fields: Array<{ type: 'mrkdwn'; text: string }> = [{ type: 'mrkdwn', text: `*Severity*\n${severity}` }];
   if (where) fields.push({ type: 'mrkdwn', text: `*Region / PoP*\n${where}` });
   if (current) fields.push({ type: 'mrkdwn', text: `*Current vs baseline*\n${current}` });
   if (d.affected_sessions !== undefined) fields.push({ type: 'mrkdwn', text: `*Affected sessions*\n${num(d.affected_sessions)}` });
-  if (typeof d.title === 'string') fields.push({ type: 'mrkdwn', text: `*Title*\n${d.title}` });
-  const text = `[${severity}] ${title}${where ? ` in ${where}` : ''}${current ? `: ${current}` : ''} (${event.tenant_slug})`;
+  if (typeof d.title === 'string') fields.push({ type: 'mrkdwn', text: `*Title*\n${slackText(d.title)}` });
+  const text = `[${severity}] ${title}${where ? ` in ${where}` : ''}${current ? `: ${current}` : ''} (${slackText(event.tenant_slug)})`;
   return {
     text,
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: title } },
       { type: 'section', fields },
-      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${alertsPage(dashboardUrl)}|Open the alerts in Darshak> · ${event.tenant_slug} · ${event.created_at}` }] },
+      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${alertsPage(dashboardUrl)}|Open the alerts in Darshak> · ${slackText(event.tenant_slug)} · ${event.created_at}` }] },
     ],
   };
 }

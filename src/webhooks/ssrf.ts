@@ -1,39 +1,68 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 
-// Addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata at
-// 169.254.169.254), CGNAT, multicast, reserved and unique-local ranges.
-const denied: Array<[string, number, 'ipv4' | 'ipv6']> = [
-  ['0.0.0.0', 8, 'ipv4'],
-  ['10.0.0.0', 8, 'ipv4'],
-  ['100.64.0.0', 10, 'ipv4'],
-  ['127.0.0.0', 8, 'ipv4'],
-  ['169.254.0.0', 16, 'ipv4'],
-  ['172.16.0.0', 12, 'ipv4'],
-  ['192.0.0.0', 24, 'ipv4'],
-  ['192.168.0.0', 16, 'ipv4'],
-  ['198.18.0.0', 15, 'ipv4'],
-  ['224.0.0.0', 4, 'ipv4'],
-  ['240.0.0.0', 4, 'ipv4'],
-  ['::', 128, 'ipv6'],
-  ['::1', 128, 'ipv6'],
-  ['fc00::', 7, 'ipv6'],
-  ['fe80::', 10, 'ipv6'],
-  ['ff00::', 8, 'ipv6'],
-  ['64:ff9b::', 96, 'ipv6'],
+// IPv4 addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata
+// at 169.254.169.254), CGNAT, multicast and reserved ranges.
+const deniedIpv4: Array<[string, number]> = [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
 ];
 
-/** `::ffff:10.0.0.1` (or `::ffff:a00:1`) is 10.0.0.1: judge the IPv4 address it carries. */
+// IPv6: only global unicast (2000::/3) is reachable, less the special-purpose blocks within it (IANA's registry):
+// IETF protocol assignments with Teredo (2001::/23), documentation (2001:db8::/32, 3fff::/20). Forms that carry an
+// IPv4 address (mapped, translated, compatible, NAT64, 6to4) are judged by that address.
+const deniedIpv6: Array<[string, number]> = [
+  ['2001::', 23],
+  ['2001:db8::', 32],
+  ['3fff::', 20],
+];
+
+/** The eight 16-bit words of an IPv6 address (a trailing dotted quad included), or null. */
+function ipv6Words(address: string): number[] | null {
+  if (isIP(address) !== 6) return null;
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (quad) {
+    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const parse = (part: string | undefined): number[] => (part ? part.split(':').map((w) => parseInt(w, 16)) : []);
+  const h = parse(head);
+  const t = parse(tail);
+  return tail === undefined ? h : [...h, ...new Array<number>(8 - h.length - t.length).fill(0), ...t];
+}
+
+const quadOf = (hi: number, lo: number): string => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/** The IPv4 address an IPv6 address carries (mapped, translated, compatible, NAT64 well-known prefix, 6to4), or null. */
+export function embeddedIpv4(address: string): string | null {
+  const w = ipv6Words(address);
+  if (!w) return null;
+  const zero = (from: number, to: number): boolean => w.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && w[5] === 0xffff) return quadOf(w[6]!, w[7]!); // ::ffff:a.b.c.d
+  if (zero(0, 4) && w[4] === 0xffff && w[5] === 0) return quadOf(w[6]!, w[7]!); // ::ffff:0:a.b.c.d
+  if (zero(0, 6) && (w[6] !== 0 || w[7]! > 1)) return quadOf(w[6]!, w[7]!); // ::a.b.c.d, not :: or ::1
+  if (w[0] === 0x64 && w[1] === 0xff9b && zero(2, 6)) return quadOf(w[6]!, w[7]!); // 64:ff9b::a.b.c.d
+  if (w[0] === 0x2002) return quadOf(w[1]!, w[2]!); // 2002:AABB:CCDD::/48
+  return null;
+}
+
+/** `::ffff:10.0.0.1` (or `::ffff:a00:1`) is 10.0.0.1: the IPv4 address an IPv6 one carries, else the address. */
 export function unmapIpv4(address: string): string {
-  const m = /^::ffff:(.+)$/i.exec(address);
-  if (!m) return address;
-  const rest = m[1] as string;
-  if (isIP(rest) === 4) return rest;
-  const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(rest);
-  if (!hex) return address;
-  const hi = parseInt(hex[1] as string, 16);
-  const lo = parseInt(hex[2] as string, 16);
-  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  return embeddedIpv4(address) ?? address;
 }
 
 export type Resolved = { ok: true; address: string; family: 4 | 6 } | { ok: false; error: string };
@@ -48,8 +77,12 @@ export class AddressGuard {
   private readonly allowNets = new BlockList();
   private readonly allowHosts = new Set<string>();
 
+  private readonly globalUnicast = new BlockList();
+
   constructor(allow: readonly string[]) {
-    for (const [net, prefix, type] of denied) this.deny.addSubnet(net, prefix, type);
+    for (const [net, prefix] of deniedIpv4) this.deny.addSubnet(net, prefix, 'ipv4');
+    for (const [net, prefix] of deniedIpv6) this.deny.addSubnet(net, prefix, 'ipv6');
+    this.globalUnicast.addSubnet('2000::', 3, 'ipv6');
     for (const raw of allow) {
       const entry = raw.trim().toLowerCase();
       const [net, bits] = entry.split('/');
@@ -66,8 +99,18 @@ export class AddressGuard {
     const family = isIP(a);
     if (family === 0) return `${address} is not an IP address`;
     const type = family === 4 ? 'ipv4' : 'ipv6';
-    if (this.allowNets.check(a, type)) return null;
-    return this.deny.check(a, type) ? `${address} is a loopback, private, link-local, shared or reserved address` : null;
+    if (this.allowNets.check(a, type) || (a !== address && this.allowNets.check(address, 'ipv6'))) return null;
+    const refused = this.deny.check(a, type) || (type === 'ipv6' && !this.globalUnicast.check(a, 'ipv6'));
+    return refused ? `${address} is a loopback, private, link-local, shared, reserved or non-global address` : null;
+  }
+
+  /**
+   * Why a webhook URL's host may not be reached, when that is known now: a literal address, or a name that resolves
+   * to refused addresses only. A name that does not resolve (yet) is judged at delivery.
+   */
+  async refusalOf(hostname: string): Promise<string | null> {
+    const r = await this.resolve(hostname);
+    return r.ok || r.error.startsWith('DNS lookup') ? null : r.error;
   }
 
   async resolve(hostname: string): Promise<Resolved> {

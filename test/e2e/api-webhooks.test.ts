@@ -47,6 +47,22 @@ t.test('create, list, get, update; secrets only at creation and rotation', async
   t.equal(slack.json.format, 'slack', 'a Slack URL means the Slack format');
 });
 
+t.test('an internal address is refused when the endpoint is created or changed, not only at delivery', async (t) => {
+  const internal = ['http://10.0.0.1/hook', 'http://169.254.169.254/latest/meta-data/', 'http://[::ffff:0:a00:1]/', 'http://[2002:a9fe:a9fe::1]/', 'http://[fec0::1]/'];
+  for (const url of internal) {
+    const r = await create({ url, categories: ['qos.error_spike'] });
+    t.equal(r.status, 400, url);
+    t.match(r.json, { error: { code: 'invalid_request', message: /SSRF guard/ } }, url);
+  }
+  const unresolved = await create({ url: 'https://no-such-host.invalid/hook', categories: ['qos.error_spike'] });
+  t.equal(unresolved.status, 201, 'a name that does not resolve yet is judged at delivery');
+  const moved = await call(base, 'PATCH', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner, body: { url: 'http://192.168.1.10/hook' } });
+  t.equal(moved.status, 400, 'nor can an endpoint be moved to one');
+  const kept = await call(base, 'GET', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner });
+  t.equal(kept.json.url, 'https://no-such-host.invalid/hook');
+  t.equal((await create({ url: `${receiver.url}/exempt`, categories: ['qos.error_spike'] })).status, 201, 'WEBHOOK_ALLOW_HOSTS still exempts');
+});
+
 t.test('bad bodies, other tenants and other scopes are refused', async (t) => {
   t.equal((await create({ url: 'ftp://example.com/x', categories: ['qos.error_spike'] })).status, 400);
   t.equal((await create({ url: `https://example.com/${'a'.repeat(2048)}`, categories: ['qos.error_spike'] })).status, 400);

@@ -59,7 +59,26 @@ t.test('the SSRF guard refuses private, loopback, link-local, CGNAT, multicast, 
   for (const a of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '100.64.0.1', '172.16.3.4', '192.168.1.1', '224.0.0.1', '0.0.0.0', '::1', '::', 'fc00::1', 'fd12::1', 'fe80::1', 'ff02::1', '::ffff:10.0.0.1', '::ffff:a00:1', '::ffff:127.0.0.1']) {
     t.not(guard.refusal(a), null, `${a} refused`);
   }
-  for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '100.128.0.1']) t.equal(guard.refusal(a), null, `${a} allowed`);
+  // IPv6 forms that carry an IPv4 address are judged by it; everything outside global unicast (2000::/3) is refused.
+  for (const a of [
+    '::7f00:1', // IPv4-compatible 127.0.0.1
+    '::127.0.0.1',
+    '::ffff:0:a00:1', // IPv4-translated 10.0.0.1
+    '2002:7f00:1::1', // 6to4 of 127.0.0.1
+    '2002:a9fe:a9fe::', // 6to4 of 169.254.169.254
+    '64:ff9b::a00:1', // NAT64 of 10.0.0.1
+    '64:ff9b:1::1', // local-use NAT64
+    'fec0::1', // site-local
+    '2001:db8::1', // documentation
+    '2001::1', // Teredo
+    '100::1', // discard-only
+    '4000::1', // not yet allocated
+  ]) {
+    t.not(guard.refusal(a), null, `${a} refused`);
+  }
+  for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '100.128.0.1', '2002:808:808::1', '64:ff9b::808:808', '2a00:1450:4001:82a::200e']) {
+    t.equal(guard.refusal(a), null, `${a} allowed`);
+  }
   t.equal(unmapIpv4('::ffff:a00:1'), '10.0.0.1');
   const local = await guard.resolve('localhost');
   t.notOk(local.ok, 'a name that resolves to loopback is refused');
@@ -118,6 +137,27 @@ t.test('Slack: a readable message with the alert\'s facts and a link; one per se
   t.same(pacer.reserve('u', 10), { waitMs: 990, reserved: true });
   t.same(pacer.reserve('u', 20), { waitMs: 1980, reserved: false }, 'past a second of waiting, come back later');
   t.same(pacer.reserve('v', 20), { waitMs: 0, reserved: true }, 'per URL');
+});
+
+t.test('values from ingest reach Slack as text: no mention, no link, bounded length', async (t) => {
+  const hostile = {
+    region: '<!channel> Maharashtra',
+    pop: '<https://evil.example/login|Open Darshak>',
+    title: `<@U024BE7LH> & ${'x'.repeat(5000)}`,
+    current_rate: 9.1,
+    baseline_rate: '<!here>',
+    affected_sessions: '<!everyone>',
+  };
+  const m = slackMessage({ id: 'evt_2', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: '<!subteam^S1>', ...hostile } }, 'https://darshak.example');
+  const texts = [m.text, ...JSON.stringify(m.blocks).match(/"text":"(?:[^"\\]|\\.)*"/g)!.map((x) => JSON.parse(`{${x}}`).text as string)];
+  for (const text of texts) {
+    // Slack's own control sequences start with "<"; the only one a message may hold is Darshak's link.
+    const controls = text.match(/<[^>]*>?/g) ?? [];
+    t.same(controls.filter((c) => c !== '<https://darshak.example/alerts|Open the alerts in Darshak>'), [], `no Slack control sequence in ${JSON.stringify(text.slice(0, 80))}`);
+    t.ok(text.length <= 600, 'each text stays short');
+  }
+  t.ok(texts.some((x) => x.includes('&lt;!channel&gt; Maharashtra')), 'the region is shown, escaped');
+  t.ok(texts.some((x) => x.includes('&lt;@U024BE7LH&gt; &amp; xxx')), 'the title is shown, escaped, and cut');
 });
 
 t.test('without SMTP_URL each e-mail is an .eml file in DATA_DIR/outbox/', async (t) => {
