@@ -23,7 +23,7 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
     if (!d) return `alert thresholds: unknown category ${JSON.stringify(category.slice(0, 64))}; categories with thresholds: ${[...windowDetectors.keys()].join(', ')}`;
     if (typeof params !== 'object' || params === null || Array.isArray(params)) return `alert thresholds: ${category} must be an object of thresholds`;
     for (const [name, v] of Object.entries(params)) {
-      if (!(name in d.params)) return `alert thresholds: ${category} has no threshold ${JSON.stringify(name.slice(0, 64))}; it has ${Object.keys(d.params).join(', ')}`;
+      if (!Object.hasOwn(d.params, name)) return `alert thresholds: ${category} has no threshold ${JSON.stringify(name.slice(0, 64))}; it has ${Object.keys(d.params).join(', ')}`;
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return `alert thresholds: ${category}.${name} must be a number, 0 or more`;
     }
   }

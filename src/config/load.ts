@@ -106,6 +106,6 @@ function checkCombinations(config: Config): void {
     throw new ConfigError(`config: INGEST_SHED_MAX_LAG_MS (ingest_shed_max_lag_ms) is ${config.ingest_shed_max_lag_ms} but must be more than INGEST_SHED_LAG_MS (ingest_shed_lag_ms), ${config.ingest_shed_lag_ms}`);
   }
   if (config.clickhouse_url !== '' && !/^https?:\/\//.test(config.clickhouse_url)) {
-    throw new ConfigError(`config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url)}`);
+    throw new ConfigError(`config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url.replace(/\/\/[^/@]*@/, '//***@'))}`);
   }
 }

@@ -110,11 +110,19 @@ function serialize(reply: HttpReply, extra: Array<[string, string]>): WireReply 
     type = 'application/json; charset=utf-8';
   }
   let hasType = false;
+  let hasCaching = false;
+  let hasSniffing = false;
   for (const [k, v] of Object.entries(reply.headers ?? {})) {
-    if (k.toLowerCase() === 'content-type') hasType = true;
+    const name = k.toLowerCase();
+    if (name === 'content-type') hasType = true;
+    if (name === 'cache-control') hasCaching = true;
+    if (name === 'x-content-type-options') hasSniffing = true;
     headers.push([k, v]);
   }
   if (!hasType && type) headers.push(['content-type', type]);
+  // A browser never guesses another type for an answer, and an answer made for one caller is never kept by a cache.
+  if (!hasSniffing) headers.push(['x-content-type-options', 'nosniff']);
+  if (type && !hasCaching) headers.push(['cache-control', 'no-store']);
   return { status: reply.status, headers, body, close: reply.close ?? false };
 }
 

@@ -10,6 +10,20 @@ import { registerEmbedded } from './tsv.js';
 
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
+/** A server URL as logs and errors show it: its password masked. */
+export function shownUrl(url: string): string {
+  if (!URL.canParse(url)) return url;
+  const u = new URL(url);
+  if (u.password !== '') u.password = '***';
+  return u.toString();
+}
+
+/** A message that may quote a server URL or its password, with the password masked. */
+function masked(message: string, url: string): string {
+  const password = URL.canParse(url) ? new URL(url).password : '';
+  return password === '' ? message : message.replaceAll(password, '***').replaceAll(decodeURIComponent(password), '***');
+}
+
 export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError';
 }
@@ -56,10 +70,10 @@ export class Store {
       await client.close().catch(() => undefined);
       const message = (err as Error).message;
       throw new StoreUnavailableError(
-        embedded ? embeddedOpenError(resolve(config.data_dir, 'clickhouse'), err as Error) : `cannot use ClickHouse at ${config.clickhouse_url}: ${message}`,
+        embedded ? embeddedOpenError(resolve(config.data_dir, 'clickhouse'), err as Error) : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
       );
     }
-    storeLog.info({ embedded, target: embedded ? join(config.data_dir, 'clickhouse') : config.clickhouse_url }, 'store ready');
+    storeLog.info({ embedded, target: embedded ? join(config.data_dir, 'clickhouse') : shownUrl(config.clickhouse_url) }, 'store ready');
     return store;
   }
 

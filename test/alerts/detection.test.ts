@@ -151,6 +151,9 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
   t.equal(thresholdsProblem(defaults, true), null);
   t.match(thresholdsProblem({ 'qos.nope': {} }, false), /unknown category "qos.nope"/);
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratioo: 2 } }, false), /has no threshold "ratioo"/);
+  for (const inherited of ['toString', 'constructor', 'hasOwnProperty', '__proto__', 'valueOf']) {
+    t.match(thresholdsProblem(JSON.parse(`{"qos.rebuffer_spike":{"${inherited}":2}}`), false), /has no threshold/, `${inherited}: an Object property is no threshold`);
+  }
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: -1 } }, false), /must be a number, 0 or more/);
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: '2' } }, false), /must be a number/);
   t.match(thresholdsProblem({ 'qos.error_spike': { baseline_minutes: 90 } }, false, defaults), /window_minutes \+ baseline_minutes must be at most 63/);

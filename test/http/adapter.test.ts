@@ -92,6 +92,11 @@ for (const engine of ['uws', 'node'] as const) {
       t.equal(mine.headers.get('x-request-id'), 'trace-123', 'a sane incoming id is kept');
       const hostile = await fetch(`${base}/hello`, { headers: { 'x-request-id': '<script>' } });
       t.not(hostile.headers.get('x-request-id'), '<script>', 'an unsafe incoming id is replaced');
+      t.equal(res.headers.get('x-content-type-options'), 'nosniff', 'no type sniffing');
+      t.equal(res.headers.get('cache-control'), 'no-store', 'a JSON answer is kept by no cache');
+      const bytes = await fetch(`${base}/echo`, { method: 'POST', body: 'abc' });
+      t.equal(bytes.headers.get('x-content-type-options'), 'nosniff', 'nor any other answer');
+      t.equal(bytes.headers.get('cache-control'), null, 'an answer that is not JSON decides its own caching');
     });
 
     t.test('path parameters are decoded', async (t) => {

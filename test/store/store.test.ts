@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,3 +146,21 @@ async function showCreate(store: Store): Promise<string> {
   const r = await (await store.client.query({ query: 'SHOW CREATE TABLE events', format: 'JSONEachRow' })).json<{ statement: string }>();
   return r[0]?.statement ?? '';
 }
+
+t.test('a ClickHouse server URL keeps its password out of errors and logs', async (t) => {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  const err = await Store.open({ clickhouse_url: 'http://darshak:s3cret-pass@127.0.0.1:1/', data_dir: dataDir, events_retention_days: 30 }, createLogger('debug', sink)).then(
+    () => null,
+    (e: Error) => e,
+  );
+  t.ok(err, 'nothing answers there');
+  t.match(err!.message, /cannot use ClickHouse at http:\/\/darshak:\*\*\*@127\.0\.0\.1:1\//, 'the error names the server, the password masked');
+  t.notOk(`${err!.message}${lines.join('')}`.includes('s3cret-pass'), 'the password appears nowhere');
+});
+
