@@ -20,7 +20,7 @@ export const errorRegistry = {
   already_exists: { status: 409, message: 'A resource with this identifier already exists' },
   // Auth and the API at {base_url}
   invalid_credentials: { status: 401, message: 'E-mail or password is wrong' },
-  too_many_attempts: { status: 429, message: 'Too many failed logins for this e-mail; retry after the number of seconds in Retry-After' },
+  too_many_attempts: { status: 429, message: 'Too many failed logins; retry after the number of seconds in Retry-After' },
   unauthorized: { status: 401, message: 'Bearer token missing, malformed, expired, revoked or not signed by this service' },
   insufficient_scope: { status: 403, message: 'The token lacks the scope this endpoint needs' },
   invalid_parameter: { status: 400, message: 'A query parameter is unknown, repeated or has a bad value' },

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ControlPlane } from '../control/control-plane.js';
 import { environments, type Environment } from '../control/records.js';
+import { clientAddress } from '../http/address.js';
 import { replyError } from '../http/server.js';
 import type { Route } from '../http/types.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
@@ -18,10 +19,12 @@ export interface AccountDeps {
   tokens: TokenService;
   /** `last_used_at` of the API keys, by id. */
   keysLastUsed: () => Promise<Map<string, string>>;
+  /** TRUST_PROXY: a client's address is the first hop of X-Forwarded-For. */
+  trustProxy: boolean;
 }
 
 /** Login, the public keys, service accounts and API keys. */
-export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: AccountDeps): Route[] {
+export function accountRoutes({ auth, control, login, tokens, keysLastUsed, trustProxy }: AccountDeps): Route[] {
   return [
     {
       method: 'POST',
@@ -33,10 +36,10 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed }: Ac
         // Refused before any work: no account has such an e-mail or password, and scrypt of a huge password is a
         // cheap way to burn our CPU. The quick answer tells nothing about which accounts exist.
         if (email.length > 254 || password.length > 1024) return replyError(req, 'invalid_credentials');
-        const out = await login.login(email, password);
+        const out = await login.login(email, password, clientAddress(req, trustProxy));
         if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
         if (out.kind === 'too_many_attempts') {
-          const reply = replyError(req, 'too_many_attempts', `Too many failed logins for this e-mail; retry in ${out.retryAfterSeconds} s`);
+          const reply = replyError(req, 'too_many_attempts', `Too many failed logins; retry in ${out.retryAfterSeconds} s`);
           reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
           return reply;
         }

@@ -2,10 +2,18 @@ import type { KV } from 'nats';
 import { decodeRecord, encodeRecord, sha256Hex, type ControlPlane } from '../control/control-plane.js';
 import { hashPassword, verifyPassword } from '../control/passwords.js';
 import { roles, type Role } from '../control/records.js';
+import { clientNetwork } from '../http/address.js';
 import { userTokenSeconds, type TokenService } from './tokens.js';
 
 export const loginWindowMs = 15 * 60_000;
+/** Failed logins per account from one client network (an IPv4 address, an IPv6 /64) in the window. */
 export const loginMaxFailures = 10;
+/** Failed logins per account from every network together: distributed guessing stays bounded. */
+export const loginMaxPerAccount = 100;
+/** Failed logins per client network over every account: one password tried on many accounts. */
+export const loginMaxPerNetwork = 50;
+/** Password hashes (scrypt, 32 MiB each) under way at once in one process; others wait their turn. */
+export const loginConcurrentHashes = 2;
 
 export interface LoginResponse {
   access_token: string;
@@ -28,10 +36,12 @@ export const roleScopes: Readonly<Record<Role, readonly string[]>> = {
 };
 
 /**
- * Failed logins per e-mail in a KV bucket whose entries expire 15 minutes after their last write, so every api
- * process counts the same failures. The value is the failure times within the window.
+ * Login attempts in a KV bucket whose entries expire 15 minutes after their last write, so every api process counts
+ * the same attempts. A value is the times of the attempts within the window. An attempt is reserved under each of its
+ * keys by compare-and-set before its password is hashed, so attempts sent at once cannot all pass the limit, and
+ * given back when it succeeds: the limits count failures.
  */
-export class LoginFailures {
+export class LoginAttempts {
   constructor(private readonly kv: KV) {}
 
   private async read(key: string, now: number): Promise<{ times: number[]; revision: number }> {
@@ -40,25 +50,65 @@ export class LoginFailures {
     return { times: decodeRecord<number[]>(e.value).filter((t) => t > now - loginWindowMs), revision: e.revision };
   }
 
-  /** Seconds until an attempt may be made again; 0 when it may now. */
-  async retryAfter(key: string, now = Date.now()): Promise<number> {
-    const { times } = await this.read(key, now);
-    if (times.length < loginMaxFailures) return 0;
-    const oldestThatCounts = times[times.length - loginMaxFailures] as number;
-    return Math.max(1, Math.ceil((oldestThatCounts + loginWindowMs - now) / 1000));
+  /** Write `times` if the entry is still at `revision`; false when another process changed it meanwhile. */
+  private async write(key: string, times: number[], revision: number): Promise<boolean> {
+    try {
+      if (revision === 0) await this.kv.create(key, encodeRecord(times));
+      else await this.kv.update(key, encodeRecord(times), revision);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
-  async record(key: string, now = Date.now()): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const { times, revision } = await this.read(key, now);
-      const next = [...times, now].slice(-loginMaxFailures);
-      try {
-        if (revision === 0) await this.kv.create(key, encodeRecord(next));
-        else await this.kv.update(key, encodeRecord(next), revision);
-        return;
-      } catch {
-        // Another process recorded a failure meanwhile: read again.
+  /**
+   * Reserve an attempt at `now` under every key, in order: 0 when all took it, else the seconds until the first full
+   * key has room (the keys before it keep theirs: a refused attempt still counts against them).
+   */
+  async reserve(keys: ReadonlyArray<readonly [key: string, max: number]>, now = Date.now()): Promise<number> {
+    for (const [key, max] of keys) {
+      for (;;) {
+        const { times, revision } = await this.read(key, now);
+        if (times.length >= max) {
+          const oldestThatCounts = times[times.length - max] as number;
+          return Math.max(1, Math.ceil((oldestThatCounts + loginWindowMs - now) / 1000));
+        }
+        if (await this.write(key, [...times, now].slice(-max), revision)) break;
       }
+    }
+    return 0;
+  }
+
+  /** Give back the attempt reserved at `at` under each key (a login that succeeded). */
+  async release(keys: readonly string[], at: number, now = Date.now()): Promise<void> {
+    for (const key of keys) {
+      for (let tries = 0; tries < 10; tries++) {
+        const { times, revision } = await this.read(key, now);
+        const i = times.indexOf(at);
+        if (i < 0 || (await this.write(key, times.filter((_, j) => j !== i), revision))) break;
+      }
+    }
+  }
+}
+
+/** At most `size` holders at once; the others wait in arrival order. */
+class Semaphore {
+  private free: number;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
     }
   }
 }
@@ -68,29 +118,44 @@ export class LoginFailures {
  * so the answer and its timing do not tell whether the e-mail exists.
  */
 export class Login {
+  private readonly hashing = new Semaphore(loginConcurrentHashes);
+
   private constructor(
     private readonly control: ControlPlane,
-    private readonly failures: LoginFailures,
+    private readonly attempts: LoginAttempts,
     private readonly tokens: TokenService,
     private readonly dummyHash: string,
   ) {}
 
-  static async create(control: ControlPlane, failures: LoginFailures, tokens: TokenService): Promise<Login> {
-    return new Login(control, failures, tokens, await hashPassword('dummy password that matches nothing'));
+  static async create(control: ControlPlane, attempts: LoginAttempts, tokens: TokenService): Promise<Login> {
+    return new Login(control, attempts, tokens, await hashPassword('dummy password that matches nothing'));
   }
 
-  async login(email: string, password: string): Promise<LoginOutcome> {
-    const key = sha256Hex(email.trim().toLowerCase());
-    const retryAfterSeconds = await this.failures.retryAfter(key);
+  /**
+   * `client` is the caller's address. The tight limit is per account and client network, so that a stranger who
+   * knows an e-mail locks it out of their own network only; wider ones bound guessing spread over networks and
+   * one network spraying many accounts (docs/api.md "Login").
+   */
+  async login(email: string, password: string, client: string): Promise<LoginOutcome> {
+    const account = sha256Hex(email.trim().toLowerCase());
+    const network = clientNetwork(client);
+    const keys = [
+      [`n.${sha256Hex(network)}`, loginMaxPerNetwork],
+      [`a.${account}`, loginMaxPerAccount],
+      [`c.${sha256Hex(`${account}\n${network}`)}`, loginMaxFailures],
+    ] as const;
+    const at = Date.now();
+    const retryAfterSeconds = await this.attempts.reserve(keys, at);
     if (retryAfterSeconds > 0) return { kind: 'too_many_attempts', retryAfterSeconds };
     const id = await this.control.findUserId(email);
     // User 0 never exists: the read is made so that both paths do the same work.
     const user = await this.control.getUser(id ?? 0);
-    const matches = await verifyPassword(password, user?.password_hash ?? this.dummyHash);
-    if (!user || !matches || !roles.includes(user.role)) {
-      await this.failures.record(key);
-      return { kind: 'invalid_credentials' };
-    }
+    const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
+    if (!user || !matches || !roles.includes(user.role)) return { kind: 'invalid_credentials' };
+    await this.attempts.release(
+      keys.map(([key]) => key),
+      at,
+    );
     const { token } = await this.tokens.issue({
       sub: String(user.id),
       tenant: user.tenant,

@@ -17,7 +17,7 @@ import { Authenticator } from './auth.js';
 import { exportRoutes } from './export-routes.js';
 import { ExportService } from './exports.js';
 import { LiveFeed } from './live.js';
-import { Login, LoginFailures, loginWindowMs } from './login.js';
+import { Login, LoginAttempts, loginWindowMs } from './login.js';
 import { openApiRoute } from './openapi.js';
 import { TokenService } from './tokens.js';
 import { webhookRoutes } from './webhook-routes.js';
@@ -71,7 +71,7 @@ export const apiRole: ModuleDef = {
     ]);
     const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
     const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
-    const login = await Login.create(control, new LoginFailures(failures), tokens);
+    const login = await Login.create(control, new LoginAttempts(failures), tokens);
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
     const app = dashboard(log.child({ module: 'dashboard' }));
@@ -80,7 +80,7 @@ export const apiRole: ModuleDef = {
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts) }), ...app.routes],
+      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy }), ...app.routes],
       fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,

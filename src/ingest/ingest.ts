@@ -2,6 +2,7 @@ import { Counter } from 'prom-client';
 import type { EventPublisher, ShardPart } from '../bus/publisher.js';
 import { encodeEvent, partitionKey, passedFields, shardOf, type PassedFields, type WireEvent } from '../bus/wire.js';
 import type { RequestErrorCode } from '../errors.js';
+import { clientAddress } from '../http/address.js';
 import type { HttpRequest } from '../http/types.js';
 import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
@@ -176,11 +177,7 @@ export class Ingest {
   }
 
   clientIp(req: HttpRequest): string {
-    if (this.deps.trustProxy) {
-      const fwd = req.header('x-forwarded-for');
-      if (fwd) return (fwd.split(',')[0] as string).trim();
-    }
-    return req.remoteAddress;
+    return clientAddress(req, this.deps.trustProxy);
   }
 
   build(caller: Caller, events: ClientEvent[], req: HttpRequest, receivedAt: number, serverTs: boolean, sentAt: number | null): WireEvent[] {

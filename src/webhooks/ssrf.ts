@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { ipv6Words } from '../http/address.js';
 
 // IPv4 addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata
 // at 169.254.169.254), CGNAT, multicast and reserved ranges.
@@ -28,22 +29,6 @@ const deniedIpv6: Array<[string, number]> = [
   ['2001:db8::', 32],
   ['3fff::', 20],
 ];
-
-/** The eight 16-bit words of an IPv6 address (a trailing dotted quad included), or null. */
-function ipv6Words(address: string): number[] | null {
-  if (isIP(address) !== 6) return null;
-  let text = address.toLowerCase().replace(/%.*$/, '');
-  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (quad) {
-    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const parse = (part: string | undefined): number[] => (part ? part.split(':').map((w) => parseInt(w, 16)) : []);
-  const h = parse(head);
-  const t = parse(tail);
-  return tail === undefined ? h : [...h, ...new Array<number>(8 - h.length - t.length).fill(0), ...t];
-}
 
 const quadOf = (hi: number, lo: number): string => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 

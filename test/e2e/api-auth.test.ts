@@ -12,7 +12,7 @@ import { cli, eventually, makeTenant, post, startService } from '../helpers/env.
 const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-auth-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const svc = await startService({ data_dir: dataDir }, 'ingest,api');
+const svc = await startService({ data_dir: dataDir, trust_proxy: true }, 'ingest,api');
 t.teardown(() => svc.stop());
 const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
 const prefix = svc.config.nats_prefix;
@@ -94,6 +94,28 @@ t.test('10 failures per e-mail in 15 minutes: then 429, even with the right pass
   const retry = Number(blocked.headers.get('retry-after'));
   t.ok(retry > 800 && retry <= 900, `Retry-After ${retry}`);
   t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email: 'admin@acme.test', password: 'correct horse battery' } })).status, 200);
+  const elsewhere = await call(base, 'POST', '/v1/auth/login', { body: { email: 'viewer@acme.test', password: 'correct horse battery' }, headers: { 'x-forwarded-for': '198.51.100.7' } });
+  t.equal(elsewhere.status, 200, 'whoever failed locked the account out of their own network only');
+});
+
+t.test('attempts sent at once cannot pass the limit together', async (t) => {
+  const from = { 'x-forwarded-for': '203.0.113.9' };
+  const guesses = Array.from({ length: 20 }, (_, i) => ({ email: 'admin@acme.test', password: `wrong ${i}` }));
+  const answers = await Promise.all(
+    [...guesses, { email: 'admin@acme.test', password: 'correct horse battery' }].map((body) => call(base, 'POST', '/v1/auth/login', { body, headers: from })),
+  );
+  const tried = answers.filter((a) => a.status === 401 || a.status === 200).length;
+  t.ok(tried <= 10, `${tried} of 21 attempts sent at once were tried, at most 10`);
+  t.equal(answers.filter((a) => a.status === 429).length, 21 - tried, 'the others were refused before any hashing');
+});
+
+t.test('one network trying many accounts is stopped after 50 failures', async (t) => {
+  const from = { 'x-forwarded-for': '2001:4860:4860::8888' };
+  const statuses: number[] = [];
+  for (let i = 0; i < 50; i++) statuses.push((await call(base, 'POST', '/v1/auth/login', { body: { email: `spray${i}@acme.test`, password: 'Summer2026!' }, headers: from })).status);
+  t.same([...new Set(statuses)], [401]);
+  const other = { 'x-forwarded-for': '2001:4860:4860::1' };
+  t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email: 'spray-next@acme.test', password: 'Summer2026!' }, headers: other })).status, 429, 'an IPv6 client counts by its /64');
 });
 
 t.test('malformed login bodies are 400 with a clear code, never 5xx', async (t) => {
