@@ -43,6 +43,7 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed, trus
           reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
           return reply;
         }
+        if (out.kind === 'tenant_inactive') return replyError(req, 'tenant_inactive', 'This tenant is inactive: its users cannot sign in until it is made active');
         return replyError(req, 'invalid_credentials');
       },
     },

@@ -1,4 +1,4 @@
-import type { ServiceAccountRecord } from '../control/records.js';
+import type { ServiceAccountRecord, TenantRecord } from '../control/records.js';
 import type { WatchedMap } from '../control/watched-map.js';
 import { replyError } from '../http/server.js';
 import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
@@ -30,7 +30,14 @@ export class Authenticator {
     private readonly serviceAccounts: WatchedMap<ServiceAccountRecord>,
     private readonly users: WatchedMap<unknown>,
     private readonly limiter: MinuteLimiter,
+    private readonly tenants: WatchedMap<TenantRecord>,
   ) {}
+
+  /** Whether a tenant is suspended (`inactive`): its users and service accounts are refused everywhere. */
+  suspended(tenant: string): boolean {
+    const t = this.tenants.get(tenant);
+    return t !== undefined && t.status !== 'active';
+  }
 
   /** The principal of a token, or null: signature and claims, then revocation (service accounts) and existence (users). */
   async principal(token: string | null): Promise<Principal | null> {
@@ -66,6 +73,11 @@ export class Authenticator {
     if (!rate.allowed) {
       const reply = replyError(req, 'rate_limited', `Rate limit of ${rate.limit} requests per minute per token reached; retry after ${rate.resetSeconds} s`);
       reply.headers = { ...headers, 'Retry-After': String(rate.resetSeconds) };
+      return { ok: false, reply };
+    }
+    if (this.suspended(principal.tenant)) {
+      const reply = replyError(req, 'tenant_inactive', 'This tenant is inactive: its dashboard, API and keys work again once it is made active');
+      reply.headers = headers;
       return { ok: false, reply };
     }
     if (!principal.scopes.has(scope)) {

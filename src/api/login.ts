@@ -26,6 +26,7 @@ export interface LoginResponse {
 export type LoginOutcome =
   | { kind: 'ok'; response: LoginResponse }
   | { kind: 'invalid_credentials' }
+  | { kind: 'tenant_inactive' }
   | { kind: 'too_many_attempts'; retryAfterSeconds: number };
 
 /** The scopes of each role (CONTRACT §4). */
@@ -124,11 +125,12 @@ export class Login {
     private readonly control: ControlPlane,
     private readonly attempts: LoginAttempts,
     private readonly tokens: TokenService,
+    private readonly suspended: (tenant: string) => boolean,
     private readonly dummyHash: string,
   ) {}
 
-  static async create(control: ControlPlane, attempts: LoginAttempts, tokens: TokenService): Promise<Login> {
-    return new Login(control, attempts, tokens, await hashPassword('dummy password that matches nothing'));
+  static async create(control: ControlPlane, attempts: LoginAttempts, tokens: TokenService, suspended: (tenant: string) => boolean): Promise<Login> {
+    return new Login(control, attempts, tokens, suspended, await hashPassword('dummy password that matches nothing'));
   }
 
   /**
@@ -156,6 +158,8 @@ export class Login {
       keys.map(([key]) => key),
       at,
     );
+    // Told only to who knows the password: a suspended tenant's users get no token.
+    if (this.suspended(user.tenant)) return { kind: 'tenant_inactive' };
     const { token } = await this.tokens.issue({
       sub: String(user.id),
       tenant: user.tenant,

@@ -1,4 +1,4 @@
-import type { ServiceAccountRecord } from '../control/records.js';
+import type { ServiceAccountRecord, TenantRecord } from '../control/records.js';
 import { KeyUsage } from '../control/key-usage.js';
 import { UsageCounters } from '../control/usage.js';
 import { WatchedMap } from '../control/watched-map.js';
@@ -64,14 +64,15 @@ export const apiRole: ModuleDef = {
     const tokens = await TokenService.open(config, bus, log);
     // The deliveries list and the test ping work even where no webhooks role runs yet.
     await ensureWebhookStreams(bus);
-    const [serviceAccounts, users, failures] = await Promise.all([
+    const [serviceAccounts, users, tenants, failures] = await Promise.all([
       WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, bus, log),
       WatchedMap.open<unknown>(control.users, bus, log),
+      WatchedMap.open<TenantRecord>(control.tenants, bus, log),
       bus.kv(bus.names.loginsBucket, loginWindowMs),
     ]);
     const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
-    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests));
-    const login = await Login.create(control, new LoginAttempts(failures), tokens);
+    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests), tenants);
+    const login = await Login.create(control, new LoginAttempts(failures), tokens, (tenant) => auth.suspended(tenant));
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
     const app = dashboard(log.child({ module: 'dashboard' }));
@@ -96,6 +97,7 @@ export const apiRole: ModuleDef = {
         await exports.stop();
         serviceAccounts.stop();
         users.stop();
+        tenants.stop();
         tokens.stop();
         await requests.close();
       },

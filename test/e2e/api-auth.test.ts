@@ -311,3 +311,32 @@ async function startSecondApi(t: Test): Promise<string> {
   if (!(await ready(url, 30_000))) throw new Error('second api process did not become ready');
   return url;
 }
+
+t.test('a suspended tenant is suspended everywhere: sign-in, tokens, service accounts, keys; and back', async (t) => {
+  await makeTenant(prefix, 'paused', 'pro');
+  const owner = await login(base, 'owner@paused.test');
+  const sa = await call(base, 'POST', '/v1/service-accounts', { token: owner, body: { name: 'grafana', scopes: ['analytics:read'] } });
+  const saToken = String(sa.json.token);
+  t.equal((await cli(['tenant', 'update', '--slug', 'paused', '--status', 'inactive'], env)).code, 0);
+  const refused = async (): Promise<boolean> => (await call(base, 'GET', '/v1/analytics/overview?range=24h', { token: owner })).status === 403;
+  t.not(await eventually(refused, 5000, 50), -1, 'within a second or so of the change');
+  for (const [method, path, token, body] of [
+    ['GET', '/v1/analytics/overview?range=24h', owner, undefined],
+    ['GET', '/v1/analytics/overview?range=24h', saToken, undefined],
+    ['GET', '/v1/api-keys', owner, undefined],
+    ['POST', '/v1/api-keys', owner, { name: 'new', environment: 'production' }],
+    ['POST', '/v1/service-accounts', owner, { name: 'another', scopes: ['analytics:read'] }],
+    ['GET', '/v1/webhooks', owner, undefined],
+  ] as const) {
+    const r = await call(base, method, path, { token, body });
+    t.equal(r.status, 403, `${method} ${path}`);
+    t.match(r.json, { error: { code: 'tenant_inactive' } });
+  }
+  const signIn = await call(base, 'POST', '/v1/auth/login', { body: { email: 'owner@paused.test', password: 'correct horse battery' } });
+  t.match(signIn, { status: 403, json: { error: { code: 'tenant_inactive' } } }, 'the right password gets no token');
+  const wrong = await call(base, 'POST', '/v1/auth/login', { body: { email: 'owner@paused.test', password: 'wrong' } });
+  t.equal(wrong.status, 401, 'a wrong one learns nothing about the tenant');
+  t.equal((await cli(['tenant', 'update', '--slug', 'paused', '--status', 'active'], env)).code, 0);
+  t.not(await eventually(async () => !(await refused()), 5000, 50), -1, 'made active, it works again');
+  t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email: 'owner@paused.test', password: 'correct horse battery' } })).status, 200);
+});
