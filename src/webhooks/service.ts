@@ -4,7 +4,7 @@ import { Counter, Histogram } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { ControlError, type ControlPlane } from '../control/control-plane.js';
-import type { WebhookRecord } from '../control/records.js';
+import type { TenantRecord, WebhookRecord } from '../control/records.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -104,6 +104,7 @@ export class WebhookService {
     private readonly bus: Bus,
     private readonly control: ControlPlane,
     private readonly endpoints: WatchedMap<WebhookRecord>,
+    private readonly tenants: WatchedMap<TenantRecord>,
     private readonly mailer: Mailer,
     private readonly options: WebhookServiceOptions,
     log: Logger,
@@ -115,8 +116,8 @@ export class WebhookService {
   static async start(bus: Bus, control: ControlPlane, mailer: Mailer, log: Logger, options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>): Promise<WebhookService> {
     await ensureWebhookStreams(bus);
     await ensureWebhookConsumers(bus);
-    const endpoints = await WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log);
-    const service = new WebhookService(bus, control, endpoints, mailer, { ...defaultServiceOptions, ...options }, log);
+    const [endpoints, tenants] = await Promise.all([WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log), WatchedMap.open<TenantRecord>(control.tenants, bus, log)]);
+    const service = new WebhookService(bus, control, endpoints, tenants, mailer, { ...defaultServiceOptions, ...options }, log);
     service.run();
     return service;
   }
@@ -200,9 +201,15 @@ export class WebhookService {
     });
   }
 
+  /** Whether an endpoint takes deliveries now: enabled, and its tenant not suspended. */
+  private open(endpoint: WebhookRecord): boolean {
+    const tenant = this.tenants.get(endpoint.tenant);
+    return endpoint.enabled && (tenant === undefined || tenant.status === 'active');
+  }
+
   private decide(msg: DeliveryMessage, endpoint: WebhookRecord | null): Step {
     if (!endpoint || endpoint.tenant !== msg.tenant) return { kind: 'drop', why: 'endpoint deleted' };
-    if (!endpoint.enabled) return { kind: 'hold', endpoint };
+    if (!this.open(endpoint)) return { kind: 'hold', endpoint };
     const now = this.options.clock.now();
     if (msg.not_before !== null && msg.not_before > now) return { kind: 'park', ms: Math.max(1, Math.min(msg.not_before - now, this.options.maxParkMs)) };
     return { kind: 'send', endpoint };
@@ -242,7 +249,7 @@ export class WebhookService {
     if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight);
   }
 
-  /** Keep a delivery of a disabled endpoint until it is enabled; it then starts its schedule again. */
+  /** Keep a delivery of a disabled endpoint (or a suspended tenant's) until it may go; it then starts its schedule again. */
   private async hold(msg: DeliveryMessage, seq: number): Promise<void> {
     const held: DeliveryMessage = { ...msg, attempt: 1, not_before: null };
     await this.bus.js.publish(this.bus.names.webhookHeldSubject(msg.endpoint_id), JSON.stringify(held), { msgID: `d${seq}:held` });
@@ -312,7 +319,7 @@ export class WebhookService {
 
   // ---- held deliveries ----
 
-  /** Release the deliveries held for endpoints that are enabled again; forget those of deleted endpoints. */
+  /** Release the deliveries held for endpoints that are enabled again or whose tenant is active again; forget those of deleted endpoints. */
   private async releaseHeld(): Promise<void> {
     const n = this.bus.names;
     const info = await this.bus.jsm.streams.info(n.webhookHeldStream, { subjects_filter: '>' });
@@ -320,7 +327,7 @@ export class WebhookService {
       if (count === 0 || this.stopped) continue;
       const id = subject.slice(subject.lastIndexOf('.') + 1);
       const endpoint = this.endpoints.get(id);
-      if (endpoint?.enabled) await this.release(subject);
+      if (endpoint && this.open(endpoint)) await this.release(subject);
       // Gone from the watched copy: make sure in the bucket (the copy may lag a new endpoint) before dropping its held.
       else if (!endpoint && !(await this.control.webhooks.kv.get(id).then((e) => e?.operation === 'PUT'))) {
         await this.bus.jsm.streams.purge(n.webhookHeldStream, { filter: subject });
@@ -366,6 +373,7 @@ export class WebhookService {
     await Promise.allSettled([...this.inflight, ...this.fanning]);
     await this.releasing;
     this.endpoints.stop();
+    this.tenants.stop();
   }
 }
 

@@ -77,3 +77,22 @@ t.test('deliveries held for a disabled endpoint are dropped when it is deleted',
   t.not(await eventually(async () => (await held()) === 0, 10_000), -1, 'dropped with the endpoint');
   t.equal(receiver.received.filter((r) => r.path === '/held').length, 0, 'never sent');
 });
+
+t.test("a suspended tenant's deliveries are held, and released when it is made active", async (t) => {
+  const h = await startHarness({ releaseIntervalMs: 100 });
+  t.teardown(() => h.stop());
+  const ep = await h.control.webhooks.create('acme', { url: `${receiver.url}/suspended`, categories: ['content.new_release_detected'] });
+  await h.control.updateTenant('acme', { status: 'inactive' });
+  await eventually(async () => false, 300);
+  await h.publish('content.new_release_detected', { severity: 'info', content_id: 'c9', title: 'New', content_type: 'movie' });
+  const mine = () => receiver.received.filter((r) => r.path === '/suspended');
+  const held = async (): Promise<number> => {
+    const info = await h.bus.jsm.streams.info(h.bus.names.webhookHeldStream, { subjects_filter: h.bus.names.webhookHeldSubject(ep.id) });
+    return info.state.subjects?.[h.bus.names.webhookHeldSubject(ep.id)] ?? 0;
+  };
+  t.not(await eventually(async () => (await held()) === 1, 10_000), -1, 'held while the tenant is inactive');
+  await eventually(async () => false, 500);
+  t.equal(mine().length, 0, 'nothing sent');
+  await h.control.updateTenant('acme', { status: 'active' });
+  t.not(await eventually(async () => mine().length === 1, 10_000), -1, 'sent once it is active again');
+});
