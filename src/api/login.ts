@@ -57,8 +57,9 @@ export class LoginAttempts {
       if (revision === 0) await this.kv.create(key, encodeRecord(times));
       else await this.kv.update(key, encodeRecord(times), revision);
       return true;
-    } catch {
-      return false;
+    } catch (err) {
+      if (/wrong last sequence|key exists/i.test((err as Error).message)) return false;
+      throw err;
     }
   }
 
