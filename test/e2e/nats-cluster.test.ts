@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from 'nats';
 import t from 'tap';
 import { drained, eventually, freePort, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
 import { PrivateNats } from '../helpers/private-nats.js';
@@ -23,6 +24,28 @@ t.test('three NATS servers, replicas 3: everything replicated; one server lost, 
   for (const s of servers) s.launch();
   await Promise.all(servers.map((s) => s.ready()));
   const url = servers.map((s) => s.url).join(',');
+  // Each server answering is not yet a cluster that places replicated streams (its meta leader is elected after):
+  // on a busy machine the service's first stream creation timed out there. Wait until a three-replica stream can be
+  // made.
+  const placed = await eventually(
+    async () => {
+      const nc = await connect({ servers: url, reconnect: false, timeout: 1000 }).catch(() => null);
+      if (!nc) return false;
+      try {
+        const jsm = await nc.jetstreamManager({ timeout: 2000 });
+        await jsm.streams.add({ name: 'cluster_probe', subjects: ['cluster.probe'], num_replicas: 3 });
+        await jsm.streams.delete('cluster_probe');
+        return true;
+      } catch {
+        return false;
+      } finally {
+        await nc.close().catch(() => undefined);
+      }
+    },
+    60_000,
+    250,
+  );
+  if (placed < 0) throw new Error('the three servers did not form a cluster that places replicated streams within 60 s');
 
   const svc = await startService({ nats_url: url, stream_replicas: 3, data_dir: join(dir, 'node') }, 'ingest,aggregate');
   t.teardown(() => svc.stop());
