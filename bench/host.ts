@@ -98,13 +98,17 @@ export const clockTicks = ((): number => {
   return r.status === 0 && n > 0 ? n : 100;
 })();
 
+/** User plus system CPU seconds in a /proc `stat` line (of a process or a thread); the name may hold spaces. */
+function statCpu(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+}
+
 /** CPU seconds a process has used, or NaN when /proc cannot tell. */
 export function processCpu(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+    return statCpu(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return NaN;
   }
@@ -129,8 +133,7 @@ export function threadCpu(pid: number | undefined): Record<'loop' | 'merges' | '
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const cpu = (Number(fields[11]) + Number(fields[12])) / clockTicks;
+      const cpu = statCpu(stat);
       const group = Number(tid) === pid ? 'loop' : comm === 'MergeMutate' ? 'merges' : comm === 'node' || comm.startsWith('V8') || comm.startsWith('libuv') ? 'node' : 'store';
       out[group] += cpu;
     } catch {

@@ -1,4 +1,4 @@
-import type { ServiceAccountRecord, TenantRecord } from '../control/records.js';
+import { suspended, type ServiceAccountRecord, type TenantRecord } from '../control/records.js';
 import type { WatchedMap } from '../control/watched-map.js';
 import { replyError } from '../http/server.js';
 import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
@@ -35,8 +35,7 @@ export class Authenticator {
 
   /** Whether a tenant is suspended (`inactive`): its users and service accounts are refused everywhere. */
   suspended(tenant: string): boolean {
-    const t = this.tenants.get(tenant);
-    return t !== undefined && t.status !== 'active';
+    return suspended(this.tenants.get(tenant));
   }
 
   /** The principal of a token, or null: signature and claims, then revocation (service accounts) and existence (users). */

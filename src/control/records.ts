@@ -25,6 +25,12 @@ export interface TenantRecord {
   updated_at: string;
 }
 
+/**
+ * Whether a tenant is suspended (`inactive`): ingest, the API and webhook deliveries refuse or hold its work. A tenant
+ * not (yet) seen by a watcher is not suspended: its own record decides once it arrives.
+ */
+export const suspended = (tenant: TenantRecord | undefined): boolean => tenant !== undefined && tenant.status !== 'active';
+
 export interface UserRecord {
   id: number;
   tenant: string;

@@ -8,7 +8,7 @@ import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
 import { sha256Hex } from '../control/control-plane.js';
 import { defaultRatePerMinute, plans } from '../control/plans.js';
-import type { ApiKeyRecord, TenantRecord } from '../control/records.js';
+import { suspended, type ApiKeyRecord, type TenantRecord } from '../control/records.js';
 import type { UsageCounters } from '../control/usage.js';
 import type { KeyUsage } from '../control/key-usage.js';
 import type { WatchedMap } from '../control/watched-map.js';
@@ -128,7 +128,7 @@ export class Ingest {
     if (!key || key.revoked_at !== null) return reject('invalid_api_key');
     const tenant = this.deps.tenants.get(key.tenant);
     if (!tenant) return reject('invalid_api_key');
-    if (tenant.status !== 'active') return reject('tenant_inactive');
+    if (suspended(tenant)) return reject('tenant_inactive');
     return ok({ key, tenant });
   }
 

@@ -3,8 +3,8 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { Cell } from '../aggregate/pipeline.js';
 
 // Rows go to ClickHouse as TabSeparated text. The embedded engine takes it as bytes (chdb's raw insert); through
-// `@clickhouse/client` it went as JSON inside the statement's text, which the engine then parsed as SQL as well:
-// bench/RESULTS.md "Insert format" has the same-run figures.
+// `@clickhouse/client` it went as JSON inside the statement's text, which the engine then parsed as SQL as well
+// (commit 8bf1af3's message has the same-run figures).
 
 /** chdb's raw insert, as `chdb/connection` exposes it. */
 export interface RawInserter {

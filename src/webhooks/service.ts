@@ -4,7 +4,7 @@ import { Counter, Histogram } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { ControlError, type ControlPlane } from '../control/control-plane.js';
-import type { TenantRecord, WebhookRecord } from '../control/records.js';
+import { suspended, type TenantRecord, type WebhookRecord } from '../control/records.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -203,8 +203,7 @@ export class WebhookService {
 
   /** Whether an endpoint takes deliveries now: enabled, and its tenant not suspended. */
   private open(endpoint: WebhookRecord): boolean {
-    const tenant = this.tenants.get(endpoint.tenant);
-    return endpoint.enabled && (tenant === undefined || tenant.status === 'active');
+    return endpoint.enabled && !suspended(this.tenants.get(endpoint.tenant));
   }
 
   private decide(msg: DeliveryMessage, endpoint: WebhookRecord | null): Step {

@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
-import { ipv6Words } from '../http/address.js';
+import { ipv6Words, mappedIpv4, quadOf } from '../http/address.js';
 
 // IPv4 addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata
 // at 169.254.169.254), CGNAT, multicast and reserved ranges.
@@ -30,14 +30,13 @@ const deniedIpv6: Array<[string, number]> = [
   ['3fff::', 20],
 ];
 
-const quadOf = (hi: number, lo: number): string => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-
 /** The IPv4 address an IPv6 address carries (mapped, translated, compatible, NAT64 well-known prefix, 6to4), or null. */
 export function embeddedIpv4(address: string): string | null {
   const w = ipv6Words(address);
   if (!w) return null;
   const zero = (from: number, to: number): boolean => w.slice(from, to).every((x) => x === 0);
-  if (zero(0, 5) && w[5] === 0xffff) return quadOf(w[6]!, w[7]!); // ::ffff:a.b.c.d
+  const mapped = mappedIpv4(w); // ::ffff:a.b.c.d
+  if (mapped) return mapped;
   if (zero(0, 4) && w[4] === 0xffff && w[5] === 0) return quadOf(w[6]!, w[7]!); // ::ffff:0:a.b.c.d
   if (zero(0, 6) && (w[6] !== 0 || w[7]! > 1)) return quadOf(w[6]!, w[7]!); // ::a.b.c.d, not :: or ::1
   if (w[0] === 0x64 && w[1] === 0xff9b && zero(2, 6)) return quadOf(w[6]!, w[7]!); // 64:ff9b::a.b.c.d

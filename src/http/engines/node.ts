@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type UpgradeDispatch, type WireReply, type WsSession } from '../types.js';
-import { normaliseAddress } from './uws.js';
+import { normaliseAddress } from '../address.js';
 
 function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
   const declared = Number(req.headers['content-length'] ?? NaN);

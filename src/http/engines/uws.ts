@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { STATUS_CODES } from 'node:http';
 import type * as Uws from 'uWebSockets.js';
+import { normaliseAddress } from '../address.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
 import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type WireReply } from '../types.js';
 
@@ -198,18 +199,4 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
       }
       settle = resolve;
     });
-}
-
-/** uWS gives IPv6 text for IPv4 peers ("0000:...:ffff:7f00:0001" or "::ffff:127.0.0.1"); report plain IPv4. */
-export function normaliseAddress(addr: string): string {
-  const lower = addr.toLowerCase();
-  const dotted = /^(?:0{1,4}:){5}ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1] as string;
-  const hex = /^(?:0{1,4}:){5}ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower) ?? /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = parseInt(hex[1] as string, 16);
-    const lo = parseInt(hex[2] as string, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  }
-  return addr;
 }
