@@ -16,6 +16,7 @@ const usage = `darshak: real-time analytics for video streaming
   darshak apikey list --tenant S
   darshak apikey revoke --tenant S --id ID
   darshak replay --tenant S --from T --to T      (T: 2026-11-20 or 2026-11-20T18:30:00Z; whole minutes)
+  darshak nats-auth [--prefix P] [--passwords]    (nats-server users per role; --passwords: a .env of new ones)
 
 Configuration: config/default.json < config/$NODE_ENV.json < environment variables (docs/configuration.md).
 `;
@@ -42,6 +43,7 @@ async function main(argv: string[]): Promise<number> {
       const [action, ...flagsArgv] = rest;
       await runAdmin(command, action, flagsArgv, config, log, process.stdout);
     } else if (command === 'replay') await (await import('./cli/replay.js')).runReplay(rest, config, log, process.stdout);
+    else if (command === 'nats-auth') (await import('./cli/nats-auth.js')).runNatsAuth(rest, config, process.stdout);
     else throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     return 0;
   } catch (err) {

@@ -35,16 +35,16 @@ export const registry: ModuleRegistry = {
       return { stop: async () => undefined };
     },
   },
+  // Only the two buckets ingest and alerts need, not the control plane: their NATS users may not read the others.
   directory: {
-    deps: ['control'],
+    deps: ['bus'],
     role: false,
     async start(services) {
-      const control = services.get('control');
       const bus = services.get('bus');
       const log = services.log.child({ module: 'directory' });
       const [keys, tenants] = await Promise.all([
-        WatchedMap.open<ApiKeyRecord>(control.apiKeys, bus, log, (_k, v) => v.key_hash),
-        WatchedMap.open<TenantRecord>(control.tenants, bus, log),
+        bus.kv(bus.names.apiKeysBucket).then((kv) => WatchedMap.open<ApiKeyRecord>(kv, bus, log, (_k, v) => v.key_hash)),
+        bus.kv(bus.names.tenantsBucket).then((kv) => WatchedMap.open<TenantRecord>(kv, bus, log)),
       ]);
       services.set('directory', { keys, tenants });
       return {

@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { calculateJwkThumbprint, exportJWK, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
@@ -48,6 +48,33 @@ export function loadSigningKey(file: string, log: Logger): KeyObject {
   return privateKey;
 }
 
+/**
+ * The HMAC key that vouches for api processes' public keys: `jwks_secret`, or one generated (0600) on first start. It
+ * never goes to NATS, so a write to the jwks bucket alone adds no key anyone accepts.
+ */
+function loadJwksSecret(config: Pick<Config, 'jwks_secret' | 'data_dir'>, log: Logger): Buffer {
+  if (config.jwks_secret !== '') return Buffer.from(config.jwks_secret, 'utf8');
+  const file = join(resolve(config.data_dir), 'keys', 'jwks-secret');
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+    chmodSync(file, 0o600);
+    log.info({ file }, 'jwks secret generated');
+  }
+  return Buffer.from(readFileSync(file, 'utf8').trim(), 'utf8');
+}
+
+/** A public key as the jwks bucket holds it: the JWK and the HMAC of what verifying with it depends on. */
+interface VouchedKey {
+  jwk: JWK;
+  mac: string;
+}
+
+const keyMac = (secret: Buffer, jwk: JWK): Buffer =>
+  createHmac('sha256', secret)
+    .update(JSON.stringify([jwk.kid, jwk.kty, jwk.crv, jwk.x, jwk.alg]))
+    .digest();
+
 const stringClaim = (p: JWTPayload, name: string): string | null => {
   const v = p[name];
   return typeof v === 'string' && v.length > 0 ? v : null;
@@ -56,6 +83,7 @@ const stringClaim = (p: JWTPayload, name: string): string | null => {
 /**
  * Signs with this process's Ed25519 key and verifies against the public keys of every api process, which each
  * publishes to the `<prefix>_jwks` KV bucket: processes with separate data directories accept each other's tokens.
+ * A key counts only with a valid HMAC under the jwks secret, which stays out of NATS.
  */
 export class TokenService {
   private readonly imported = new Map<string, Promise<VerifyKey>>();
@@ -64,18 +92,22 @@ export class TokenService {
     private readonly privateKey: KeyObject,
     readonly kid: string,
     private readonly issuer: string,
-    private readonly keys: WatchedMap<JWK>,
+    private readonly keys: WatchedMap<VouchedKey>,
+    private readonly secret: Buffer,
+    private readonly log: Logger,
   ) {}
 
-  static async open(config: Pick<Config, 'jwt_key_file' | 'data_dir' | 'public_base_url'>, bus: Bus, log: Logger): Promise<TokenService> {
+  static async open(config: Pick<Config, 'jwt_key_file' | 'jwks_secret' | 'data_dir' | 'public_base_url'>, bus: Bus, log: Logger): Promise<TokenService> {
     const file = config.jwt_key_file !== '' ? resolve(config.jwt_key_file) : join(resolve(config.data_dir), 'keys', 'signing-key.pem');
     const privateKey = loadSigningKey(file, log);
-    const jwk = await exportJWK(createPublicKey(privateKey));
-    const kid = await calculateJwkThumbprint(jwk);
+    const secret = loadJwksSecret(config, log);
+    const exported = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(exported);
+    const jwk: JWK = { ...exported, kid, alg: algorithm, use: 'sig' };
     const kv = await bus.kv(bus.names.jwksBucket);
-    await kv.put(kid, encodeRecord({ ...jwk, kid, alg: algorithm, use: 'sig' }));
-    const keys = await WatchedMap.open<JWK>(kv, bus, log);
-    return new TokenService(privateKey, kid, config.public_base_url, keys);
+    await kv.put(kid, encodeRecord({ jwk, mac: keyMac(secret, jwk).toString('base64url') } satisfies VouchedKey));
+    const keys = await WatchedMap.open<VouchedKey>(kv, bus, log);
+    return new TokenService(privateKey, kid, config.public_base_url, keys, secret, log.child({ module: 'tokens' }));
   }
 
   async issue(input: IssueInput): Promise<{ token: string; jti: string; expiresAt: Date }> {
@@ -117,9 +149,22 @@ export class TokenService {
     }
   }
 
+  /** The entry's JWK if the jwks secret vouches for it under this kid. */
+  private vouched(kid: string, entry: VouchedKey | undefined): JWK | null {
+    if (!entry || typeof entry.jwk !== 'object' || entry.jwk === null || entry.jwk.kid !== kid || typeof entry.mac !== 'string') return null;
+    const mac = Buffer.from(entry.mac, 'base64url');
+    const want = keyMac(this.secret, entry.jwk);
+    return mac.length === want.length && timingSafeEqual(mac, want) ? entry.jwk : null;
+  }
+
   private key(kid: string | undefined): Promise<VerifyKey> {
-    const jwk = kid === undefined ? undefined : this.keys.get(kid);
-    if (!kid || !jwk) return Promise.reject(new Error('unknown kid'));
+    if (!kid) return Promise.reject(new Error('no kid'));
+    const entry = this.keys.get(kid);
+    const jwk = this.vouched(kid, entry);
+    if (!jwk) {
+      if (entry) this.log.warn({ kid }, 'token refused: its key is in the jwks bucket without a valid signature');
+      return Promise.reject(new Error('unknown kid'));
+    }
     let key = this.imported.get(kid);
     if (!key) {
       key = importJWK(jwk, algorithm);
@@ -130,7 +175,12 @@ export class TokenService {
 
   /** The public keys every api process accepts (served at /.well-known/jwks.json). */
   jwks(): { keys: JWK[] } {
-    return { keys: this.keys.values() };
+    const keys: JWK[] = [];
+    for (const [kid, entry] of this.keys.entries()) {
+      const jwk = this.vouched(kid, entry);
+      if (jwk) keys.push(jwk);
+    }
+    return { keys };
   }
 
   stop(): void {

@@ -1,6 +1,7 @@
 import { AckPolicy, connect, DeliverPolicy, StorageType, DiscardPolicy, RetentionPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection, type ObjectStore, type StreamConfig } from 'nats';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { natsConnectOptions, type NatsAccess } from './connect-options.js';
 import { busNames, type BusNames } from './names.js';
 
 const nanos = (ms: number): number => ms * 1_000_000;
@@ -27,10 +28,11 @@ export class Bus {
     void this.watchStatus();
   }
 
-  static async connect(config: Pick<Config, 'nats_url' | 'nats_prefix'> & Partial<Pick<Config, 'stream_replicas'>>, log: Logger, name = 'darshak'): Promise<Bus> {
+  static async connect(config: NatsAccess & Pick<Config, 'nats_prefix'> & Partial<Pick<Config, 'stream_replicas'>>, log: Logger, name = 'darshak'): Promise<Bus> {
     let nc: NatsConnection;
     try {
       nc = await connect({
+        ...natsConnectOptions(config),
         servers: config.nats_url.split(',').map((s) => s.trim()),
         name,
         maxReconnectAttempts: -1,
@@ -41,7 +43,13 @@ export class Bus {
         noAsyncTraces: true,
       });
     } catch (err) {
-      throw new BusUnavailableError(`cannot reach NATS at ${config.nats_url}: ${(err as Error).message}`);
+      const message = (err as Error).message;
+      if (/authori[sz]ation|authentication/i.test(message)) {
+        throw new BusUnavailableError(
+          `NATS at ${config.nats_url} refused to sign in (${message}): set NATS_USER and NATS_PASSWORD, NATS_TOKEN, NATS_CREDS_FILE or NATS_NKEY_FILE (docs/security.md)`,
+        );
+      }
+      throw new BusUnavailableError(`cannot reach NATS at ${config.nats_url}: ${message}`);
     }
     const jsm = await nc.jetstreamManager({ timeout: 5_000 }).catch((err: Error) => {
       void nc.close();
@@ -57,6 +65,8 @@ export class Bus {
 
   private async watchStatus(): Promise<void> {
     for await (const s of this.nc.status()) {
+      // A permissions violation, say: the server refused something this process's NATS user may not do.
+      if (s.type === 'error') this.log.error({ err: s.data }, 'NATS refused an operation');
       if (s.type !== 'disconnect' && s.type !== 'reconnect') continue;
       this.up = s.type === 'reconnect';
       if (this.up) this.log.info({ server: s.data }, 'NATS reconnected');

@@ -105,6 +105,24 @@ function checkCombinations(config: Config): void {
   if (config.ingest_shed_lag_ms > 0 && config.ingest_shed_max_lag_ms <= config.ingest_shed_lag_ms) {
     throw new ConfigError(`config: INGEST_SHED_MAX_LAG_MS (ingest_shed_max_lag_ms) is ${config.ingest_shed_max_lag_ms} but must be more than INGEST_SHED_LAG_MS (ingest_shed_lag_ms), ${config.ingest_shed_lag_ms}`);
   }
+  if ((config.nats_user === '') !== (config.nats_password === '')) {
+    throw new ConfigError('config: NATS_USER (nats_user) and NATS_PASSWORD (nats_password) go together: set both or neither');
+  }
+  const ways = (
+    [
+      ['NATS_USER (nats_user)', config.nats_user],
+      ['NATS_TOKEN (nats_token)', config.nats_token],
+      ['NATS_CREDS_FILE (nats_creds_file)', config.nats_creds_file],
+      ['NATS_NKEY_FILE (nats_nkey_file)', config.nats_nkey_file],
+    ] as const
+  ).filter(([, v]) => v !== '');
+  if (ways.length > 1) throw new ConfigError(`config: ${ways.map(([k]) => k).join(' and ')} are each a way to sign in to NATS; set one`);
+  if ((config.nats_tls_cert_file === '') !== (config.nats_tls_key_file === '')) {
+    throw new ConfigError('config: NATS_TLS_CERT_FILE (nats_tls_cert_file) and NATS_TLS_KEY_FILE (nats_tls_key_file) go together: set both or neither');
+  }
+  if (config.jwks_secret !== '' && config.jwks_secret.length < 32) {
+    throw new ConfigError(`config: JWKS_SECRET (jwks_secret) must be at least 32 characters, got ${config.jwks_secret.length}`);
+  }
   if (config.clickhouse_url !== '' && !/^https?:\/\//.test(config.clickhouse_url)) {
     throw new ConfigError(`config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url.replace(/\/\/[^/@]*@/, '//***@'))}`);
   }

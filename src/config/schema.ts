@@ -9,6 +9,14 @@ export interface Config {
   nats_url: string;
   nats_prefix: string;
   nats_autostart: boolean;
+  nats_user: string;
+  nats_password: string;
+  nats_token: string;
+  nats_creds_file: string;
+  nats_nkey_file: string;
+  nats_tls_ca_file: string;
+  nats_tls_cert_file: string;
+  nats_tls_key_file: string;
   clickhouse_url: string;
   smtp_url: string;
   webhook_allow_hosts: string[];
@@ -30,6 +38,7 @@ export interface Config {
   flush_interval_ms: number;
   aggregate_flush_interval_ms: number;
   jwt_key_file: string;
+  jwks_secret: string;
   analytics_rate_per_minute: number;
   export_s3_url: string;
 }
@@ -59,6 +68,14 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'boolean',
     description: '`darshak start`: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats`',
   },
+  nats_user: { type: 'string', description: 'NATS user name (with `nats_password`); the local server of `nats_autostart` gets a generated one when empty' },
+  nats_password: { type: 'string', description: 'NATS password of `nats_user`' },
+  nats_token: { type: 'string', description: 'NATS authentication token (instead of a user)' },
+  nats_creds_file: { type: 'string', description: 'NATS `.creds` file: a user JWT and its NKey seed (instead of a user)' },
+  nats_nkey_file: { type: 'string', description: 'file holding an NKey seed (`SU…`) to sign in with (instead of a user)' },
+  nats_tls_ca_file: { type: 'string', description: 'PEM CA bundle that NATS servers\' certificates must chain to; setting any `nats_tls_*` (or a `tls://` URL) requires TLS' },
+  nats_tls_cert_file: { type: 'string', description: 'PEM client certificate for NATS servers that verify clients (with `nats_tls_key_file`)' },
+  nats_tls_key_file: { type: 'string', description: 'PEM private key of `nats_tls_cert_file`' },
   clickhouse_url: { type: 'string', description: 'ClickHouse server; empty means embedded chDB under `DATA_DIR/clickhouse`' },
   smtp_url: { type: 'string', description: 'SMTP transport; empty writes `.eml` files to `DATA_DIR/outbox/`' },
   webhook_allow_hosts: { type: 'array', description: 'CIDRs or host names exempt from the SSRF guard (env: comma-separated)' },
@@ -148,6 +165,11 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   jwt_key_file: {
     type: 'string',
     description: 'PEM (PKCS#8) Ed25519 private key that signs tokens; empty means `DATA_DIR/keys/signing-key.pem`, generated on first start',
+  },
+  jwks_secret: {
+    type: 'string',
+    description:
+      'HMAC key that signs each api process\'s public key in the `<prefix>_jwks` bucket (api processes trust only keys it signed); empty means `DATA_DIR/keys/jwks-secret`, generated on first start. Api processes with separate data directories need the same value',
   },
   analytics_rate_per_minute: {
     type: 'integer',

@@ -39,6 +39,10 @@ export class WatchedMap<T> {
     return [...this.map.values()];
   }
 
+  entries(): Array<[string, T]> {
+    return [...this.map.entries()];
+  }
+
   get size(): number {
     return this.map.size;
   }

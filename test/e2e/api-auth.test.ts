@@ -1,18 +1,21 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
+import { SignJWT, calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, exportJWK, type JWTPayload } from 'jose';
+import { connect } from 'nats';
 import t, { type Test } from 'tap';
 import { call, inOneMinute, login } from '../helpers/api.js';
-import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
+import { cli, eventually, makeTenant, natsUrl, post, startService } from '../helpers/env.js';
 
 // Login, tokens, service accounts and API keys at {base_url}, driven over HTTP and the CLI as a user would.
 
 const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-auth-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const svc = await startService({ data_dir: dataDir, trust_proxy: true }, 'ingest,api');
+// Shared with the second api process of the shared-rate test, which has a data directory of its own.
+const jwksSecret = randomBytes(32).toString('hex');
+const svc = await startService({ data_dir: dataDir, trust_proxy: true, jwks_secret: jwksSecret }, 'ingest,api');
 t.teardown(() => svc.stop());
 const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
 const prefix = svc.config.nats_prefix;
@@ -46,6 +49,48 @@ t.test('login answers the seed shape with a 24 h EdDSA token of the contract cla
   t.notOk(keys.some((k) => k.d !== undefined), 'no private part is published');
   const viewer = decodeJwt(await login(base, 'viewer@acme.test'));
   t.equal(viewer.scope, 'analytics:read');
+});
+
+t.test('a key written to the jwks bucket by anyone who can reach NATS mints no token', async (t) => {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const exported = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(exported);
+  const jwk = { ...exported, kid, alg: 'EdDSA', use: 'sig' };
+  // The owner's claims, so that the token fails on its key alone (the control at the end shows it would pass).
+  const owner = decodeJwt(ownerToken);
+  const forge = () =>
+    new SignJWT({ tenant: owner.tenant, role: owner.role, scope: owner.scope })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'JWT', kid })
+      .setSubject(String(owner.sub))
+      .setIssuer(svc.config.public_base_url)
+      .setAudience('darshak-api')
+      .setIssuedAt()
+      .setNotBefore('0s')
+      .setExpirationTime('1h')
+      .setJti('forged')
+      .sign(privateKey);
+  const nc = await connect({ servers: natsUrl });
+  t.teardown(() => nc.close());
+  const kv = await nc.jetstream().views.kv(`${prefix}_jwks`);
+  const macUnder = (secret: string): string =>
+    createHmac('sha256', secret).update(JSON.stringify([jwk.kid, jwk.kty, jwk.crv, jwk.x, jwk.alg])).digest('base64url');
+  for (const [what, entry] of [
+    ['a bare JWK', jwk],
+    ['no MAC', { jwk }],
+    ['a MAC under another secret', { jwk, mac: macUnder('guessed'.repeat(8)) }],
+  ] as const) {
+    await kv.put(kid, JSON.stringify(entry));
+    await new Promise((r) => setTimeout(r, 200));
+    const r = await call(base, 'GET', '/v1/api-keys', { token: await forge() });
+    t.equal(r.status, 401, `${what}: refused`);
+    const listed = (await call(base, 'GET', '/.well-known/jwks.json')).json.keys as Array<{ kid: string }>;
+    t.notOk(listed.some((k) => k.kid === kid), `${what}: not published`);
+  }
+  // The same key vouched for with the deployment's secret is trusted: the MAC is what decides.
+  await kv.put(kid, JSON.stringify({ jwk, mac: macUnder(jwksSecret) }));
+  t.not(await eventually(async () => (await call(base, 'GET', '/v1/api-keys', { token: await forge() })).status === 200, 3000, 100), -1, 'vouched for, accepted');
+  await kv.delete(kid);
+  t.not(await eventually(async () => (await call(base, 'GET', '/v1/api-keys', { token: await forge() })).status === 401, 3000, 100), -1, 'removed, refused again');
 });
 
 t.test('the api listener serves /healthz, /readyz, /metrics and its OpenAPI document', async (t) => {
@@ -299,7 +344,7 @@ async function startSecondApi(t: Test): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-api2-'));
   const port = await freePort();
   const child = spawn(process.execPath, [mainJs, 'start', '--role', 'api'], {
-    env: { ...process.env, NODE_ENV: 'test', NATS_URL: svc.config.nats_url, NATS_PREFIX: prefix, DATA_DIR: dir, BASE_PORT: String(port), PUBLIC_BASE_URL: svc.config.public_base_url },
+    env: { ...process.env, NODE_ENV: 'test', NATS_URL: svc.config.nats_url, NATS_PREFIX: prefix, DATA_DIR: dir, BASE_PORT: String(port), PUBLIC_BASE_URL: svc.config.public_base_url, JWKS_SECRET: jwksSecret },
     stdio: 'ignore',
   });
   t.teardown(async () => {

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { connect } from 'nats';
 import { eventually, mainJs, makeTenant, natsUrl, post, removeNamespace, uniquePrefix, freePort } from '../helpers/env.js';
 import { autoEngine } from '../helpers/engines.js';
 
@@ -84,6 +85,15 @@ t.test('with nothing at NATS_URL, start runs a nats-server under DATA_DIR/nats a
   t.teardown(() => p.child.kill('SIGKILL'));
   t.not(await eventually(ready(port), 20_000, 100), -1, 'ready on its own NATS');
   t.match(p.output(), /started a local nats-server/);
+  // Never an open server: a generated user, kept private beside its store, which the CLI finds there too.
+  await t.rejects(connect({ servers: url, reconnect: false }), /Authorization Violation/i, 'no connection without credentials');
+  const credentials = join(dataDir, 'nats', 'credentials.json');
+  t.equal(statSync(credentials).mode & 0o777, 0o600, 'its credentials file is 0600');
+  const kept = JSON.parse(readFileSync(credentials, 'utf8')) as { user: string; password: string };
+  t.ok(kept.password.length >= 32, 'a long random password');
+  t.equal(statSync(join(dataDir, 'nats', 'nats.conf')).mode & 0o777, 0o600, 'and so is its config');
+  const tenant = await makeTenant('darshak', 'local', 'pro', url, { DATA_DIR: dataDir });
+  t.equal((await post(`http://127.0.0.1:${port}/v1/ingest/events`, { events: [{ event_type: 'heartbeat', session_id: 's' }] }, { 'x-api-key': tenant.key })).status, 200, 'the CLI and ingest work with it');
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0);
   const stillUp = await new Promise<boolean>((resolve) => {

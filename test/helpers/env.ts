@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { connect } from 'nats';
+import { connect, type ConnectionOptions } from 'nats';
 import type { Test } from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
@@ -171,8 +171,9 @@ export interface Tenant {
 }
 
 /** A tenant with an owner and a production key, made through the CLI as an operator would (`url`: another NATS). */
-export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro', url = natsUrl): Promise<Tenant> {
-  const env = { NATS_PREFIX: prefix, NATS_URL: url };
+/** `extra`: more of the CLI's environment (its NATS credentials, say). */
+export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro', url = natsUrl, extra: Record<string, string> = {}): Promise<Tenant> {
+  const env = { NATS_PREFIX: prefix, NATS_URL: url, ...extra };
   const created = await cli(
     ['tenant', 'create', '--slug', slug, '--name', `${slug} OTT`, '--plan', plan, '--owner-email', `owner@${slug}.test`, '--owner-password', 'correct horse battery'],
     env,
@@ -267,8 +268,9 @@ export function freePort(): Promise<number> {
  * input of its shard, and (unless `flush` is false: no flush role runs) the flusher has nothing pending or
  * unacknowledged.
  */
-export async function drained(prefix: string, shards = 4, url = natsUrl, flush = true): Promise<boolean> {
-  const nc = await connect({ servers: url });
+/** `at`: a NATS URL, or connection options (a server that authenticates). */
+export async function drained(prefix: string, shards = 4, at: string | ConnectionOptions = natsUrl, flush = true): Promise<boolean> {
+  const nc = await connect(typeof at === 'string' ? { servers: at } : at);
   try {
     const jsm = await nc.jetstreamManager();
     const names = busNames(prefix);

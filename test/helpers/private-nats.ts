@@ -16,6 +16,8 @@ export class PrivateNats {
     readonly storeDir: string,
     /** More nats-server options (a cluster's name, listen address and routes). */
     private readonly extraArgs: readonly string[] = [],
+    /** For a server that authenticates: who the readiness check signs in as, and nats-server's environment. */
+    private readonly access: { user?: string; pass?: string; env?: Record<string, string> } = {},
   ) {}
 
   /** Started, with a `max_payload` of `bytes`, its store and config under `dir`. */
@@ -37,7 +39,10 @@ export class PrivateNats {
 
   /** Start the process without waiting: a cluster's servers answer JetStream only once a quorum of them runs. */
   launch(): void {
-    const child = spawn(natsServerBin, ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(natsServerBin, ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...this.access.env },
+    });
     this.child = child;
     this.exited = new Promise((r) => child.once('exit', r));
     const keep = (d: Buffer): void => {
@@ -53,7 +58,7 @@ export class PrivateNats {
       async () => {
         let nc: NatsConnection | undefined;
         try {
-          nc = await connect({ servers: this.url, reconnect: false, timeout: 500 });
+          nc = await connect({ servers: this.url, reconnect: false, timeout: 500, user: this.access.user, pass: this.access.pass });
           await (await nc.jetstreamManager({ timeout: 1000 })).getAccountInfo();
           return true;
         } catch {

@@ -40,6 +40,13 @@ t.test('bad combinations are refused', async (t) => {
   const dir = configDir({ 'default.json': base });
   t.throws(() => loadConfig({ dir, env: { BASE_PORT: '9000', INGEST_PORT: '9000' } }), /BASE_PORT \(base_port\) and INGEST_PORT \(ingest_port\) are both 9000/);
   t.throws(() => loadConfig({ dir, env: { CLICKHOUSE_URL: 'tcp://ch:9000' } }), /CLICKHOUSE_URL \(clickhouse_url\) must be an http\(s\) URL/);
+  t.throws(() => loadConfig({ dir, env: { NATS_USER: 'ingest' } }), /NATS_USER \(nats_user\) and NATS_PASSWORD \(nats_password\) go together/);
+  t.throws(() => loadConfig({ dir, env: { NATS_PASSWORD: 'secret' } }), /go together/);
+  t.throws(() => loadConfig({ dir, env: { NATS_USER: 'u', NATS_PASSWORD: 'p', NATS_TOKEN: 't' } }), /NATS_USER \(nats_user\) and NATS_TOKEN \(nats_token\) are each a way to sign in to NATS; set one/);
+  t.throws(() => loadConfig({ dir, env: { NATS_CREDS_FILE: 'a.creds', NATS_NKEY_FILE: 'seed' } }), /NATS_CREDS_FILE .* and NATS_NKEY_FILE .* set one/);
+  t.throws(() => loadConfig({ dir, env: { NATS_TLS_CERT_FILE: 'c.pem' } }), /NATS_TLS_CERT_FILE \(nats_tls_cert_file\) and NATS_TLS_KEY_FILE \(nats_tls_key_file\) go together/);
+  t.throws(() => loadConfig({ dir, env: { JWKS_SECRET: 'short' } }), /JWKS_SECRET \(jwks_secret\) must be at least 32 characters, got 5/);
+  t.doesNotThrow(() => loadConfig({ dir, env: { NATS_USER: 'u', NATS_PASSWORD: 'p', NATS_TLS_CA_FILE: 'ca.pem' } }), 'a user over TLS');
 });
 
 t.test('the process stops with the message and exit code 78', async (t) => {
