@@ -12,6 +12,7 @@ const usage = `darshak: real-time analytics for video streaming
   darshak tenant create --slug S --name N --plan free|pro|enterprise --owner-email E --owner-password P
   darshak tenant update --slug S [--plan P] [--status active|inactive] [--monthly-quota N|plan] [--rate-per-minute N|plan] [--name N]
   darshak user add --tenant S --email E --password P --role owner|admin|viewer
+  darshak user sign-out --email E               (every token of the user refused within a second)
   darshak apikey create --tenant S --name N --environment production|staging|development
   darshak apikey list --tenant S
   darshak apikey revoke --tenant S --id ID

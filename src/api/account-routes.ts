@@ -3,11 +3,12 @@ import type { ControlPlane } from '../control/control-plane.js';
 import { environments, type Environment } from '../control/records.js';
 import { clientAddress } from '../http/address.js';
 import { replyError } from '../http/server.js';
-import type { Route } from '../http/types.js';
+import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
 import { controlReply, page, readJson } from './body.js';
-import type { Login } from './login.js';
-import { serviceTokenSeconds, type TokenService } from './tokens.js';
+import type { Login, LoginOutcome } from './login.js';
+import type { RevokedTokens } from './revoked-tokens.js';
+import { serviceTokenSeconds, type Principal, type TokenService } from './tokens.js';
 
 /** Scopes a service account may hold: never settings:write, so a script's token cannot mint more tokens. */
 export const serviceAccountScopes: readonly Scope[] = ['analytics:read', 'alerts:write', 'keys:manage'];
@@ -17,6 +18,7 @@ export interface AccountDeps {
   control: ControlPlane;
   login: Login;
   tokens: TokenService;
+  revoked: RevokedTokens;
   /** `last_used_at` of the API keys, by id. */
   keysLastUsed: () => Promise<Map<string, string>>;
   /** TRUST_PROXY: a client's address is the first hop of X-Forwarded-For. */
@@ -24,7 +26,19 @@ export interface AccountDeps {
 }
 
 /** Login, the public keys, service accounts and API keys. */
-export function accountRoutes({ auth, control, login, tokens, keysLastUsed, trustProxy }: AccountDeps): Route[] {
+export function accountRoutes({ auth, control, login, tokens, revoked, keysLastUsed, trustProxy }: AccountDeps): Route[] {
+  /** The answer to a login or a password change that did not succeed. */
+  const refused = (req: HttpRequest, out: Exclude<LoginOutcome, { kind: 'ok' }>): HttpReply => {
+    if (out.kind === 'too_many_attempts') {
+      const reply = replyError(req, 'too_many_attempts', `Too many failed logins; retry in ${out.retryAfterSeconds} s`);
+      reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
+      return reply;
+    }
+    if (out.kind === 'tenant_inactive') return replyError(req, 'tenant_inactive', 'This tenant is inactive: its users cannot sign in until it is made active');
+    return replyError(req, 'invalid_credentials');
+  };
+  const userOnly = (req: HttpRequest, principal: Principal): HttpReply | null =>
+    principal.role === 'service_account' ? replyError(req, 'invalid_request', "A service account's token is revoked with DELETE /v1/service-accounts/{id}") : null;
   return [
     {
       method: 'POST',
@@ -38,14 +52,44 @@ export function accountRoutes({ auth, control, login, tokens, keysLastUsed, trus
         if (email.length > 254 || password.length > 1024) return replyError(req, 'invalid_credentials');
         const out = await login.login(email, password, clientAddress(req, trustProxy));
         if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
-        if (out.kind === 'too_many_attempts') {
-          const reply = replyError(req, 'too_many_attempts', `Too many failed logins; retry in ${out.retryAfterSeconds} s`);
-          reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
-          return reply;
-        }
-        if (out.kind === 'tenant_inactive') return replyError(req, 'tenant_inactive', 'This tenant is inactive: its users cannot sign in until it is made active');
-        return replyError(req, 'invalid_credentials');
+        return refused(req, out);
       },
+    },
+    {
+      method: 'POST',
+      path: '/v1/auth/logout',
+      handler: guarded(auth, null, async (req, principal) => {
+        const notUser = userOnly(req, principal);
+        if (notUser) return notUser;
+        await revoked.revoke(principal.jti, principal.exp);
+        return { status: 204 };
+      }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/auth/logout-everywhere',
+      handler: guarded(auth, null, async (req, principal) => {
+        const notUser = userOnly(req, principal);
+        if (notUser) return notUser;
+        await control.signOutEverywhere(Number(principal.sub));
+        return { status: 204 };
+      }),
+    },
+    {
+      method: 'POST',
+      path: '/v1/auth/password',
+      handler: guarded(auth, null, async (req, principal) => {
+        const notUser = userOnly(req, principal);
+        if (notUser) return notUser;
+        const body = await readJson(req, { current_password: { type: 'string', required: true }, new_password: { type: 'string', required: true } });
+        if (!body.ok) return body.reply;
+        const { current_password: current, new_password: next } = body.value;
+        if (next.length < 8 || next.length > 1024) return replyError(req, 'invalid_request', 'new_password must be 8 to 1024 characters', [{ field: 'new_password' }]);
+        if (current.length > 1024) return replyError(req, 'invalid_credentials');
+        const out = await login.changePassword(Number(principal.sub), current, next, clientAddress(req, trustProxy));
+        if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
+        return refused(req, out);
+      }),
     },
     {
       method: 'GET',

@@ -1,8 +1,9 @@
-import { suspended, type ServiceAccountRecord, type TenantRecord } from '../control/records.js';
+import { suspended, type ServiceAccountRecord, type TenantRecord, type UserRecord } from '../control/records.js';
 import type { WatchedMap } from '../control/watched-map.js';
 import { replyError } from '../http/server.js';
 import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
+import type { RevokedTokens } from './revoked-tokens.js';
 import type { Principal, TokenService } from './tokens.js';
 
 export type Scope = 'analytics:read' | 'alerts:write' | 'keys:manage' | 'settings:write';
@@ -31,6 +32,7 @@ export class Authenticator {
     private readonly users: WatchedMap<unknown>,
     private readonly limiter: MinuteLimiter,
     private readonly tenants: WatchedMap<TenantRecord>,
+    private readonly revoked: Pick<RevokedTokens, 'has'>,
   ) {}
 
   /** Whether a tenant is suspended (`inactive`): its users and service accounts are refused everywhere. */
@@ -48,19 +50,22 @@ export class Authenticator {
     return sa ? { ...p, scopes: new Set([...p.scopes].filter((s) => sa.scopes.includes(s))) } : p;
   }
 
-  /** Whether a verified principal still stands: not expired, its service account not revoked, its user not gone. */
+  /**
+   * Whether a verified principal still stands: not expired, its service account not revoked; its user not gone, not
+   * signed out everywhere since (session version) and the token not signed out.
+   */
   stillValid(p: Principal, now = Date.now()): boolean {
     if (p.exp * 1000 <= now) return false;
     if (p.role === 'service_account') {
       const sa = this.serviceAccounts.get(p.sub);
       return sa !== undefined && sa.revoked_at === null && sa.tenant === p.tenant && p.jti === sa.id;
     }
-    const user = this.users.get(`user.${p.sub}`) as { tenant?: string } | undefined;
-    return user !== undefined && user.tenant === p.tenant;
+    const user = this.users.get(`user.${p.sub}`) as Partial<UserRecord> | undefined;
+    return user !== undefined && user.tenant === p.tenant && (user.session_version ?? 0) === p.sv && !this.revoked.has(p.jti);
   }
 
-  /** `token`: taken from elsewhere than the Authorization header (the live feed's upgrade). */
-  async authorize(req: HttpRequest, scope: Scope, token: string | null = bearerToken(req)): Promise<Authorized> {
+  /** `scope` null: any valid token. `token`: taken from elsewhere than the Authorization header (the live feed's upgrade). */
+  async authorize(req: HttpRequest, scope: Scope | null, token: string | null = bearerToken(req)): Promise<Authorized> {
     const principal = await this.principal(token);
     if (!principal) {
       const reply = replyError(req, 'unauthorized');
@@ -79,7 +84,7 @@ export class Authenticator {
       reply.headers = headers;
       return { ok: false, reply };
     }
-    if (!principal.scopes.has(scope)) {
+    if (scope !== null && !principal.scopes.has(scope)) {
       const reply = replyError(req, 'insufficient_scope', `This endpoint needs the scope ${scope}`, [{ scope }]);
       reply.headers = { ...headers, 'WWW-Authenticate': `Bearer realm="darshak", error="insufficient_scope", scope="${scope}"` };
       return { ok: false, reply };
@@ -89,7 +94,7 @@ export class Authenticator {
 }
 
 /** A handler that runs only for an authorized caller; the rate headers ride on its answer. */
-export function guarded(auth: Authenticator, scope: Scope, handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) {
+export function guarded(auth: Authenticator, scope: Scope | null, handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) {
   return async (req: HttpRequest): Promise<HttpReply> => {
     const a = await auth.authorize(req, scope);
     if (!a.ok) return a.reply;

@@ -1,7 +1,7 @@
 import type { KV } from 'nats';
 import { decodeRecord, encodeRecord, sha256Hex, type ControlPlane } from '../control/control-plane.js';
 import { hashPassword, verifyPassword } from '../control/passwords.js';
-import { roles, type Role } from '../control/records.js';
+import { roles, type Role, type UserRecord } from '../control/records.js';
 import { clientNetwork } from '../http/address.js';
 import { userTokenSeconds, type TokenService } from './tokens.js';
 
@@ -134,12 +134,38 @@ export class Login {
     return new Login(control, attempts, tokens, suspended, await hashPassword('dummy password that matches nothing'));
   }
 
-  /**
-   * `client` is the caller's address. The tight limit is per account and client network, so that a stranger who
-   * knows an e-mail locks it out of their own network only; wider ones bound guessing spread over networks and
-   * one network spraying many accounts (docs/api.md "Login").
-   */
   async login(email: string, password: string, client: string): Promise<LoginOutcome> {
+    const checked = await this.check(email, password, client);
+    if (checked.kind !== 'ok') return checked;
+    // Told only to who knows the password: a suspended tenant's users get no token.
+    if (this.suspended(checked.user.tenant)) return { kind: 'tenant_inactive' };
+    return { kind: 'ok', response: await this.answer(checked.user) };
+  }
+
+  /**
+   * A signed-in user's new password: the current one is checked under the same limits as a login, then every token
+   * issued before is refused (session version) and a new one answered.
+   */
+  async changePassword(userId: number, current: string, next: string, client: string): Promise<LoginOutcome> {
+    const user = await this.control.getUser(userId);
+    if (!user) return { kind: 'invalid_credentials' };
+    const checked = await this.check(user.email, current, client);
+    if (checked.kind !== 'ok') return checked;
+    const updated = await this.control.setPassword(userId, next);
+    return updated ? { kind: 'ok', response: await this.answer(updated) } : { kind: 'invalid_credentials' };
+  }
+
+  /**
+   * The user whose e-mail and password these are, the attempt counted against the limits first (docs/api.md
+   * "Login"). The tight limit is per account and client network (`client` is the caller's address), so that a
+   * stranger who knows an e-mail locks it out of their own network only; wider ones bound guessing spread over
+   * networks and one network spraying many accounts.
+   */
+  private async check(
+    email: string,
+    password: string,
+    client: string,
+  ): Promise<{ kind: 'ok'; user: UserRecord } | { kind: 'invalid_credentials' } | { kind: 'too_many_attempts'; retryAfterSeconds: number }> {
     const account = sha256Hex(email.trim().toLowerCase());
     const network = clientNetwork(client);
     const keys = [
@@ -159,24 +185,24 @@ export class Login {
       keys.map(([key]) => key),
       at,
     );
-    // Told only to who knows the password: a suspended tenant's users get no token.
-    if (this.suspended(user.tenant)) return { kind: 'tenant_inactive' };
+    return { kind: 'ok', user };
+  }
+
+  private async answer(user: UserRecord): Promise<LoginResponse> {
     const { token } = await this.tokens.issue({
       sub: String(user.id),
       tenant: user.tenant,
       role: user.role,
       scopes: roleScopes[user.role],
       lifetimeSeconds: userTokenSeconds,
+      sv: user.session_version ?? 0,
     });
     return {
-      kind: 'ok',
-      response: {
-        access_token: token,
-        token_type: 'bearer',
-        expires_in: userTokenSeconds,
-        tenant_slug: user.tenant,
-        user: { id: user.id, email: user.email, role: user.role },
-      },
+      access_token: token,
+      token_type: 'bearer',
+      expires_in: userTokenSeconds,
+      tenant_slug: user.tenant,
+      user: { id: user.id, email: user.email, role: user.role },
     };
   }
 }

@@ -19,6 +19,7 @@ import { ExportService } from './exports.js';
 import { LiveFeed } from './live.js';
 import { Login, LoginAttempts, loginWindowMs } from './login.js';
 import { openApiRoute } from './openapi.js';
+import { RevokedTokens } from './revoked-tokens.js';
 import { TokenService } from './tokens.js';
 import { webhookRoutes } from './webhook-routes.js';
 import type { Bus } from '../bus/bus.js';
@@ -64,14 +65,15 @@ export const apiRole: ModuleDef = {
     const tokens = await TokenService.open(config, bus, log);
     // The deliveries list and the test ping work even where no webhooks role runs yet.
     await ensureWebhookStreams(bus);
-    const [serviceAccounts, users, tenants, failures] = await Promise.all([
+    const [serviceAccounts, users, tenants, failures, revoked] = await Promise.all([
       WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, bus, log),
       WatchedMap.open<unknown>(control.users, bus, log),
       WatchedMap.open<TenantRecord>(control.tenants, bus, log),
       bus.kv(bus.names.loginsBucket, loginWindowMs),
+      RevokedTokens.open(bus, log),
     ]);
     const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
-    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests), tenants);
+    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests), tenants, revoked);
     const login = await Login.create(control, new LoginAttempts(failures), tokens, (tenant) => auth.suspended(tenant));
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
     const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
@@ -81,7 +83,7 @@ export const apiRole: ModuleDef = {
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [...apiRoutes({ auth, control, login, tokens, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy }), ...app.routes],
+      routes: [...apiRoutes({ auth, control, login, tokens, revoked, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy }), ...app.routes],
       fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,
@@ -99,6 +101,7 @@ export const apiRole: ModuleDef = {
         users.stop();
         tenants.stop();
         tokens.stop();
+        revoked.stop();
         await requests.close();
       },
     };

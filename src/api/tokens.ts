@@ -22,6 +22,8 @@ export interface Principal {
   scopes: ReadonlySet<string>;
   jti: string;
   exp: number;
+  /** The user's session version when the token was issued (the `sv` claim; 0 for service accounts). */
+  sv: number;
 }
 
 export interface IssueInput {
@@ -31,6 +33,8 @@ export interface IssueInput {
   scopes: readonly string[];
   lifetimeSeconds: number;
   jti?: string;
+  /** A user's session version (UserRecord.session_version). */
+  sv?: number;
 }
 
 /** Load the signing key from `file`, or create one there on first start (0600: it mints every token). */
@@ -114,7 +118,8 @@ export class TokenService {
     const now = Math.floor(Date.now() / 1000);
     const jti = input.jti ?? randomUUID();
     const exp = now + input.lifetimeSeconds;
-    const token = await new SignJWT({ tenant: input.tenant, role: input.role, scope: input.scopes.join(' ') })
+    const claims = { tenant: input.tenant, role: input.role, scope: input.scopes.join(' '), ...(input.sv === undefined ? {} : { sv: input.sv }) };
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: algorithm, typ: 'JWT', kid: this.kid })
       .setSubject(input.sub)
       .setIssuer(this.issuer)
@@ -142,8 +147,9 @@ export class TokenService {
       const role = stringClaim(payload, 'role');
       const scope = payload.scope;
       const jti = stringClaim(payload, 'jti');
-      if (!sub || !tenant || !role || !jti || typeof scope !== 'string' || typeof payload.exp !== 'number') return null;
-      return { sub, tenant, role, scopes: new Set(scope.split(' ').filter(Boolean)), jti, exp: payload.exp };
+      const sv = payload.sv ?? 0;
+      if (!sub || !tenant || !role || !jti || typeof scope !== 'string' || typeof payload.exp !== 'number' || !Number.isSafeInteger(sv)) return null;
+      return { sub, tenant, role, scopes: new Set(scope.split(' ').filter(Boolean)), jti, exp: payload.exp, sv: sv as number };
     } catch {
       return null;
     }

@@ -26,6 +26,8 @@ export interface BusNames {
   keyUsageBucket: string;
   /** Public keys of every api process's token signer (docs/api.md). */
   jwksBucket: string;
+  /** Ids of user tokens signed out one at a time, until they would have expired anyway. */
+  revokedTokensBucket: string;
   serviceAccountsBucket: string;
   /** API requests per token per minute, shared by the api processes. */
   apiRateBucket: string;
@@ -92,6 +94,7 @@ export function busNames(prefix: string): BusNames {
     rateBucket: `${prefix}_rate`,
     keyUsageBucket: `${prefix}_key_usage`,
     jwksBucket: `${prefix}_jwks`,
+    revokedTokensBucket: `${prefix}_revoked_tokens`,
     serviceAccountsBucket: `${prefix}_service_accounts`,
     loginsBucket: `${prefix}_logins`,
     apiRateBucket: `${prefix}_api_rate`,

@@ -112,6 +112,7 @@ function grants(n: BusNames): Record<NatsRole, Grant> {
         ...bus,
         ...controlBuckets.map((b): [Resource, Access] => [kv(b), 'write']),
         [kv(n.jwksBucket), 'write'],
+        [kv(n.revokedTokensBucket), 'write'],
         [kv(n.loginsBucket), 'write'],
         [kv(n.apiRateBucket), 'write'],
         [kv(n.exportsBucket), 'write'],

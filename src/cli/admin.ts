@@ -88,6 +88,14 @@ export const adminCommands: Record<string, Record<string, Command>> = {
       ]);
       return control.addUser({ tenant: f.tenant as string, email: f.email as string, password: f.password as string, role: f.role as Role });
     },
+    // An operator's "sign out everywhere": a lost laptop, a leaver.
+    async 'sign-out'(control, argv) {
+      const f = flags(argv, { email: { type: 'string' } }, ['email']);
+      const id = await control.findUserId(f.email as string);
+      const user = id === null ? null : await control.signOutEverywhere(id);
+      if (!user) throw new ControlError('not_found', `no user with e-mail ${f.email as string}`);
+      return { id: user.id, email: user.email, signed_out_at: new Date().toISOString() };
+    },
   },
   apikey: {
     async create(control, argv) {

@@ -57,6 +57,10 @@ function checkText(value: string, field: string, max = 200): void {
   check(typeof value === 'string' && value.trim().length > 0 && value.length <= max, `${field} must be 1 to ${max} characters`);
 }
 
+function checkPassword(password: string): void {
+  check(typeof password === 'string' && password.length >= 8 && password.length <= 1024, 'password must be 8 to 1024 characters');
+}
+
 function checkPositive(value: number | null | undefined, field: string): void {
   if (value === null || value === undefined) return;
   check(Number.isSafeInteger(value) && value > 0, `${field} must be a positive integer`);
@@ -209,7 +213,7 @@ export class ControlPlane {
 
   private checkCredentials(email: string, password: string): void {
     check(typeof email === 'string' && emailPattern.test(email) && email.length <= 254, 'email must be an e-mail address');
-    check(typeof password === 'string' && password.length >= 8 && password.length <= 1024, 'password must be 8 to 1024 characters');
+    checkPassword(password);
   }
 
   private emailKey(email: string): string {
@@ -224,6 +228,36 @@ export class ControlPlane {
   async getUser(id: number): Promise<UserRecord | null> {
     const e = await this.users.get(`user.${id}`);
     return e && e.operation === 'PUT' ? decodeRecord<UserRecord>(e.value) : null;
+  }
+
+  /** Change a user's record by compare-and-set, retrying on a concurrent write; null when there is no such user. */
+  private async updateUser(id: number, change: (u: UserRecord) => UserRecord): Promise<UserRecord | null> {
+    for (;;) {
+      const e = await this.users.get(`user.${id}`);
+      if (!e || e.operation !== 'PUT') return null;
+      const next = change(decodeRecord<UserRecord>(e.value));
+      try {
+        await this.users.update(`user.${id}`, encodeRecord(next), e.revision);
+        return next;
+      } catch (err) {
+        if (!/wrong last sequence/i.test((err as Error).message)) throw err;
+      }
+    }
+  }
+
+  /**
+   * Sign a user out everywhere: every token issued before carries the old session version and is refused by every
+   * api process within about a second (the users bucket is watched).
+   */
+  async signOutEverywhere(id: number): Promise<UserRecord | null> {
+    return this.updateUser(id, (u) => ({ ...u, session_version: (u.session_version ?? 0) + 1 }));
+  }
+
+  /** A new password, and every token issued before it refused (docs/api.md "Signing out"). */
+  async setPassword(id: number, password: string): Promise<UserRecord | null> {
+    checkPassword(password);
+    const hash = await hashPassword(password);
+    return this.updateUser(id, (u) => ({ ...u, password_hash: hash, session_version: (u.session_version ?? 0) + 1 }));
   }
 
   private async nextUserId(): Promise<number> {

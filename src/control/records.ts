@@ -38,6 +38,8 @@ export interface UserRecord {
   role: Role;
   password_hash: string;
   created_at: string;
+  /** Tokens carry the version they were issued under (`sv`); raising it signs the user out everywhere. Absent: 0. */
+  session_version?: number;
 }
 
 export interface ApiKeyRecord {

@@ -357,6 +357,52 @@ async function startSecondApi(t: Test): Promise<string> {
   return url;
 }
 
+t.test('signing out, everywhere and by a password change: the tokens are refused within a second on every api process', async (t) => {
+  await makeTenant(prefix, 'leaver', 'pro');
+  const email = 'owner@leaver.test';
+  const second = await startSecondApi(t);
+  const status = async (url: string, token: string): Promise<number> => (await call(url, 'GET', '/v1/api-keys', { token })).status;
+  const refusedWithin = async (token: string, ms = 1000): Promise<boolean> => (await eventually(async () => (await status(second, token)) === 401, ms, 20)) >= 0;
+  const a = await login(base, email);
+  const b = await login(base, email);
+  t.equal(await status(second, a), 200, 'the other process accepts the token');
+
+  t.equal((await call(base, 'POST', '/v1/auth/logout', { token: a })).status, 204, 'sign out');
+  t.ok(await refusedWithin(a), 'the signed-out token is refused by the other process within a second');
+  t.equal(await status(base, a), 401, 'and by this one');
+  t.equal(await status(second, b), 200, "the user's other token still works");
+
+  const c = await login(base, email);
+  t.equal((await call(second, 'POST', '/v1/auth/logout-everywhere', { token: b })).status, 204, 'sign out everywhere');
+  t.ok((await refusedWithin(b)) && (await refusedWithin(c)), 'every earlier token is refused');
+  t.equal(await status(base, c), 401);
+  const d = await login(base, email);
+  t.equal(await status(second, d), 200, 'a new sign-in works');
+
+  const change = (token: string, body: unknown) => call(base, 'POST', '/v1/auth/password', { token, body });
+  t.match(await change(d, { current_password: 'wrong password', new_password: 'a new long password' }), { status: 401, json: { error: { code: 'invalid_credentials' } } });
+  t.match(await change(d, { current_password: 'correct horse battery', new_password: 'short' }), { status: 400, json: { error: { code: 'invalid_request' } } });
+  t.equal(await status(second, d), 200, 'refused changes revoke nothing');
+  const changed = await change(d, { current_password: 'correct horse battery', new_password: 'a new long password' });
+  t.equal(changed.status, 200, 'password changed');
+  const e = String(changed.json.access_token);
+  t.ok(await refusedWithin(d), 'the token it was changed with is refused');
+  t.not(await eventually(async () => (await status(second, e)) === 200, 1000, 20), -1, 'the token it answered works everywhere');
+  t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email, password: 'correct horse battery' } })).status, 401, 'the old password is gone');
+  t.equal((await call(base, 'POST', '/v1/auth/login', { body: { email, password: 'a new long password' } })).status, 200, 'the new one signs in');
+
+  const sa = await call(base, 'POST', '/v1/service-accounts', { token: e, body: { name: 'bot', scopes: ['analytics:read'] } });
+  t.match(await call(base, 'POST', '/v1/auth/logout', { token: String(sa.json.token) }), { status: 400, json: { error: { code: 'invalid_request' } } }, "a service account's token is revoked with the account instead");
+
+  const out = await cli(['user', 'sign-out', '--email', email], env);
+  t.equal(out.code, 0, out.stderr);
+  t.match(out.json, { email, signed_out_at: String });
+  t.ok(await refusedWithin(e), "the operator's sign-out reaches every process");
+  const unknown = await cli(['user', 'sign-out', '--email', 'nobody@leaver.test'], env);
+  t.equal(unknown.code, 1);
+  t.match(unknown.stderr, /no user with e-mail nobody@leaver.test \(not_found\)/);
+});
+
 t.test('a suspended tenant is suspended everywhere: sign-in, tokens, service accounts, keys; and back', async (t) => {
   await makeTenant(prefix, 'paused', 'pro');
   const owner = await login(base, 'owner@paused.test');
