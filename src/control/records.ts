@@ -91,7 +91,7 @@ export interface WebhookRecord {
   categories: WebhookCategory[];
   format: WebhookFormat;
   enabled: boolean;
-  /** `whsec_` + 32 random bytes, base64url: the HMAC key. */
+  /** `whsec_` + 32 random bytes, base64 (Standard Webhooks' form): the HMAC key. */
   secret: string;
   /** The secret before the last rotation; it also signs until `previous_secret_until`. */
   previous_secret: string | null;

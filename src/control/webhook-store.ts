@@ -23,7 +23,7 @@ export interface WebhookPatch {
   enabled?: boolean;
 }
 
-export const newSecret = (): string => `whsec_${randomBytes(32).toString('base64url')}`;
+export const newSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 
 const invalid = (message: string): ControlError => new ControlError('invalid_request', message);
 

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verify } from '@octokit/webhooks-methods';
+import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { call, login } from '../helpers/api.js';
 import { eventually, makeTenant, startService } from '../helpers/env.js';
@@ -30,7 +31,7 @@ t.test('create, list, get, update; secrets only at creation and rotation', async
   t.equal(r.status, 201);
   t.match(r.json, { url: `${receiver.url}/hooks/a`, format: 'json', enabled: true, categories: ['qos.rebuffer_spike', 'qos.error_spike'] });
   t.match(String(r.json.id), /^wh_[0-9a-f]{20}$/);
-  t.match(String(r.json.secret), /^whsec_[A-Za-z0-9_-]{43}$/);
+  t.match(String(r.json.secret), /^whsec_[A-Za-z0-9+/]{43}=$/);
   const id = String(r.json.id);
   const list = await call(base, 'GET', '/v1/webhooks', { token: owner });
   t.equal(list.status, 200);
@@ -107,6 +108,7 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   t.notOk(await verify(secret, changed, signature), 'one changed byte is rejected');
   t.ok(Math.abs(Number(got.headers['x-service-timestamp']) - Date.now() / 1000) < 30, 'X-Service-Timestamp is Unix seconds');
   t.equal(got.headers['x-service-signature-previous'], undefined, 'no previous signature outside a rotation');
+  t.ok(new Webhook(secret).verify(got.body, got.headers as Record<string, string>), 'the timestamped signature verified by standardwebhooks');
 
   const rotated = await call(base, 'POST', `/v1/webhooks/${id}/rotate-secret`, { token: owner });
   t.equal(rotated.status, 200);
@@ -132,6 +134,8 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   const replayed = arrived(String(ping.json.delivery_id))[1]!;
   t.equal(replayed.body, got.body, 'the same body');
   t.ok(await verify(newSecret, replayed.body, String(replayed.headers['x-service-signature'])), 'signed with the current secret');
+  t.ok(new Webhook(newSecret).verify(replayed.body, replayed.headers as Record<string, string>), 'with a new timestamp and the same webhook-id');
+  t.equal(replayed.headers['webhook-id'], got.headers['webhook-id']);
   t.equal((await call(base, 'POST', `/v1/webhooks/${id}/deliveries/dlv_000000000000000000000000/replay`, { token: owner })).status, 404);
   const paged = await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=1&offset=1`, { token: owner });
   t.equal((paged.body as unknown[]).length, 1);

@@ -8,6 +8,8 @@ import { deliveryId } from '../../src/webhooks/events.js';
 import { Mailer } from '../../src/webhooks/mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { postOnce } from '../../src/webhooks/send.js';
+import { Webhook } from 'standardwebhooks';
+import { newSecret } from '../../src/control/webhook-store.js';
 import { deliveryHeaders, signature } from '../../src/webhooks/sign.js';
 import { slackMessage, SlackPacer } from '../../src/webhooks/slack.js';
 import { AddressGuard, unmapIpv4 } from '../../src/webhooks/ssrf.js';
@@ -51,6 +53,26 @@ t.test('signatures: the seed\'s form, checked by an independent verifier; both d
   t.equal(h['X-Service-Timestamp'], String(now / 1000));
   t.equal(deliveryHeaders(rotating, 'dlv_x', body, now + 1000)['X-Service-Signature-Previous'], undefined, 'not after the 24 h');
   t.equal(deliveryId('evt_1', 'wh_a'), deliveryId('evt_1', 'wh_a'), 'the delivery id is stable');
+});
+
+t.test('the timestamped signature: Standard Webhooks, checked by the standardwebhooks package; stale and replayed deliveries refused', async (t) => {
+  const secret = newSecret();
+  t.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'a secret in Standard Webhooks\' form');
+  const body = JSON.stringify({ id: 'evt_1', type: 'qos.error_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'warning' } });
+  const now = Date.now();
+  const h = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now);
+  t.equal(h['webhook-id'], 'dlv_x');
+  t.equal(h['webhook-timestamp'], String(Math.floor(now / 1000)));
+  t.same(new Webhook(secret).verify(body, h), JSON.parse(body), 'verified');
+  t.throws(() => new Webhook(secret).verify(body.replace('warning', 'warninh'), h), /No matching signature/, 'one changed byte');
+  t.throws(() => new Webhook(newSecret()).verify(body, h), /No matching signature/, 'another secret');
+  const old = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now - 10 * 60_000);
+  t.throws(() => new Webhook(secret).verify(body, old), /too old/, 'a delivery signed 10 minutes ago is refused');
+  t.throws(() => new Webhook(secret).verify(body, { ...old, 'webhook-timestamp': h['webhook-timestamp'] }), /No matching signature/, 'its timestamp cannot be moved: it is signed');
+  const previous = newSecret();
+  const rotating = deliveryHeaders({ secret, previous_secret: previous, previous_secret_until: new Date(now + 60_000).toISOString() }, 'dlv_x', body, now);
+  t.equal(rotating['webhook-signature']!.split(' ').length, 2, 'two signatures during a rotation');
+  t.ok(new Webhook(secret).verify(body, rotating) && new Webhook(previous).verify(body, rotating), 'either secret verifies');
   t.not(deliveryId('evt_1', 'wh_a'), deliveryId('evt_1', 'wh_b'));
 });
 
