@@ -48,19 +48,32 @@ interface KeyState {
 type SavedKey = [category: string, tenant: string, key: string[], buckets: Array<[number, Fields]>, firing: number[], incident: Incident | null];
 
 export interface SavedDetection {
-  v: 1;
+  v: 2;
   clock: number;
   shards: Array<[number, number]>;
   seen: string[];
   labels: Array<[string, string]>;
   keys: SavedKey[];
+  budget: SavedHour[];
 }
 
 export interface DetectionOptions {
   detectors: readonly Detector[];
   /** A tenant's thresholds for a category (config/alerts.json and the tenant's overrides). */
   thresholds(tenant: string, category: string): Readonly<Record<string, number>>;
+  /** Alerts of one category raised per tenant and UTC hour; past it, one summary alert stands for the rest. */
+  maxPerHour?: number;
+  /** Keys (regions, pops, contents) one category keeps per tenant; later ones are summed under `other`. */
+  maxKeys?: number;
 }
+
+export const defaultMaxPerHour = 20;
+export const defaultMaxKeys = 500;
+/** Once-marks and labels kept in memory, least recently seen dropped first (a dropped mark costs a KV read). */
+export const rememberedMarks = 100_000;
+
+/** The key that stands for every key of a category past a tenant's `maxKeys`. */
+export const otherKey = 'other';
 
 const hash = (text: string): Buffer => createHash('sha256').update(text).digest();
 
@@ -74,6 +87,94 @@ export function alertRow(tenant: string, id: number, category: string, source: s
   return { tenant, id, category, severity: f.severity, source, title: f.title, description: f.description, data: f.data, created_at: clock, resolved_at: null, version: 1 };
 }
 
+/** Remove and re-add: a Set or Map used as a recency list keeps its most recently touched entries last. */
+function touch<K, V>(m: Map<K, V>, k: K, v: V, max: number): void {
+  m.delete(k);
+  m.set(k, v);
+  if (m.size > max) m.delete(m.keys().next().value as K);
+}
+
+interface Hour {
+  tenant: string;
+  category: string;
+  source: string;
+  /** Start of the UTC hour (ms). */
+  hour: number;
+  raised: number;
+  suppressed: number;
+  summary: AlertChange | null;
+}
+
+type SavedHour = [tenant: string, category: string, source: string, hour: number, raised: number, suppressed: number, summary: AlertChange | null];
+
+/**
+ * How many alerts each tenant and category raised in the current UTC hour. Past the cap one summary alert is raised
+ * (and resolved, with the final count, when the hour ends); the rest are tracked but not raised, so a flood of
+ * made-up content ids or regions from a public ingest key cannot send a webhook each.
+ */
+export class RaiseBudget {
+  private readonly hours = new Map<string, Hour>();
+
+  constructor(private readonly max: number) {}
+
+  /** Whether one more alert may be raised at `clock`; the summary's raise goes to `changes` at the first refusal. */
+  take(tenant: string, category: string, source: string, clock: number, changes: AlertChange[]): boolean {
+    const hour = Math.floor(clock / 3_600_000) * 3_600_000;
+    const id = `${tenant}\u0000${category}`;
+    let h = this.hours.get(id);
+    if (!h || h.hour !== hour) {
+      if (h) this.close(h, clock, changes);
+      this.hours.set(id, (h = { tenant, category, source, hour, raised: 0, suppressed: 0, summary: null }));
+    }
+    if (h.raised < this.max) {
+      h.raised++;
+      return true;
+    }
+    h.suppressed++;
+    if (!h.summary) {
+      const { id: alertId, eventId } = alertIdentity(tenant, category, `cap\n${hour}`);
+      h.summary = { row: alertRow(tenant, alertId, category, source, this.finding(h), clock), raised: true, eventId };
+      changes.push(h.summary);
+    }
+    return false;
+  }
+
+  /** Resolve the summaries of hours that ended by `clock`, and forget those hours. */
+  closeEnded(clock: number, changes: AlertChange[]): void {
+    for (const [id, h] of this.hours) {
+      if (clock < h.hour + 3_600_000) continue;
+      this.close(h, clock, changes);
+      this.hours.delete(id);
+    }
+  }
+
+  private close(h: Hour, clock: number, changes: AlertChange[]): void {
+    if (!h.summary) return;
+    const f = this.finding(h);
+    changes.push({ row: { ...h.summary.row, description: f.description, data: f.data, resolved_at: clock, version: 2 }, raised: false, eventId: h.summary.eventId });
+  }
+
+  private finding(h: Hour): Finding {
+    const at = new Date(h.hour).toISOString().slice(11, 16);
+    return {
+      severity: 'warning',
+      title: `More than ${this.max} ${h.category} alerts within an hour`,
+      description: `Past ${this.max} ${h.category} alerts in the hour from ${at} UTC, the rest are not raised one by one: ${h.suppressed} so far`,
+      data: { severity: 'warning', summary: true, max_per_hour: this.max, suppressed: h.suppressed, hour: new Date(h.hour).toISOString() },
+    };
+  }
+
+  save(): SavedHour[] {
+    return [...this.hours.values()].map((h) => [h.tenant, h.category, h.source, h.hour, h.raised, h.suppressed, h.summary]);
+  }
+
+  load(saved: readonly SavedHour[]): void {
+    for (const [tenant, category, source, hour, raised, suppressed, summary] of saved) {
+      this.hours.set(`${tenant}\u0000${category}`, { tenant, category, source, hour, raised, suppressed, summary });
+    }
+  }
+}
+
 /**
  * The alerts role's detection state: the shards' signals summed per detector, key and bucket, each changed bucket
  * evaluated, incidents opened and resolved. A function of the messages applied in order (their `clock` is the only
@@ -81,11 +182,15 @@ export function alertRow(tenant: string, id: number, category: string, source: s
  */
 export class Detection {
   private readonly keys = new Map<string, KeyState>();
+  /** Keys held per tenant and category, for `maxKeys`. */
+  private readonly keyCounts = new Map<string, number>();
   private readonly bySignal = new Map<string, Detector[]>();
-  /** Once-marks this engine has passed on (tenant, category, mark). */
-  private readonly seen = new Set<string>();
-  /** Names once detectors' keys gave ids, per tenant (`Window.label`). */
+  /** Once-marks this engine has passed on (tenant, category, mark), most recently seen last. */
+  private readonly seen = new Map<string, true>();
+  /** Names once detectors' keys gave ids, per tenant (`Window.label`), most recently seen last. */
   private readonly labels = new Map<string, string>();
+  readonly budget: RaiseBudget;
+  private readonly maxKeys: number;
   private readonly shards = new Map<number, number>();
   private readonly open = new Set<KeyState>();
   /** The latest arrival time any message carried (ms). */
@@ -94,6 +199,8 @@ export class Detection {
   quietBefore = 0;
 
   constructor(private readonly options: DetectionOptions) {
+    this.budget = new RaiseBudget(options.maxPerHour ?? defaultMaxPerHour);
+    this.maxKeys = options.maxKeys ?? defaultMaxKeys;
     for (const d of options.detectors) {
       const list = this.bySignal.get(d.signal) ?? [];
       list.push(d);
@@ -121,10 +228,11 @@ export class Detection {
       for (const d of detectors) {
         if (d.kind === 'once') {
           const label = d.label?.(key);
-          if (label && label[1]) this.labels.set(`${tenant}\u0000${label[0]}`, label[1]);
+          if (label && label[1]) touch(this.labels, `${tenant}\u0000${label[0]}`, label[1], rememberedMarks);
           const mark = `${tenant}\u0000${d.category}\u0000${d.mark(key)}`;
-          if (this.seen.has(mark)) continue;
-          this.seen.add(mark);
+          const known = this.seen.has(mark);
+          touch(this.seen, mark, true, rememberedMarks);
+          if (known) continue;
           sightings.push({ tenant, detector: d, key, fields, fresh: fresh && loud });
           continue;
         }
@@ -144,6 +252,7 @@ export class Detection {
       for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0])) this.evaluate(st, bucket, fresh, loud, changes);
     }
     this.resolve(changes);
+    this.budget.closeEnded(this.clock, changes);
     return { changes, sightings };
   }
 
@@ -152,15 +261,23 @@ export class Detection {
     if (clock > this.clock) this.clock = clock;
     const changes: AlertChange[] = [];
     this.resolve(changes);
+    this.budget.closeEnded(this.clock, changes);
     this.prune();
     return changes;
   }
 
+  /** A key's state; past the tenant's `maxKeys` for the category, a new key is summed under `other`. */
   private state(d: WindowDetector, tenant: string, key: string[]): KeyState {
     const id = `${d.category}\u0000${tenant}\u0000${key.join('\u0001')}`;
-    let st = this.keys.get(id);
-    if (!st) this.keys.set(id, (st = { detector: d, tenant, key, buckets: new Map(), firing: new Set(), incident: null }));
-    return st;
+    const st = this.keys.get(id);
+    if (st) return st;
+    const counted = `${d.category}\u0000${tenant}`;
+    const held = this.keyCounts.get(counted) ?? 0;
+    if (held >= this.maxKeys && key.some((k) => k !== otherKey)) return this.state(d, tenant, key.map(() => otherKey));
+    const made: KeyState = { detector: d, tenant, key, buckets: new Map(), firing: new Set(), incident: null };
+    this.keys.set(id, made);
+    this.keyCounts.set(counted, held + 1);
+    return made;
   }
 
   private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean, changes: AlertChange[]): void {
@@ -192,9 +309,11 @@ export class Detection {
     }
     const { id, eventId } = alertIdentity(st.tenant, d.category, `${st.key.join('\u0001')}\n${bucket}`);
     const row = alertRow(st.tenant, id, d.category, d.source, finding, this.clock);
-    st.incident = { row, eventId, last: this.clock, raised: loud };
+    // Past the hour's cap the incident is tracked (raised once, resolved once) but not raised.
+    const raised = loud && this.budget.take(st.tenant, d.category, d.source, this.clock, changes);
+    st.incident = { row, eventId, last: this.clock, raised };
     this.open.add(st);
-    if (loud) changes.push({ row, raised: true, eventId });
+    if (raised) changes.push({ row, raised: true, eventId });
   }
 
   private resolve(changes: AlertChange[]): void {
@@ -215,26 +334,34 @@ export class Detection {
       const oldest = Math.floor(now / step) * step - (st.detector.historyBuckets - 1) * step;
       for (const b of st.buckets.keys()) if (b < oldest) st.buckets.delete(b);
       for (const b of st.firing) if (b < oldest) st.firing.delete(b);
-      if (st.buckets.size === 0 && !st.incident) this.keys.delete(id);
+      if (st.buckets.size === 0 && !st.incident) {
+        this.keys.delete(id);
+        const counted = `${st.detector.category}\u0000${st.tenant}`;
+        const held = (this.keyCounts.get(counted) ?? 1) - 1;
+        if (held > 0) this.keyCounts.set(counted, held);
+        else this.keyCounts.delete(counted);
+      }
     }
   }
 
   save(): SavedDetection {
     return {
-      v: 1,
+      v: 2,
       clock: this.clock,
       shards: [...this.shards],
-      seen: [...this.seen],
+      seen: [...this.seen.keys()],
       labels: [...this.labels],
       keys: [...this.keys.values()].map((st) => [st.detector.category, st.tenant, st.key, [...st.buckets], [...st.firing], st.incident]),
+      budget: this.budget.save(),
     };
   }
 
   load(s: SavedDetection): void {
     this.clock = s.clock;
     for (const [shard, upTo] of s.shards) this.shards.set(shard, upTo);
-    for (const m of s.seen) this.seen.add(m);
+    for (const m of s.seen) this.seen.set(m, true);
     for (const [k, v] of s.labels) this.labels.set(k, v);
+    this.budget.load(s.budget);
     const byCategory = new Map(this.options.detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]));
     for (const [category, tenant, key, buckets, firing, incident] of s.keys) {
       const d = byCategory.get(category);

@@ -12,7 +12,14 @@ export const alertsRole: ModuleDef = {
       services.get('bus'),
       services.get('directory').tenants,
       services.get('usage'),
-      { thresholds: loadThresholds(), checkpointEveryMs: config.checkpoint_interval_ms, tickMs: 5000, leaseMs: 10_000 },
+      {
+        thresholds: loadThresholds(),
+        checkpointEveryMs: config.checkpoint_interval_ms,
+        tickMs: 5000,
+        leaseMs: 10_000,
+        maxPerHour: config.alerts_max_per_hour,
+        maxKeys: config.alerts_max_keys,
+      },
       services.log,
     );
     return { stop: () => service.stop() };

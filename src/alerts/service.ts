@@ -40,10 +40,13 @@ export interface AlertsOptions {
   tickMs: number;
   /** How long a lease lasts without renewal; a standby takes over after it. */
   leaseMs: number;
+  /** DetectionOptions.maxPerHour and maxKeys (ALERTS_MAX_PER_HOUR, ALERTS_MAX_KEYS). */
+  maxPerHour: number;
+  maxKeys: number;
 }
 
 interface Checkpoint {
-  v: 1;
+  v: 2;
   seq: number;
   detection: SavedDetection;
 }
@@ -167,6 +170,8 @@ export class AlertsService {
     const detection = new Detection({
       detectors,
       thresholds: (tenant, category) => effective(this.options.thresholds, this.tenants.get(tenant)?.alert_thresholds, category),
+      maxPerHour: this.options.maxPerHour,
+      maxKeys: this.options.maxKeys,
     });
     const cp = await this.loadCheckpoint();
     if (cp) detection.load(cp.detection);
@@ -208,20 +213,29 @@ export class AlertsService {
       }
       const { changes, sightings } = detection.apply(message);
       await this.emit(changes);
-      for (const s of sightings) await this.sighted(s, detection.clock);
+      for (const s of sightings) await this.sighted(s, detection);
     }
     this.seq = m.seq;
     openGauge.set(detection.openIncidents);
     if (Date.now() - this.lastCheckpoint >= this.options.checkpointEveryMs) await this.checkpoint();
   }
 
-  /** A first sighting: raised unless the cluster's once-mark says it was seen before; old news only takes the mark. */
-  private async sighted(s: Sighting, clock: number): Promise<void> {
+  /**
+   * A first sighting: raised unless the cluster's once-mark says it was seen before; old news only takes the mark.
+   * It counts against the tenant's hourly cap only once the mark says it is new, so re-sighting old titles costs none.
+   */
+  private async sighted(s: Sighting, detection: Detection): Promise<void> {
     const mark = s.detector.mark(s.key);
     const { id, eventId } = alertIdentity(s.tenant, s.detector.category, mark);
-    await this.once(`once.${s.tenant}.${sha256Hex(`${s.detector.category}\n${mark}`).slice(0, 32)}`, () =>
-      s.fresh ? this.emit([{ row: alertRow(s.tenant, id, s.detector.category, s.detector.source, s.detector.finding(s.key, s.fields), clock), raised: true, eventId }]) : Promise.resolve(),
-    );
+    const { category, source } = s.detector;
+    await this.once(`once.${s.tenant}.${sha256Hex(`${category}\n${mark}`).slice(0, 32)}`, () => {
+      if (!s.fresh) return Promise.resolve();
+      const changes: AlertChange[] = [];
+      if (detection.budget.take(s.tenant, category, source, detection.clock, changes)) {
+        changes.push({ row: alertRow(s.tenant, id, category, source, s.detector.finding(s.key, s.fields), detection.clock), raised: true, eventId });
+      }
+      return this.emit(changes);
+    });
   }
 
   /**
@@ -274,13 +288,13 @@ export class AlertsService {
   }
 
   private loadCheckpoint(): Promise<Checkpoint | null> {
-    return readCheckpoint<Checkpoint>(this.store, 'alerts', (cp) => cp.v === 1, this.log);
+    return readCheckpoint<Checkpoint>(this.store, 'alerts', (cp) => cp.v === 2 && cp.detection.v === 2, this.log);
   }
 
   private async checkpoint(): Promise<void> {
     if (!this.detection) return;
     this.lastCheckpoint = Date.now();
-    const cp: Checkpoint = { v: 1, seq: this.seq, detection: this.detection.save() };
+    const cp: Checkpoint = { v: 2, seq: this.seq, detection: this.detection.save() };
     await writeCheckpoint(this.store, 'alerts', packCheckpoint(cp), this.log);
   }
 

@@ -39,6 +39,8 @@ export interface Config {
   aggregate_flush_interval_ms: number;
   jwt_key_file: string;
   jwks_secret: string;
+  alerts_max_per_hour: number;
+  alerts_max_keys: number;
   analytics_rate_per_minute: number;
   export_s3_url: string;
 }
@@ -170,6 +172,18 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'string',
     description:
       'HMAC key that signs each api process\'s public key in the `<prefix>_jwks` bucket (api processes trust only keys it signed); empty means `DATA_DIR/keys/jwks-secret`, generated on first start. Api processes with separate data directories need the same value',
+  },
+  alerts_max_per_hour: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 100000,
+    description: 'alerts of one category raised per tenant per UTC hour; past it one summary alert stands for the rest (docs/alerts.md)',
+  },
+  alerts_max_keys: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000000,
+    description: 'regions, pops or titles one alert category follows per tenant; later ones are summed under `other`',
   },
   analytics_rate_per_minute: {
     type: 'integer',

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { alertIdentity, Detection, resolveMs } from '../../src/alerts/engine.js';
+import { alertIdentity, Detection, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
 import { detectors, effective, loadThresholds } from '../../src/alerts/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
@@ -103,4 +103,63 @@ t.test('replayed input older than the take-over opens incidents quietly', async 
   t.equal(changes, 0, 'nothing raised');
   t.equal(d.openIncidents, 1, 'but the incident is known, so it is not raised later');
   t.same(d.tick(t0 + 60 * 60_000), [], 'and its resolution stores nothing: it was never stored by this process');
+});
+
+/** One batch with a minute of every pop's playback: `rate` % of its watch time rebuffering. */
+function pops(upTo: number, i: number, names: readonly string[], rate: (pop: string) => number): SignalMessage {
+  return {
+    v: 1,
+    shard: 0,
+    from: upTo - 1,
+    up_to: upTo,
+    clock: t0 + (i + 1) * 60_000,
+    signals: names.map((pop) => ['qos_pop', ['acme', 'Goa', pop], minute(i), { sessions: 40, watch_ms: 2_400_000, rebuffer_ms: 24_000 * rate(pop), stalled: 10 }]),
+  };
+}
+
+t.test('past the hourly cap of a category, one summary alert stands for the rest, resolved with the count when the hour ends', async (t) => {
+  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxPerHour: 2 });
+  const names = ['p1', 'p2', 'p3', 'p4', 'p5'];
+  const raised = [];
+  let seq = 0;
+  for (let i = 0; i < 14; i++) raised.push(...d.apply(pops(++seq, i, names, () => (i >= 12 ? 20 : 1))).changes.filter((c) => c.raised));
+  t.equal(raised.length, 3, 'two alerts and the summary');
+  t.same(raised.filter((c) => c.row.data.summary !== true).map((c) => c.row.data.pop), ['p1', 'p2'], 'the first two pops are alerted one by one');
+  const summary = raised.find((c) => c.row.data.summary === true)!;
+  t.match(summary.row, { category: 'qos.rebuffer_spike', severity: 'warning', data: { max_per_hour: 2, suppressed: 1 }, version: 1 });
+  t.equal(d.openIncidents, 5, 'every incident is tracked');
+  const resolved = d.tick(t0 + 3_600_000 + 60_000);
+  const resolvedSummary = resolved.find((c) => c.row.id === summary.row.id);
+  t.match(resolvedSummary?.row, { version: 2, data: { suppressed: 3 } }, 'resolved when the hour ends, with the final count');
+  t.equal(resolved.filter((c) => c.row.data.summary !== true).length, 2, 'only the raised incidents resolve in the store');
+});
+
+t.test('past a tenant\'s key cap, new regions and pops are summed under `other`; keys that go free are counted again', async (t) => {
+  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxKeys: 3 });
+  d.apply(pops(1, 0, ['p1', 'p2', 'p3', 'p4', 'p5'], () => 1));
+  const keys = d.save().keys.map((k) => k[2].join('/'));
+  t.same(keys.sort(), ['Goa/p1', 'Goa/p2', 'Goa/p3', 'other/other'], 'three kept, the rest in other');
+  d.tick(t0 + 3 * 3_600_000);
+  t.same(d.save().keys, [], 'all expire');
+  d.apply(pops(2, 180, ['p4', 'p5'], () => 1));
+  t.same(d.save().keys.map((k) => k[2].join('/')).sort(), ['Goa/p4', 'Goa/p5'], 'the cap counts the keys held now');
+});
+
+t.test('once-marks and labels are kept for the most recently seen ids only', async (t) => {
+  const d = engine();
+  const total = rememberedMarks + 10;
+  const seen = (upTo: number, ids: number[]): SignalMessage => ({
+    v: 1,
+    shard: 0,
+    from: upTo - 1,
+    up_to: upTo,
+    clock: t0 + 60_000,
+    signals: ids.map((i) => ['content_seen', ['acme', `c${i}`, `Title ${i}`, 'movie'], minute(0), { n: 1 }]),
+  });
+  d.apply(seen(1, Array.from({ length: total }, (_, i) => i)));
+  const saved = d.save();
+  t.equal(saved.seen.length, rememberedMarks, 'bounded');
+  t.equal(saved.labels.length, rememberedMarks);
+  t.equal(d.apply(seen(2, [total - 1])).sightings.length, 0, 'a recent id is known');
+  t.equal(d.apply(seen(3, [0])).sightings.length, 1, 'the oldest was forgotten: seen again, it goes to the cluster-wide once-mark');
 });

@@ -115,6 +115,26 @@ t.test('a rebuffer spike in one pop reaches the webhook, signed, once; the alert
   t.equal(bodies('/acme').filter((b) => b.body.type === 'qos.rebuffer_spike').length, 1, 'the spike went out once');
 });
 
+t.test('a flood of made-up titles from the public ingest key: 20 alerts and one summary, not 200 webhooks', async (t) => {
+  const tenant = await makeTenant(prefix, 'flooded', 'enterprise');
+  const owner = await login(base, 'owner@flooded.test');
+  await call(base, 'POST', '/v1/webhooks', { token: owner, body: { url: `${receiver.url}/flooded`, categories: ['content.new_release_detected'] } });
+  const now = Date.now();
+  const flood = Array.from({ length: 200 }, (_, i) => ({ event_type: 'content_published', content_id: `fake-${i}`, content_title: `Fake ${i}`, content_type: 'movie', ts: new Date(now).toISOString() }));
+  const r = await post(`${svc.ingestUrl}/v1/ingest/events`, { events: flood }, { 'x-api-key': tenant.key });
+  t.equal(r.body.accepted, 200, 'every event is accepted: they are data');
+  const releases = () => bodies('/flooded').filter((b) => b.body.type === 'content.new_release_detected');
+  await eventually(async () => releases().some((b) => (b.body.data as { summary?: boolean }).summary === true), 30_000, 200);
+  await new Promise((r) => setTimeout(r, 3000));
+  const got = releases();
+  t.equal(got.length, 21, 'the first 20 one by one, then one summary');
+  const summary = got.find((b) => (b.body.data as { summary?: boolean }).summary === true)!;
+  t.match(summary.body.data, { severity: 'warning', summary: true, max_per_hour: 20, suppressed: 1 });
+  const summaryListed = async (): Promise<boolean> =>
+    ((await call(base, 'GET', '/v1/analytics/alerts', { token: owner })).body as Array<{ title: string }>).some((a) => /More than 20 content.new_release_detected alerts within an hour/.test(a.title));
+  t.not(await eventually(summaryListed, 20_000, 200), -1, 'the summary is listed');
+});
+
 t.test('quota alerts fire once each per month: at 80 % and when exceeded', async (t) => {
   const tenant = await makeTenant(prefix, 'small', 'free');
   t.equal((await cli(['tenant', 'update', '--slug', 'small', '--monthly-quota', '100'], env)).code, 0);
