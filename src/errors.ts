@@ -18,6 +18,7 @@ export const errorRegistry = {
   // Control plane (CLI and the admin API)
   invalid_request: { status: 400, message: 'A parameter is missing or invalid' },
   already_exists: { status: 409, message: 'A resource with this identifier already exists' },
+  limit_reached: { status: 403, message: "The tenant holds as many of these as its plan allows; revoke or delete one first" },
   // Auth and the API at {base_url}
   invalid_credentials: { status: 401, message: 'E-mail or password is wrong' },
   too_many_attempts: { status: 429, message: 'Too many failed logins; retry after the number of seconds in Retry-After' },

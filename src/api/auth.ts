@@ -1,5 +1,6 @@
 import { suspended, type ServiceAccountRecord, type TenantRecord, type UserRecord } from '../control/records.js';
 import type { WatchedMap } from '../control/watched-map.js';
+import { plans } from '../control/plans.js';
 import { replyError } from '../http/server.js';
 import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
@@ -72,11 +73,19 @@ export class Authenticator {
       reply.headers = { 'WWW-Authenticate': 'Bearer realm="darshak"' };
       return { ok: false, reply };
     }
+    // Per token, and per tenant over all its tokens: a tenant's many service accounts cannot take the listener.
     const rate = this.limiter.take(principal.jti);
-    const headers = rateHeaders(rate);
-    if (!rate.allowed) {
-      const reply = replyError(req, 'rate_limited', `Rate limit of ${rate.limit} requests per minute per token reached; retry after ${rate.resetSeconds} s`);
-      reply.headers = { ...headers, 'Retry-After': String(rate.resetSeconds) };
+    const tenant = this.tenants.get(principal.tenant);
+    const tenantRate = this.limiter.take(`tenant.${principal.tenant}`, Date.now(), plans[tenant?.plan ?? 'free'].api_rate_per_minute);
+    const tighter = tenantRate.remaining < rate.remaining ? tenantRate : rate;
+    const headers = rateHeaders(tighter);
+    for (const [r, per] of [
+      [rate, 'per token'],
+      [tenantRate, 'for this tenant'],
+    ] as const) {
+      if (r.allowed) continue;
+      const reply = replyError(req, 'rate_limited', `Rate limit of ${r.limit} requests per minute ${per} reached; retry after ${r.resetSeconds} s`);
+      reply.headers = { ...rateHeaders(r), 'Retry-After': String(r.resetSeconds) };
       return { ok: false, reply };
     }
     if (this.suspended(principal.tenant)) {

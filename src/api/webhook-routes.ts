@@ -52,7 +52,7 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
         if (!body.ok) return body.reply;
         const refused = await refusedUrl(guard, body.value.url);
         if (refused) return replyError(req, 'invalid_request', `url: ${refused}`);
-        const r = await control.webhooks.create(who.tenant, body.value);
+        const r = await control.createWebhook(who.tenant, body.value);
         return {
           status: 201,
           headers: { 'Cache-Control': 'no-store' },

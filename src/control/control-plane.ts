@@ -4,8 +4,8 @@ import { loadThresholds, thresholdsProblem } from '../alerts/thresholds.js';
 import type { Bus } from '../bus/bus.js';
 import type { ErrorCode } from '../errors.js';
 import { hashPassword } from './passwords.js';
-import { WebhookStore } from './webhook-store.js';
-import { planNames, type PlanName } from './plans.js';
+import { WebhookStore, type WebhookInput } from './webhook-store.js';
+import { planNames, plans, type Plan, type PlanName } from './plans.js';
 import {
   environments,
   keyPrefixes,
@@ -17,12 +17,13 @@ import {
   type TenantRecord,
   type TenantStatus,
   type UserRecord,
+  type WebhookRecord,
 } from './records.js';
 
 export class ControlError extends Error {
   override name = 'ControlError';
   constructor(
-    readonly code: Extract<ErrorCode, 'invalid_request' | 'already_exists' | 'not_found'>,
+    readonly code: Extract<ErrorCode, 'invalid_request' | 'already_exists' | 'not_found' | 'limit_reached'>,
     message: string,
   ) {
     super(message);
@@ -297,10 +298,33 @@ export class ControlPlane {
     return { id, email, role: user.role };
   }
 
+  /**
+   * Create a record within the tenant's plan's cap of active ones: written, then counted, and taken back when the
+   * count is past the cap, so creations racing on several processes cannot together pass it.
+   */
+  private async withinCap<T extends { tenant: string; revoked_at?: string | null }>(
+    kv: KV,
+    tenant: TenantRecord,
+    cap: keyof Pick<Plan, 'max_api_keys' | 'max_service_accounts' | 'max_webhooks'>,
+    what: string,
+    id: string,
+    create: () => Promise<void>,
+  ): Promise<void> {
+    const max = plans[tenant.plan][cap];
+    const active = async (): Promise<T[]> => (await readAll<T>(kv)).filter((r) => r.tenant === tenant.slug && !r.revoked_at);
+    const refused = new ControlError('limit_reached', `This tenant holds ${max} ${what}, as many as the ${tenant.plan} plan allows; revoke or delete one first`);
+    if ((await active()).length >= max) throw refused;
+    await create();
+    if ((await active()).length > max) {
+      await kv.purge(id);
+      throw refused;
+    }
+  }
+
   async createApiKey(input: { tenant: string; name: string; environment: Environment }): Promise<ApiKeyCreated> {
     checkText(input.name, 'name');
     check(environments.includes(input.environment), `environment must be one of ${environments.join(', ')}`);
-    await this.requireTenant(input.tenant);
+    const tenant = await this.requireTenant(input.tenant);
     const key = keyPrefixes[input.environment] + randomString(base62, 32);
     const record: ApiKeyRecord = {
       id: `key_${randomBytes(10).toString('hex')}`,
@@ -313,7 +337,7 @@ export class ControlPlane {
       created_at: new Date().toISOString(),
       revoked_at: null,
     };
-    await this.apiKeys.create(record.id, encodeRecord(record));
+    await this.withinCap<ApiKeyRecord>(this.apiKeys, tenant, 'max_api_keys', 'active API keys', record.id, async () => void (await this.apiKeys.create(record.id, encodeRecord(record))));
     const { id, name, environment, scope, prefix, created_at } = record;
     return { id, name, environment, scope, prefix, key, created_at };
   }
@@ -329,10 +353,23 @@ export class ControlPlane {
 
   async createServiceAccount(input: { tenant: string; name: string; scopes: string[]; created_by: string; expires_at: string; id: string }): Promise<ServiceAccountRecord> {
     checkText(input.name, 'name');
-    await this.requireTenant(input.tenant);
+    const tenant = await this.requireTenant(input.tenant);
     const record: ServiceAccountRecord = { ...input, name: input.name.trim(), created_at: new Date().toISOString(), revoked_at: null };
-    await this.serviceAccounts.create(record.id, encodeRecord(record));
+    await this.withinCap<ServiceAccountRecord>(this.serviceAccounts, tenant, 'max_service_accounts', 'active service accounts', record.id, async () =>
+      void (await this.serviceAccounts.create(record.id, encodeRecord(record))),
+    );
     return record;
+  }
+
+  /** A webhook endpoint, within the plan's cap (the store checks the rest). */
+  async createWebhook(tenant: string, input: WebhookInput): Promise<WebhookRecord> {
+    const t = await this.requireTenant(tenant);
+    let made: WebhookRecord | undefined;
+    const prepared = this.webhooks.prepare(tenant, input);
+    await this.withinCap<WebhookRecord>(this.webhooks.kv, t, 'max_webhooks', 'webhook endpoints', prepared.id, async () => {
+      made = await this.webhooks.insert(prepared);
+    });
+    return made as WebhookRecord;
   }
 
   listServiceAccounts(tenant: string): Promise<ServiceAccountRecord[]> {

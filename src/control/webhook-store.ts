@@ -67,6 +67,11 @@ export class WebhookStore {
   ) {}
 
   async create(tenant: string, input: WebhookInput): Promise<WebhookRecord> {
+    return this.insert(this.prepare(tenant, input));
+  }
+
+  /** A new endpoint's record, checked, not yet stored. */
+  prepare(tenant: string, input: WebhookInput): WebhookRecord {
     const url = checkUrl(input.url);
     const at = new Date(this.now()).toISOString();
     const record: WebhookRecord = {
@@ -84,6 +89,10 @@ export class WebhookStore {
       updated_at: at,
       disabled_at: null,
     };
+    return record;
+  }
+
+  async insert(record: WebhookRecord): Promise<WebhookRecord> {
     await this.kv.create(record.id, encodeRecord(record));
     return record;
   }

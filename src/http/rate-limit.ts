@@ -31,9 +31,9 @@ export class MinuteLimiter {
   ) {}
 
   /** Count one request for `key`; `allowed` is false past the limit (refused requests count too). */
-  take(key: string, now = Date.now()): RateState & { allowed: boolean } {
+  take(key: string, now = Date.now(), limit = this.limit): RateState & { allowed: boolean } {
     const used = this.counts.minuteUsed(key, now) + 1;
     this.counts.add(key, 1, now);
-    return { allowed: used <= this.limit, limit: this.limit, remaining: Math.max(0, this.limit - used), resetSeconds: secondsToNextMinute(now) };
+    return { allowed: used <= limit, limit, remaining: Math.max(0, limit - used), resetSeconds: secondsToNextMinute(now) };
   }
 }

@@ -403,6 +403,55 @@ t.test('signing out, everywhere and by a password change: the tokens are refused
   t.match(unknown.stderr, /no user with e-mail nobody@leaver.test \(not_found\)/);
 });
 
+t.test("a plan's caps on active API keys and service accounts: refused past them with limit_reached, even when raced", async (t) => {
+  await makeTenant(prefix, 'capped', 'free');
+  const owner = await login(base, 'owner@capped.test');
+  const key = (name: string) => call(base, 'POST', '/v1/api-keys', { token: owner, body: { name, environment: 'production' } });
+  // makeTenant made one key; the free plan allows 10.
+  for (let i = 2; i <= 10; i++) t.equal((await key(`k${i}`)).status, 201);
+  const over = await key('k11');
+  t.match(over, { status: 403, json: { error: { code: 'limit_reached' } } });
+  t.match(String((over.json.error as { message: string }).message), /holds 10 active API keys, as many as the free plan allows/);
+  const listed = (await call(base, 'GET', '/v1/api-keys', { token: owner })).body as Array<{ id: string; revoked_at: string | null }>;
+  t.equal(listed.length, 10, 'the refused key is not kept');
+  t.equal((await call(base, 'DELETE', `/v1/api-keys/${listed[0]!.id}`, { token: owner })).status, 200);
+  const raced = await Promise.all(Array.from({ length: 6 }, (_, i) => key(`race${i}`)));
+  t.ok(raced.filter((r) => r.status === 201).length <= 1, 'six at once into one free place: at most one gets it');
+  t.ok(raced.every((r) => r.status === 201 || (r.status === 403 && (r.json.error as { code: string }).code === 'limit_reached')));
+  const after = (await call(base, 'GET', '/v1/api-keys', { token: owner })).body as Array<{ revoked_at: string | null }>;
+  t.ok(after.filter((k) => k.revoked_at === null).length <= 10, 'never more than the cap active');
+  const sa = (name: string) => call(base, 'POST', '/v1/service-accounts', { token: owner, body: { name, scopes: ['analytics:read'] } });
+  for (let i = 1; i <= 5; i++) t.equal((await sa(`s${i}`)).status, 201);
+  t.match(await sa('s6'), { status: 403, json: { error: { code: 'limit_reached' } } }, 'five service accounts on the free plan');
+  const active = async (): Promise<number> => ((await call(base, 'GET', '/v1/api-keys', { token: owner })).body as Array<{ revoked_at: string | null }>).filter((k) => k.revoked_at === null).length;
+  while ((await active()) < 10) t.equal((await key('fill')).status, 201);
+  const viaCli = await cli(['apikey', 'create', '--tenant', 'capped', '--name', 'cli', '--environment', 'production'], env);
+  t.equal(viaCli.code, 1, 'the CLI is held to the cap too');
+  t.match(viaCli.stderr, /\(limit_reached\)/);
+});
+
+t.test('a per-tenant API rate over all its tokens, beside the per-token one', async (t) => {
+  await makeTenant(prefix, 'busy', 'free');
+  const tokens = [await login(base, 'owner@busy.test'), await login(base, 'owner@busy.test'), await login(base, 'owner@busy.test')];
+  const { served, refused } = await inOneMinute(async () => {
+    let served = 0;
+    let refused: Awaited<ReturnType<typeof call>> | undefined;
+    for (let i = 0; i < 250 && !refused; i++) {
+      for (const token of tokens) {
+        const r = await call(base, 'GET', '/v1/api-keys', { token });
+        if (r.status === 200) served++;
+        else if (!refused) refused = r;
+      }
+    }
+    return { served, refused };
+  });
+  t.ok(served >= 600 && served <= 610, `about 600 served in the minute over three tokens (${served}); each token alone stays under its 300`);
+  t.match(refused, { status: 429, json: { error: { code: 'rate_limited' } } });
+  t.match(String((refused!.json.error as { message: string }).message), /600 requests per minute for this tenant/);
+  t.equal(refused!.headers.get('ratelimit-limit'), '600');
+  t.ok(Number(refused!.headers.get('retry-after')) >= 1);
+});
+
 t.test('a suspended tenant is suspended everywhere: sign-in, tokens, service accounts, keys; and back', async (t) => {
   await makeTenant(prefix, 'paused', 'pro');
   const owner = await login(base, 'owner@paused.test');

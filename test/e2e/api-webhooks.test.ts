@@ -143,3 +143,16 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   const metrics = await call(base, 'GET', '/metrics');
   t.match(metrics.body, /darshak_webhook_attempts_total\{outcome="succeeded"\} [1-9]/, 'webhook outcomes in /metrics');
 });
+
+t.test("a plan's cap on webhook endpoints: the sixth of a free tenant is refused; deleting one makes room", async (t) => {
+  await makeTenant(prefix, 'small', 'free');
+  const token = await login(base, 'owner@small.test');
+  const make = (i: number) => create({ url: `${receiver.url}/small/${i}`, categories: ['qos.error_spike'] }, token);
+  const made = [];
+  for (let i = 0; i < 5; i++) made.push(await make(i));
+  t.ok(made.every((r) => r.status === 201));
+  t.match(await make(5), { status: 403, json: { error: { code: 'limit_reached' } } });
+  t.equal((await call(base, 'GET', '/v1/webhooks', { token })).headers.get('x-total-count'), '5', 'the refused one is not kept');
+  t.equal((await call(base, 'DELETE', `/v1/webhooks/${String(made[0]!.json.id)}`, { token })).status, 200);
+  t.equal((await make(6)).status, 201);
+});
