@@ -1,13 +1,17 @@
 import type { KV } from 'nats';
 import { decodeRecord, encodeRecord, sha256Hex, type ControlPlane } from '../control/control-plane.js';
-import { hashPassword, verifyPassword } from '../control/passwords.js';
+import { hashPassword, needsRehash, verifyPassword } from '../control/passwords.js';
 import { roles, type Role, type UserRecord } from '../control/records.js';
 import { clientNetwork } from '../http/address.js';
 import { userTokenSeconds, type TokenService } from './tokens.js';
 
 export const loginWindowMs = 15 * 60_000;
-/** Failed logins per account from one client network (an IPv4 address, an IPv6 /64) in the window. */
-export const loginMaxFailures = 10;
+/**
+ * Failed logins per account from one client network (an IPv4 address, an IPv6 /64) before each further attempt must
+ * wait: 1 s after the last, then 2, 4, … up to the window. A progressive delay, not a lockout: the user who mistyped
+ * waits seconds, a guesser gets about a dozen tries per window.
+ */
+export const loginFreeFailures = 5;
 /** Failed logins per account from every network together: distributed guessing stays bounded. */
 export const loginMaxPerAccount = 100;
 /** Failed logins per client network over every account: one password tried on many accounts. */
@@ -64,21 +68,35 @@ export class LoginAttempts {
   }
 
   /**
-   * Reserve an attempt at `now` under every key, in order: 0 when all took it, else the seconds until the first full
-   * key has room (the keys before it keep theirs: a refused attempt still counts against them).
+   * Reserve an attempt at `now` under every key, in order: 0 when all took it, else the seconds until the first key
+   * that refuses has room (the keys before it keep theirs: a refused attempt still counts against them). A key is
+   * `max` attempts per window, or progressive: past `free` attempts each must wait twice as long after the last.
    */
-  async reserve(keys: ReadonlyArray<readonly [key: string, max: number]>, now = Date.now()): Promise<number> {
-    for (const [key, max] of keys) {
+  async reserve(keys: ReadonlyArray<readonly [key: string, limit: { max: number } | { free: number }]>, now = Date.now()): Promise<number> {
+    for (const [key, limit] of keys) {
       for (;;) {
         const { times, revision } = await this.read(key, now);
-        if (times.length >= max) {
-          const oldestThatCounts = times[times.length - max] as number;
-          return Math.max(1, Math.ceil((oldestThatCounts + loginWindowMs - now) / 1000));
-        }
-        if (await this.write(key, [...times, now].slice(-max), revision)) break;
+        const wait = 'max' in limit ? this.fullFor(times, limit.max, now) : this.delayFor(times, limit.free, now);
+        if (wait > 0) return wait;
+        // A progressive key needs its last few times only: past about 15 of them the delay is the whole window.
+        if (await this.write(key, [...times, now].slice('max' in limit ? -limit.max : -32), revision)) break;
       }
     }
     return 0;
+  }
+
+  /** Seconds until the window of a key with `max` attempts has room, or 0. */
+  private fullFor(times: readonly number[], max: number, now: number): number {
+    if (times.length < max) return 0;
+    const oldestThatCounts = times[times.length - max] as number;
+    return Math.max(1, Math.ceil((oldestThatCounts + loginWindowMs - now) / 1000));
+  }
+
+  /** Seconds until the next attempt of a progressive key is allowed, or 0. */
+  private delayFor(times: readonly number[], free: number, now: number): number {
+    if (times.length < free) return 0;
+    const until = (times[times.length - 1] as number) + Math.min(loginWindowMs, 1000 * 2 ** (times.length - free));
+    return until > now ? Math.max(1, Math.ceil((until - now) / 1000)) : 0;
   }
 
   /** Give back the attempt reserved at `at` under each key (a login that succeeded). */
@@ -169,9 +187,9 @@ export class Login {
     const account = sha256Hex(email.trim().toLowerCase());
     const network = clientNetwork(client);
     const keys = [
-      [`n.${sha256Hex(network)}`, loginMaxPerNetwork],
-      [`a.${account}`, loginMaxPerAccount],
-      [`c.${sha256Hex(`${account}\n${network}`)}`, loginMaxFailures],
+      [`n.${sha256Hex(network)}`, { max: loginMaxPerNetwork }],
+      [`a.${account}`, { max: loginMaxPerAccount }],
+      [`c.${sha256Hex(`${account}\n${network}`)}`, { free: loginFreeFailures }],
     ] as const;
     const at = Date.now();
     const retryAfterSeconds = await this.attempts.reserve(keys, at);
@@ -181,6 +199,7 @@ export class Login {
     const user = await this.control.getUser(id ?? 0);
     const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
     if (!user || !matches || !roles.includes(user.role)) return { kind: 'invalid_credentials' };
+    if (needsRehash(user.password_hash)) await this.hashing.run(() => this.control.rehashPassword(user.id, user.password_hash, password));
     await this.attempts.release(
       keys.map(([key]) => key),
       at,

@@ -254,6 +254,15 @@ export class ControlPlane {
     return this.updateUser(id, (u) => ({ ...u, session_version: (u.session_version ?? 0) + 1 }));
   }
 
+  /**
+   * Replace a hash made with older parameters, after its password was verified, unless the record changed meanwhile
+   * (a password change wins). Tokens stay valid: nothing about the user changed.
+   */
+  async rehashPassword(id: number, verifiedHash: string, password: string): Promise<void> {
+    const hash = await hashPassword(password);
+    await this.updateUser(id, (u) => (u.password_hash === verifiedHash ? { ...u, password_hash: hash } : u));
+  }
+
   /** A new password, and every token issued before it refused (docs/api.md "Signing out"). */
   async setPassword(id: number, password: string): Promise<UserRecord | null> {
     checkPassword(password);
