@@ -14,6 +14,8 @@ export const liveProtocol = 'darshak.v1';
 export const liveLagSeconds = 2;
 /** Close code for a connection whose token expired or was revoked (4000–4999 are the application's). */
 export const closeUnauthorized = 4001;
+/** Live connections one token may hold open at once: a dashboard needs one or two, a leaked token no more. */
+export const liveMaxPerToken = 5;
 
 interface Listener {
   principal: Principal;
@@ -89,6 +91,13 @@ export class LiveFeed {
     const a = await this.auth.authorize(req, 'analytics:read', token);
     if (!a.ok) return { kind: 'reject', reply: a.reply };
     const principal = a.principal;
+    let open = 0;
+    for (const l of this.tenants.get(principal.tenant) ?? []) if (l.principal.jti === principal.jti) open++;
+    if (open >= liveMaxPerToken) {
+      const reply = replyError(req, 'rate_limited', `At most ${liveMaxPerToken} live connections per token are open at once; close one first`);
+      reply.headers = { ...a.headers, 'Retry-After': '1' };
+      return { kind: 'reject', reply };
+    }
     let listener: Listener | undefined;
     return {
       kind: 'accept',

@@ -37,6 +37,8 @@ export interface ApiRouteDeps extends AccountDeps {
   exports: ExportService;
   publicBaseUrl: string;
   guard: AddressGuard;
+  /** OPS_TOKEN: /readyz and /metrics need it when set. */
+  opsToken: string;
 }
 
 /** Every API route of the `{base_url}` listener (the live feed's upgrade and the dashboard's files, src/api/dashboard.ts, aside). */
@@ -49,7 +51,7 @@ export function apiRoutes(deps: ApiRouteDeps): Route[] {
     ...exportRoutes(deps.auth, deps.control, deps.exports, deps.publicBaseUrl),
     deps.live.httpRoute(),
     openApiRoute(),
-    ...opsRoutes(deps.checks),
+    ...opsRoutes(deps.checks, deps.opsToken),
   ];
 }
 
@@ -83,7 +85,7 @@ export const apiRole: ModuleDef = {
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [...apiRoutes({ auth, control, login, tokens, revoked, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy }), ...app.routes],
+      routes: [...apiRoutes({ auth, control, login, tokens, revoked, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy, opsToken: config.ops_token }), ...app.routes],
       fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,

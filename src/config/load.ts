@@ -120,6 +120,9 @@ function checkCombinations(config: Config): void {
   if ((config.nats_tls_cert_file === '') !== (config.nats_tls_key_file === '')) {
     throw new ConfigError('config: NATS_TLS_CERT_FILE (nats_tls_cert_file) and NATS_TLS_KEY_FILE (nats_tls_key_file) go together: set both or neither');
   }
+  if (config.ops_token !== '' && config.ops_token.length < 16) {
+    throw new ConfigError(`config: OPS_TOKEN (ops_token) must be at least 16 characters, got ${config.ops_token.length}`);
+  }
   if (config.jwks_secret !== '' && config.jwks_secret.length < 32) {
     throw new ConfigError(`config: JWKS_SECRET (jwks_secret) must be at least 32 characters, got ${config.jwks_secret.length}`);
   }

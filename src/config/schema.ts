@@ -43,6 +43,7 @@ export interface Config {
   alerts_max_keys: number;
   analytics_rate_per_minute: number;
   export_s3_url: string;
+  ops_token: string;
 }
 
 interface KeySpec {
@@ -195,6 +196,10 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'string',
     pattern: '^(https?://.+)?$',
     description: 'S3-compatible store for exports, `https://KEY:SECRET@host/bucket[/prefix][?region=R]`; empty keeps files under `DATA_DIR/exports`',
+  },
+  ops_token: {
+    type: 'string',
+    description: 'when set, `/readyz` and `/metrics` of both listeners answer only `Authorization: Bearer <ops_token>` (else 401); `/healthz` stays open for liveness probes',
   },
 };
 

@@ -44,7 +44,7 @@ export const ingestRole: ModuleDef = {
       host: config.host,
       port: config.ingest_port,
       engine: config.http_engine,
-      routes: [...ingestRoutes(ingest), ...opsRoutes(() => services.checks)],
+      routes: [...ingestRoutes(ingest), ...opsRoutes(() => services.checks, services.config.ops_token)],
       maxBodyBytes: eventLimits.bodyMaxBytes,
       cors: {
         origins: '*',

@@ -151,6 +151,21 @@ for (const engine of ['uws', 'node'] as const) {
     const closed = await Promise.race([saFeed.closed, new Promise<null>((r) => setTimeout(() => r(null), 4000))]);
     t.equal(closed?.code, 4001, 'revoked: closed with 4001');
 
+    // At most 5 live connections per token: the feed above is one; a sixth is refused; closing one makes room.
+    const more = [await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`)];
+    const sixth = await open(`${wsBase}/v1/live?token=${token}`).then(
+      () => null,
+      (err: { status?: number; body?: unknown }) => err,
+    );
+    t.equal(sixth?.status, 429, 'a sixth connection with one token is refused');
+    t.match(sixth?.body, { error: { code: 'rate_limited', message: /At most 5 live connections per token/ } });
+    t.ok(await open(`${wsBase}/v1/live`, ['darshak.v1', otherToken]), 'another token is not affected');
+    more[0]!.ws.close();
+    await more[0]!.closed;
+    const again = await open(`${wsBase}/v1/live?token=${token}`);
+    t.ok(again, 'once one closes, another may open');
+    for (const f of [...more.slice(1), again]) f.ws.close();
+
     feed.ws.close();
     viaProtocol.ws.close();
   });

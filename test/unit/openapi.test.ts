@@ -165,7 +165,7 @@ t.test('every route of the api listener is documented', async (t) => {
 
 t.test('every route of the ingest listener is documented', async (t) => {
   // Only `.method` and `.path` are read: the handlers, which would need a real Ingest, are never called.
-  const routes = [...ingestRoutes({} as unknown as Ingest), ...opsRoutes(() => [])];
+  const routes = [...ingestRoutes({} as unknown as Ingest), ...opsRoutes(() => [], '')];
   t.ok(routes.length >= 5);
   t.strictSame(undocumentedRoutes(routes), []);
   t.strictSame(undocumentedRoutes([{ method: 'GET', path: '/v1/nowhere' }, { method: 'PATCH', path: '/healthz' }]), ['GET /v1/nowhere', 'PATCH /healthz'], 'and it notices what is not');
