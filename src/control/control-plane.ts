@@ -104,12 +104,12 @@ export interface ApiKeyCreated {
  * Every current value of a bucket. A watch that ends once it has delivered them, rather than `kv.keys()`, whose
  * end-of-keys test (a message's pending count reaching 0) was seen to stop early and miss keys just written.
  */
-export async function readAll<T>(kv: KV): Promise<T[]> {
+export async function readAll<T>(kv: KV, key = '>'): Promise<T[]> {
   const out: T[] = [];
   let iter: { stop(): void } | undefined;
   let done = false;
-  // Called during kv.watch() itself when the bucket is empty, before `iter` is assigned.
-  const watch = await kv.watch({ key: '>', initializedFn: () => (iter ? iter.stop() : (done = true)) });
+  // Called during kv.watch() itself when nothing matches, before `iter` is assigned.
+  const watch = await kv.watch({ key, initializedFn: () => (iter ? iter.stop() : (done = true)) });
   iter = watch;
   if (done) watch.stop();
   for await (const e of watch) {
@@ -117,6 +117,12 @@ export async function readAll<T>(kv: KV): Promise<T[]> {
   }
   return out;
 }
+
+/**
+ * The bucket key of a tenant's API key, service account or webhook endpoint: under the tenant, so that a tenant's
+ * list reads its own records only (a watch of `<tenant>.>`).
+ */
+export const tenantKey = (tenant: string, id: string): string => `${tenant}.${id}`;
 
 /** Tenants, users and API keys in NATS KV: every process reads the same state and watches its changes. */
 export class ControlPlane {
@@ -320,12 +326,12 @@ export class ControlPlane {
     create: () => Promise<void>,
   ): Promise<void> {
     const max = plans[tenant.plan][cap];
-    const active = async (): Promise<T[]> => (await readAll<T>(kv)).filter((r) => r.tenant === tenant.slug && !r.revoked_at);
+    const active = async (): Promise<T[]> => (await readAll<T>(kv, tenantKey(tenant.slug, '>'))).filter((r) => !r.revoked_at);
     const refused = new ControlError('limit_reached', `This tenant holds ${max} ${what}, as many as the ${tenant.plan} plan allows; revoke or delete one first`);
     if ((await active()).length >= max) throw refused;
     await create();
     if ((await active()).length > max) {
-      await kv.purge(id);
+      await kv.purge(tenantKey(tenant.slug, id));
       throw refused;
     }
   }
@@ -346,7 +352,7 @@ export class ControlPlane {
       created_at: new Date().toISOString(),
       revoked_at: null,
     };
-    await this.withinCap<ApiKeyRecord>(this.apiKeys, tenant, 'max_api_keys', 'active API keys', record.id, async () => void (await this.apiKeys.create(record.id, encodeRecord(record))));
+    await this.withinCap<ApiKeyRecord>(this.apiKeys, tenant, 'max_api_keys', 'active API keys', record.id, async () => void (await this.apiKeys.create(tenantKey(tenant.slug, record.id), encodeRecord(record))));
     const { id, name, environment, scope, prefix, created_at } = record;
     return { id, name, environment, scope, prefix, key, created_at };
   }
@@ -365,7 +371,7 @@ export class ControlPlane {
     const tenant = await this.requireTenant(input.tenant);
     const record: ServiceAccountRecord = { ...input, name: input.name.trim(), created_at: new Date().toISOString(), revoked_at: null };
     await this.withinCap<ServiceAccountRecord>(this.serviceAccounts, tenant, 'max_service_accounts', 'active service accounts', record.id, async () =>
-      void (await this.serviceAccounts.create(record.id, encodeRecord(record))),
+      void (await this.serviceAccounts.create(tenantKey(tenant.slug, record.id), encodeRecord(record))),
     );
     return record;
   }
@@ -392,7 +398,7 @@ export class ControlPlane {
   /** A tenant's records of a bucket, newest first. */
   private async listOf<T extends { tenant: string; created_at: string }>(kv: KV, tenant: string): Promise<T[]> {
     await this.requireTenant(tenant);
-    return (await readAll<T>(kv)).filter((r) => r.tenant === tenant).sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return (await readAll<T>(kv, tenantKey(tenant, '>'))).sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
 
   /** Set `revoked_at` once, with compare-and-set; another tenant's record is "not found". */
@@ -400,14 +406,14 @@ export class ControlPlane {
     const missing = new ControlError('not_found', `${what} ${JSON.stringify(id)} does not exist`);
     if (!idPattern.test(id)) throw missing;
     for (let attempt = 0; attempt < 10; attempt++) {
-      const e = await kv.get(id);
+      const e = await kv.get(tenantKey(tenant, id));
       if (!e || e.operation !== 'PUT') throw missing;
       const record = decodeRecord<{ tenant: string; revoked_at: string | null }>(e.value);
       if (record.tenant !== tenant) throw missing;
       if (record.revoked_at) return { id, revoked_at: record.revoked_at };
       record.revoked_at = new Date().toISOString();
       try {
-        await kv.update(id, encodeRecord(record), e.revision);
+        await kv.update(tenantKey(tenant, id), encodeRecord(record), e.revision);
         return { id, revoked_at: record.revoked_at };
       } catch {
         // Changed meanwhile: read again.

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { KV } from 'nats';
-import { ControlError, decodeRecord, encodeRecord, readAll } from './control-plane.js';
+import { ControlError, decodeRecord, encodeRecord, readAll, tenantKey } from './control-plane.js';
 import { webhookCategories, type WebhookCategory, type WebhookFormat, type WebhookRecord } from './records.js';
 
 export const webhookIdPattern = /^wh_[0-9a-f]{20}$/;
@@ -93,13 +93,18 @@ export class WebhookStore {
   }
 
   async insert(record: WebhookRecord): Promise<WebhookRecord> {
-    await this.kv.create(record.id, encodeRecord(record));
+    await this.kv.create(tenantKey(record.tenant, record.id), encodeRecord(record));
     return record;
   }
 
   /** The tenant's endpoints, newest first. */
   async list(tenant: string): Promise<WebhookRecord[]> {
-    return (await readAll<WebhookRecord>(this.kv)).filter((r) => r.tenant === tenant).sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return (await readAll<WebhookRecord>(this.kv, tenantKey(tenant, '>'))).sort((a, b) => b.created_at.localeCompare(a.created_at));
+  }
+
+  /** Whether any tenant has an endpoint of this id. */
+  async exists(id: string): Promise<boolean> {
+    return webhookIdPattern.test(id) && (await readAll<WebhookRecord>(this.kv, tenantKey('*', id))).length > 0;
   }
 
   /** Another tenant's endpoint is "not found", as is a malformed id. */
@@ -110,7 +115,7 @@ export class WebhookStore {
   private async read(tenant: string, id: string): Promise<{ record: WebhookRecord; revision: number }> {
     const missing = new ControlError('not_found', `webhook endpoint ${JSON.stringify(id)} does not exist`);
     if (!webhookIdPattern.test(id)) throw missing;
-    const e = await this.kv.get(id);
+    const e = await this.kv.get(tenantKey(tenant, id));
     if (!e || e.operation !== 'PUT') throw missing;
     const record = decodeRecord<WebhookRecord>(e.value);
     if (record.tenant !== tenant) throw missing;
@@ -128,7 +133,7 @@ export class WebhookStore {
       if (next === null) return { record, changed: false };
       next.updated_at = new Date(this.now()).toISOString();
       try {
-        await this.kv.update(id, encodeRecord(next), revision);
+        await this.kv.update(tenantKey(tenant, id), encodeRecord(next), revision);
         return { record: next, changed: true };
       } catch {
         // Changed meanwhile: read again.
@@ -183,7 +188,7 @@ export class WebhookStore {
 
   async delete(tenant: string, id: string): Promise<{ id: string; deleted_at: string }> {
     const { revision } = await this.read(tenant, id);
-    await this.kv.delete(id, { previousSeq: revision });
+    await this.kv.delete(tenantKey(tenant, id), { previousSeq: revision });
     return { id, deleted_at: new Date(this.now()).toISOString() };
   }
 }

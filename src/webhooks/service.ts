@@ -116,7 +116,7 @@ export class WebhookService {
   static async start(bus: Bus, control: ControlPlane, mailer: Mailer, log: Logger, options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>): Promise<WebhookService> {
     await ensureWebhookStreams(bus);
     await ensureWebhookConsumers(bus);
-    const [endpoints, tenants] = await Promise.all([WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log), WatchedMap.open<TenantRecord>(control.tenants, bus, log)]);
+    const [endpoints, tenants] = await Promise.all([WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log, (_k, v) => v.id), WatchedMap.open<TenantRecord>(control.tenants, bus, log)]);
     const service = new WebhookService(bus, control, endpoints, tenants, mailer, { ...defaultServiceOptions, ...options }, log);
     service.run();
     return service;
@@ -328,7 +328,7 @@ export class WebhookService {
       const endpoint = this.endpoints.get(id);
       if (endpoint && this.open(endpoint)) await this.release(subject);
       // Gone from the watched copy: make sure in the bucket (the copy may lag a new endpoint) before dropping its held.
-      else if (!endpoint && !(await this.control.webhooks.kv.get(id).then((e) => e?.operation === 'PUT'))) {
+      else if (!endpoint && !(await this.control.webhooks.exists(id))) {
         await this.bus.jsm.streams.purge(n.webhookHeldStream, { filter: subject });
       }
     }
