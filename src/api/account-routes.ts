@@ -37,8 +37,11 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
     if (out.kind === 'tenant_inactive') return replyError(req, 'tenant_inactive', 'This tenant is inactive: its users cannot sign in until it is made active');
     return replyError(req, 'invalid_credentials');
   };
-  const userOnly = (req: HttpRequest, principal: Principal): HttpReply | null =>
-    principal.role === 'service_account' ? replyError(req, 'invalid_request', "A service account's token is revoked with DELETE /v1/service-accounts/{id}") : null;
+  /** Any user's token, whatever its scopes; a service account's is told how it is revoked instead. */
+  const asUser = (handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) =>
+    guarded(auth, null, (req, principal) =>
+      principal.role === 'service_account' ? Promise.resolve(replyError(req, 'invalid_request', "A service account's token is revoked with DELETE /v1/service-accounts/{id}")) : handler(req, principal),
+    );
   return [
     {
       method: 'POST',
@@ -58,9 +61,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
     {
       method: 'POST',
       path: '/v1/auth/logout',
-      handler: guarded(auth, null, async (req, principal) => {
-        const notUser = userOnly(req, principal);
-        if (notUser) return notUser;
+      handler: asUser(async (_req, principal) => {
         await revoked.revoke(principal.jti, principal.exp);
         return { status: 204 };
       }),
@@ -68,9 +69,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
     {
       method: 'POST',
       path: '/v1/auth/logout-everywhere',
-      handler: guarded(auth, null, async (req, principal) => {
-        const notUser = userOnly(req, principal);
-        if (notUser) return notUser;
+      handler: asUser(async (_req, principal) => {
         await control.signOutEverywhere(Number(principal.sub));
         return { status: 204 };
       }),
@@ -78,9 +77,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
     {
       method: 'POST',
       path: '/v1/auth/password',
-      handler: guarded(auth, null, async (req, principal) => {
-        const notUser = userOnly(req, principal);
-        if (notUser) return notUser;
+      handler: asUser(async (req, principal) => {
         const body = await readJson(req, { current_password: { type: 'string', required: true }, new_password: { type: 'string', required: true } });
         if (!body.ok) return body.reply;
         const { current_password: current, new_password: next } = body.value;
