@@ -32,6 +32,17 @@ export interface FleetOptions {
   durationMs: number;
   seed: number;
   incidents: readonly Incident[];
+  /** The audience at `x` ∈ [0, 1] of the run as a share of `viewers`: a cricket final's by default. */
+  audience?: (x: number) => number;
+  /** How far playback at `t` (ms since the start) differs from the normal, by place and device: none by default. */
+  levels?: (t: number, region: string, pop: string, device: string) => Levels;
+}
+
+/** Multipliers of the normal stall rate, startup time and fatal-error rate. */
+export interface Levels {
+  stall: number;
+  startup: number;
+  fatal: number;
 }
 
 /** One request a client makes: a player's or the billing server's batch, or a page-unload beacon. */
@@ -45,12 +56,14 @@ interface Conditions {
   stallPerSecond: number;
   stallMs: readonly [number, number];
   startupFactor: number;
+  /** Added to every startup (an incident's slow path). */
+  startupExtraMs: number;
   /** Chance that a session starting now fails fatally within its first minute. */
   doomedAtStart: number;
   fatalPerSecond: number;
 }
 
-const normal: Conditions = { stallPerSecond: 0.0015, stallMs: [800, 4000], startupFactor: 1, doomedAtStart: 0.004, fatalPerSecond: 0.00002 };
+const normal: Conditions = { stallPerSecond: 0.0015, stallMs: [800, 4000], startupFactor: 1, startupExtraMs: 0, doomedAtStart: 0.004, fatalPerSecond: 0.00002 };
 
 interface Viewer {
   anonymousId: string;
@@ -136,7 +149,7 @@ export class Fleet {
 
   private second(t: number, out: Delivery[]): void {
     const x = (t - this.o.startAt) / this.o.durationMs;
-    const target = this.o.viewers * matchAudience(x);
+    const target = this.o.viewers * (this.o.audience ?? matchAudience)(x);
     const active = this.players.size;
     const baseLeave = SECOND / this.meanSessionMs;
     // New arrivals fill the gap to the curve, and replace those who leave on their own.
@@ -162,12 +175,16 @@ export class Fleet {
 
   private conditions(t: number, v: Viewer): Conditions {
     let c = normal;
+    if (this.o.levels) {
+      const l = this.o.levels(t - this.o.startAt, v.place.region, v.pop, v.device.device_type);
+      c = { ...c, stallPerSecond: c.stallPerSecond * l.stall, startupFactor: c.startupFactor * l.startup, doomedAtStart: c.doomedAtStart * l.fatal, fatalPerSecond: c.fatalPerSecond * l.fatal };
+    }
     for (const i of this.o.incidents) {
       if (!this.during(i, t)) continue;
       if (i.region !== undefined && i.region !== v.place.region) continue;
       if (i.pop !== undefined && i.pop !== v.pop) continue;
       if (i.kind === 'rebuffer') c = { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] };
-      if (i.kind === 'startup') c = { ...c, startupFactor: 3 };
+      if (i.kind === 'startup') c = { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 };
       if (i.kind === 'errors') c = { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 };
     }
     return c;
@@ -216,7 +233,7 @@ export class Fleet {
     const at = t + phase;
     // Startup: about 0.9 s, skewed, with a long tail (a sum of uniforms, squared).
     const u = (this.rng.next() + this.rng.next() + this.rng.next()) / 1.5;
-    const startupMs = Math.round(300 + 600 * u * u * c.startupFactor + (c.startupFactor > 1 ? 1200 : 0));
+    const startupMs = Math.round(300 + 600 * u * u * c.startupFactor + c.startupExtraMs);
     const p: Player = {
       viewer: v,
       session: `sess-${this.rng.hex(16)}`,

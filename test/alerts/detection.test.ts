@@ -1,11 +1,11 @@
 import t from 'tap';
 import { thresholdsProblem, loadThresholds } from '../../src/alerts/thresholds.js';
 import type { WireEvent } from '../../src/bus/wire.js';
-import { detect, type Raised } from '../helpers/detection.js';
+import { detect, type Raised } from '../../bench/simulator/detect.js';
 import { normal, payments, playback, type Audience, type Conditions } from '../helpers/traffic.js';
 
 // Detection on generated traffic, through the aggregator runtime and the alerts engine exactly as the roles wire
-// them (test/helpers/detection.ts), on event time. Each problem is injected in one place of a steady audience.
+// them (bench/simulator/detect.ts), on event time. Each problem is injected in one place of a steady audience.
 
 const t0 = Date.UTC(2026, 10, 20, 12, 0, 0);
 const minute = 60_000;

@@ -1,0 +1,105 @@
+// A day of an Indian OTT audience for the detection benchmark: the audience over 24 hours of IST, and the ways a
+// steady service still differs from place to place and minute to minute (regions, pops and devices with levels of
+// their own, drifting noise, short blips), none of which is an incident.
+
+import type { Levels } from './fleet.js';
+import { Rng } from './rng.js';
+import { devices, places } from './world.js';
+
+/** Share of the evening peak watching at each hour of IST (a weekday): a night trough, a day plateau, prime time. */
+const weekday: ReadonlyArray<readonly [number, number]> = [
+  [0, 0.3],
+  [2, 0.1],
+  [4, 0.05],
+  [6, 0.12],
+  [8, 0.3],
+  [10, 0.35],
+  [13, 0.42],
+  [16, 0.45],
+  [18, 0.65],
+  [20, 0.95],
+  [21, 1],
+  [22, 0.85],
+  [23, 0.55],
+  [24, 0.3],
+];
+
+/** The audience at `hour` ∈ [0, 24) of IST, as a share of the evening peak. */
+export function dayAudience(hour: number): number {
+  const h = ((hour % 24) + 24) % 24;
+  for (let i = 1; i < weekday.length; i++) {
+    const [h1, y1] = weekday[i]!;
+    const [h0, y0] = weekday[i - 1]!;
+    if (h <= h1) return y0 + ((y1 - y0) * (h - h0)) / (h1 - h0);
+  }
+  return weekday[weekday.length - 1]![1];
+}
+
+/** A short rise of one region's levels that stays under the detectors' thresholds. */
+export interface Blip {
+  region: string;
+  /** ms after the day starts. */
+  start: number;
+  length: number;
+  factor: number;
+}
+
+export interface DayOptions {
+  seed: number;
+  /** How far each region's levels drift minute to minute (0.15: about ±15 %). */
+  noise: number;
+  /** Blips per simulated hour. */
+  blipsPerHour: number;
+  hours: number;
+}
+
+const unit: Levels = { stall: 1, startup: 1, fatal: 1 };
+
+/**
+ * The levels of a steady day: each region, pop and device type has its own fixed levels (a lognormal spread around
+ * 1), each region's drift by an AR(1) walk sampled once per minute, and blips of 1 to 3 minutes at up to 1.6 times.
+ * A function of (minute, region, pop, device), the same for every call: the fleet asks it per player per second.
+ */
+export function steadyDay(o: DayOptions): { levels: (t: number, region: string, pop: string, device: string) => Levels; blips: Blip[] } {
+  const rng = new Rng(o.seed);
+  const spread = (sigma: number): number => Math.exp(sigma * (rng.next() + rng.next() + rng.next() - 1.5) * 2);
+  const fixed = (): Levels => ({ stall: spread(0.35), startup: spread(0.15), fatal: spread(0.35) });
+  const region = new Map(places.map((p) => [p.region, fixed()]));
+  const pop = new Map([...new Set(places.flatMap((p) => p.pops))].map((name) => [name, fixed()]));
+  const device = new Map(devices.map((d) => [d.device_type, fixed()]));
+  const blips: Blip[] = [];
+  for (let n = Math.round(o.blipsPerHour * o.hours); n > 0; n--) {
+    blips.push({ region: rng.pick(places).region, start: rng.int(0, o.hours * 60 - 4) * 60_000, length: rng.int(1, 3) * 60_000, factor: 1.2 + 0.4 * rng.next() });
+  }
+  // Each region's drift, one value per minute: x' = 0.9 x + e, scaled so its spread is about `noise`.
+  const minutes = o.hours * 60 + 1;
+  const drift = new Map<string, Float32Array>();
+  for (const p of places) {
+    const walk = new Float32Array(minutes);
+    let x = 0;
+    for (let m = 0; m < minutes; m++) {
+      x = 0.9 * x + 0.44 * o.noise * (rng.next() + rng.next() + rng.next() - 1.5) * 2;
+      walk[m] = Math.exp(x);
+    }
+    drift.set(p.region, walk);
+  }
+  let cachedMinute = -1;
+  let active: Blip[] = [];
+  return {
+    blips,
+    levels(t, r, p, d) {
+      const minute = Math.floor(t / 60_000);
+      if (minute !== cachedMinute) {
+        cachedMinute = minute;
+        active = blips.filter((b) => t >= b.start && t < b.start + b.length);
+      }
+      const a = region.get(r) ?? unit;
+      const b = pop.get(p) ?? unit;
+      const c = device.get(d) ?? unit;
+      const w = drift.get(r)?.[Math.min(minutes - 1, Math.max(0, minute))] ?? 1;
+      let bump = 1;
+      for (const blip of active) if (blip.region === r) bump *= blip.factor;
+      return { stall: a.stall * b.stall * c.stall * w * bump, startup: a.startup * b.startup * c.startup * Math.sqrt(w), fatal: a.fatal * b.fatal * c.fatal * w * bump };
+    },
+  };
+}

@@ -1,0 +1,43 @@
+import t from 'tap';
+import { detect, wireOf } from '../../bench/simulator/detect.js';
+import { dayAudience, steadyDay } from '../../bench/simulator/day.js';
+import { Fleet } from '../../bench/simulator/fleet.js';
+import { places } from '../../bench/simulator/world.js';
+
+// The steady day of the detection benchmark (bench/detection.ts): its audience and levels, and, at a small scale,
+// what the benchmark measures at a large one: a steady day raises no QoS or billing alert.
+
+const hour = 3_600_000;
+
+t.test('the audience of a day: a night trough, prime time at 21:00 IST', async (t) => {
+  t.equal(dayAudience(21), 1);
+  t.ok(dayAudience(4) < 0.1, 'the night');
+  t.ok(dayAudience(13) > 0.3 && dayAudience(13) < 0.6, 'the day');
+  t.equal(dayAudience(24 + 21), 1, 'a day repeats');
+});
+
+t.test('levels differ by place and minute, the same for the same seed, and blips stay short', async (t) => {
+  const a = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
+  const b = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
+  const stall = (d: typeof a, minute: number, region: string) => d.levels(minute * 60_000, region, places.find((p) => p.region === region)!.pops[0]!, 'mobile').stall;
+  t.equal(stall(a, 100, 'Goa'), stall(b, 100, 'Goa'), 'seeded');
+  t.not(stall(a, 100, 'Goa'), stall(a, 100, 'Kerala'), 'regions differ');
+  t.not(stall(a, 100, 'Goa'), stall(a, 400, 'Goa'), 'and drift');
+  const levels = places.map((p) => stall(a, 600, p.region));
+  t.ok(Math.max(...levels) / Math.min(...levels) > 1.5, 'a spread worth detecting against');
+  t.equal(a.blips.length, 48);
+  t.ok(a.blips.every((x) => x.length <= 3 * 60_000 && x.factor < 1.6));
+});
+
+t.test('two steady hours of the day simulator raise no QoS or billing alert', async (t) => {
+  const startAt = Date.UTC(2026, 10, 23, 12, 30);
+  const day = steadyDay({ seed: 2, noise: 0.15, blipsPerHour: 2, hours: 2 });
+  const fleet = new Fleet({ tenant: 'acme', viewers: 600, startAt, durationMs: 2 * hour, seed: 2, incidents: [], audience: (x) => dayAudience(18 + 2 * x), levels: day.levels });
+  const events = fleet.advance(startAt + 2 * hour + 60_000).flatMap((d) => {
+    const last = Math.max(...d.events.map((e) => e.ts));
+    return d.events.map((e) => wireOf(e, last + 300));
+  });
+  const { raised } = detect(events.sort((x, y) => x.received_at - y.received_at));
+  t.same(raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`), []);
+  t.equal(raised.length, 4, 'each title of the catalogue is new once');
+});
