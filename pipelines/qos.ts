@@ -1,6 +1,6 @@
 import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { median, pct, round, severityOf, sumFields, windowFields, type Window, type WindowDetector } from '../src/alerts/detector.js';
+import { median, pct, poissonTail, round, severityOf, sumFields, windowFields, type Window, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -175,14 +175,20 @@ export const errorSpike: WindowDetector = {
     min_sessions: 'sessions started in the window (and in the baseline), at least',
     min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
     baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
+    max_chance: "and so many fatal sessions would come by chance at the baseline's rate less often than this (a Poisson tail)",
   },
   evaluate(w) {
     const t = w.thresholds;
     const { cur, base } = windowAndBaseline(w);
-    if ((cur.starts ?? 0) < t.min_sessions! || (cur.fatal ?? 0) < t.min_errors! || (base.starts ?? 0) < t.min_sessions!) return null;
-    const rate = pct(cur.fatal ?? 0, cur.starts!);
+    const fatal = cur.fatal ?? 0;
+    if ((cur.starts ?? 0) < t.min_sessions! || fatal < t.min_errors! || (base.starts ?? 0) < t.min_sessions!) return null;
+    const rate = pct(fatal, cur.starts!);
     const baseRate = pct(base.fatal ?? 0, base.starts!);
     if (rate < t.ratio! * baseRate || rate < baseRate + t.min_points!) return null;
+    // A handful of errors among a few dozen starts is ordinary noise: measured, it made nearly every false alert of
+    // a steady day (bench/RESULTS.md). The baseline rate is smoothed (one error more), as a short baseline may show none.
+    const expected = (cur.starts! * ((base.fatal ?? 0) + 1)) / (base.starts! + 1);
+    if (poissonTail(fatal, expected) >= t.max_chance!) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
     const [region] = w.key;

@@ -102,3 +102,22 @@ export function median(values: number[]): number {
 export function severityOf(current: number, baseline: number): Severity {
   return baseline > 0 ? (current / baseline >= 3 ? 'critical' : 'warning') : current > 0 ? 'critical' : 'warning';
 }
+
+/**
+ * P(X ≥ k) for X ~ Poisson(λ): how often a count at least this high comes by chance when λ is expected. Summed from
+ * k upward in log space until the terms stop counting (k is a count of sessions in a window: small).
+ */
+export function poissonTail(k: number, lambda: number): number {
+  if (k <= 0) return 1;
+  if (lambda <= 0) return 0;
+  let logTerm = -lambda;
+  for (let i = 1; i <= k; i++) logTerm += Math.log(lambda / i);
+  let sum = 0;
+  for (let i = k; ; i++) {
+    const term = Math.exp(logTerm);
+    sum += term;
+    if (term < sum * 1e-12 || i > k + 10_000) break;
+    logTerm += Math.log(lambda / (i + 1));
+  }
+  return Math.min(1, sum);
+}

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { alertIdentity, Detection, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
+import { poissonTail } from '../../src/alerts/detector.js';
 import { detectors, effective, loadThresholds } from '../../src/alerts/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
@@ -162,4 +163,14 @@ t.test('once-marks and labels are kept for the most recently seen ids only', asy
   t.equal(saved.labels.length, rememberedMarks);
   t.equal(d.apply(seen(2, [total - 1])).sightings.length, 0, 'a recent id is known');
   t.equal(d.apply(seen(3, [0])).sightings.length, 1, 'the oldest was forgotten: seen again, it goes to the cluster-wide once-mark');
+});
+
+t.test('the Poisson tail that tells a spike of errors from noise', async (t) => {
+  const close = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 + 1e-6 * b;
+  t.equal(poissonTail(0, 3), 1);
+  t.ok(close(poissonTail(1, 2), 1 - Math.exp(-2)));
+  t.ok(close(poissonTail(5, 1.25), 0.009124279218395204), '5 errors where 1.25 are expected: about 1 %, ordinary over a day');
+  t.ok(close(poissonTail(6, 0.63), 5.0764020450122516e-5));
+  t.ok(close(poissonTail(12, 1.3), 1.4715889062877352e-8), 'an incident');
+  t.equal(poissonTail(3, 0), 0);
 });
