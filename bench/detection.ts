@@ -1,15 +1,78 @@
-// npm run bench:detection -- [options]: a steady simulated day through the aggregation runtime and the alerts
-// engine in process, on event time; every alert it raises is a false one (issue 32, docs/alerts.md).
+// npm run bench:detection -- [options]: a simulated day through the aggregation runtime and the alerts engine in
+// process, on event time (issue 32, docs/alerts.md). A steady day: every alert is a false one. An incident day: each
+// incident's first alert of its kind and scope, and its delay; every other alert is false.
 
 import { parseArgs } from 'node:util';
 import { DetectionRun, wireOf } from './simulator/detect.js';
-import { dayAudience, steadyDay } from './simulator/day.js';
-import { Fleet } from './simulator/fleet.js';
+import { dayAudience, incidentDay, steadyDay } from './simulator/day.js';
+import { Fleet, type Incident, type IncidentKind } from './simulator/fleet.js';
+import type { OracleEvent } from './simulator/oracle.js';
 import { positive, UsageError } from './simulator/incidents.js';
 
-const usage = `usage: npm run bench:detection -- [--viewers 2000] [--hours 24] [--seed 1] [--noise 0.15] [--blips 2]
+const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--seed 1]
+       [--noise 0.15] [--blips 2] [--per-kind 20] [--near-misses 10]
 --viewers: concurrent viewers at the evening peak; --noise: minute-to-minute drift of each region's levels;
---blips: short sub-threshold rises per simulated hour.`;
+--blips: short sub-threshold rises per simulated hour; --per-kind / --near-misses: incidents of each kind on the
+incident day, and near misses (under the thresholds) of each.`;
+
+const categoryOf: Record<IncidentKind, string> = {
+  rebuffer: 'qos.rebuffer_spike',
+  startup: 'qos.startup_regression',
+  errors: 'qos.error_spike',
+  payments: 'billing.payment_failure',
+};
+/** How soon each kind must be alerted (issue 32): QoS within 2 minutes, payment failures within 5. */
+const dueMs: Record<IncidentKind, number> = { rebuffer: 120_000, startup: 120_000, errors: 120_000, payments: 300_000 };
+
+/** Per minute: play_starts per region, heartbeats per region and pop (six a minute per playing session). */
+class Samples {
+  private readonly starts = new Map<string, number>();
+  private readonly beats = new Map<string, number>();
+  private readonly payments = new Map<number, number>();
+
+  count(e: OracleEvent): void {
+    if (e.event_type === 'payment_failed' || e.event_type === 'payment_succeeded') {
+      const minute = Math.floor(e.ts / 60_000);
+      this.payments.set(minute, (this.payments.get(minute) ?? 0) + 1);
+      return;
+    }
+    const region = e.context?.region;
+    if (region === undefined) return;
+    const minute = Math.floor(e.ts / 60_000);
+    if (e.event_type === 'play_start') this.starts.set(`${region}/${minute}`, (this.starts.get(`${region}/${minute}`) ?? 0) + 1);
+    else if (e.event_type === 'heartbeat') {
+      const k = `${region}/${e.context?.pop ?? ''}/${minute}`;
+      this.beats.set(k, (this.beats.get(k) ?? 0) + 1);
+    }
+  }
+
+  /**
+   * Whether the incident's scope had the sample its detector needs, at the least: 25 sessions a minute in the pop
+   * (rebuffering), 25 starts in the first 5 minutes (startup, errors), 10 failures expected in 15 minutes (payments).
+   */
+  enough(i: Incident, at: number): boolean {
+    const first = Math.floor(at / 60_000);
+    if (i.kind === 'payments') {
+      let all = 0;
+      for (let m = first; m < first + 15; m++) all += this.payments.get(m) ?? 0;
+      return all * (i.magnitude ?? 0.7) >= 10;
+    }
+    if (i.kind === 'rebuffer') {
+      let beats = 0;
+      for (let m = first; m < first + 5; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}`) ?? 0;
+      return beats / 6 / 5 >= 25;
+    }
+    let starts = 0;
+    for (let m = first; m < first + 5; m++) starts += this.starts.get(`${i.region}/${m}`) ?? 0;
+    return starts >= 25;
+  }
+}
+
+const quantile = (xs: number[], q: number): number | null => {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
 
 /** How long after its last event a client's batch arrives (ms). */
 const latencyMs = 300;
@@ -17,6 +80,9 @@ const latencyMs = 300;
 function main(): void {
   const { values } = parseArgs({
     options: {
+      day: { type: 'string', default: 'steady' },
+      'per-kind': { type: 'string', default: '20' },
+      'near-misses': { type: 'string', default: '10' },
       viewers: { type: 'string', default: '2000' },
       hours: { type: 'string', default: '24' },
       seed: { type: 'string', default: '1' },
@@ -31,11 +97,14 @@ function main(): void {
   const noise = Number(values.noise);
   const blips = Number(values.blips);
   if (!(noise >= 0) || !(blips >= 0)) throw new UsageError('--noise and --blips must be numbers, 0 or more');
+  if (values.day !== 'steady' && values.day !== 'incidents') throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
   // 00:00 IST of a weekday.
   const startAt = Date.UTC(2026, 10, 23, 18, 30);
   const durationMs = Math.round(hours * 3_600_000);
   const day = steadyDay({ seed, noise, blipsPerHour: blips, hours });
-  const fleet = new Fleet({ tenant: 'acme', viewers, startAt, durationMs, seed, incidents: [], audience: (x) => dayAudience(x * hours), levels: day.levels });
+  const incidents = values.day === 'incidents' ? incidentDay({ seed, hours, perKind: positive(values['per-kind'], 'per-kind'), nearMisses: Number(values['near-misses']) }) : [];
+  const fleet = new Fleet({ tenant: 'acme', viewers, startAt, durationMs, seed, incidents, audience: (x) => dayAudience(x * hours), levels: day.levels });
+  const samples = new Samples();
   const run = new DetectionRun();
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
@@ -44,7 +113,10 @@ function main(): void {
     for (const d of fleet.advance(t)) {
       let last = 0;
       for (const e of d.events) last = Math.max(last, e.ts);
-      for (const e of d.events) run.push(wireOf(e, last + latencyMs));
+      for (const e of d.events) {
+        samples.count(e);
+        run.push(wireOf(e, last + latencyMs));
+      }
     }
     if (t - reported >= 3_600_000) {
       reported = t;
@@ -54,12 +126,48 @@ function main(): void {
   run.finish();
   const seconds = Number(process.hrtime.bigint() - began) / 1e9;
   const cpu = process.cpuUsage(cpu0);
-  // A title's first playback is news once, whatever the day: not a false alert.
-  const falseAlerts = run.raised.filter((r) => r.category !== 'content.new_release_detected');
+  // A title's first playback is news once, whatever the day: neither true nor false.
+  const alerts = run.raised.filter((r) => r.category !== 'content.new_release_detected');
+  // An alert is an incident's when it is of its kind and scope, raised from its start to 5 minutes after its end.
+  const matched = new Set<number>();
+  const scored = incidents.map((i) => {
+    const from = startAt + i.start;
+    const hits = alerts
+      .map((r, index) => ({ r, index }))
+      .filter(({ r }) => r.category === categoryOf[i.kind] && r.at >= from && r.at <= from + i.length + 5 * 60_000 && (i.region === undefined || r.row.data.region === i.region) && (i.pop === undefined || r.row.data.pop === i.pop));
+    // An alert on a near miss stays a false one.
+    if (!i.nearMiss) for (const h of hits) matched.add(h.index);
+    return { incident: i, enough: samples.enough(i, from), delay: hits.length > 0 ? hits[0]!.r.at - from : null };
+  });
+  const falseAlerts = alerts.filter((_, index) => !matched.has(index));
+  const kindsReport = Object.fromEntries(
+    (Object.keys(categoryOf) as IncidentKind[]).map((kind) => {
+      const strong = scored.filter((s) => s.incident.kind === kind && !s.incident.nearMiss);
+      const expected = strong.filter((s) => s.enough);
+      const delays = expected.filter((s) => s.delay !== null).map((s) => s.delay!);
+      const near = scored.filter((s) => s.incident.kind === kind && s.incident.nearMiss);
+      return [
+        categoryOf[kind],
+        {
+          incidents: strong.length,
+          with_enough_sample: expected.length,
+          detected: delays.length,
+          recall_pct: expected.length > 0 ? Math.round((delays.length / expected.length) * 1000) / 10 : null,
+          detected_without_enough_sample: strong.filter((s) => !s.enough && s.delay !== null).length,
+          delay_p50_s: quantile(delays, 0.5) === null ? null : Math.round(quantile(delays, 0.5)! / 1000),
+          delay_max_s: delays.length > 0 ? Math.round(Math.max(...delays) / 1000) : null,
+          within_due: delays.filter((d) => d <= dueMs[kind]).length,
+          near_misses: near.length,
+          near_misses_alerted: near.filter((s) => s.delay !== null).length,
+          missed: expected.filter((s) => s.delay === null).map((s) => `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''} ×${s.incident.magnitude?.toFixed(2)}`),
+        },
+      ];
+    }),
+  );
   const byCategory = new Map<string, number>();
   for (const r of falseAlerts) byCategory.set(r.category, (byCategory.get(r.category) ?? 0) + 1);
   const out = {
-    day: 'steady',
+    day: values.day,
     viewers,
     hours,
     seed,
@@ -70,6 +178,7 @@ function main(): void {
     sessions: fleet.stats.sessions,
     peak_players: fleet.stats.peakPlayers,
     false_alerts: falseAlerts.length,
+    ...(values.day === 'incidents' && { incidents: kindsReport, precision_pct: alerts.length > 0 ? Math.round(((alerts.length - falseAlerts.length) / alerts.length) * 1000) / 10 : null }),
     by_category: Object.fromEntries(byCategory),
     alerts: falseAlerts.map((r) => ({ at: new Date(r.at + 5.5 * 3_600_000).toISOString().slice(11, 19) + ' IST', category: r.category, title: r.row.title, data: r.row.data })),
     seconds: Math.round(seconds),

@@ -2,7 +2,7 @@
 // steady service still differs from place to place and minute to minute (regions, pops and devices with levels of
 // their own, drifting noise, short blips), none of which is an incident.
 
-import type { Levels } from './fleet.js';
+import type { Incident, IncidentKind, Levels } from './fleet.js';
 import { Rng } from './rng.js';
 import { devices, places } from './world.js';
 
@@ -102,4 +102,52 @@ export function steadyDay(o: DayOptions): { levels: (t: number, region: string, 
       return { stall: a.stall * b.stall * c.stall * w * bump, startup: a.startup * b.startup * c.startup * Math.sqrt(w), fatal: a.fatal * b.fatal * c.fatal * w * bump };
     },
   };
+}
+
+/** An incident of the incident day, and whether it is a near miss (under the thresholds: an alert on it is false). */
+export interface DayIncident extends Incident {
+  nearMiss: boolean;
+}
+
+const kinds: readonly IncidentKind[] = ['rebuffer', 'startup', 'errors', 'payments'];
+
+/**
+ * `perKind` incidents of each kind and `nearMisses` near misses of each, at random times, regions (by population,
+ * among the states big enough to be watched at all) and magnitudes. Incidents of one scope keep 40 minutes apart, so
+ * each has a clean baseline behind it; payment failures, tenant-wide and judged against a fixed share, 20.
+ */
+export function incidentDay(o: { seed: number; hours: number; perKind: number; nearMisses: number }): DayIncident[] {
+  const rng = new Rng(o.seed * 7919 + 1);
+  const big = places.filter((p) => p.population >= 25);
+  const out: DayIncident[] = [];
+  const busy = new Map<string, Array<[number, number]>>();
+  const free = (scope: string, from: number, to: number): boolean => {
+    const gap = (scope === 'payments' ? 20 : 40) * 60_000;
+    return (busy.get(scope) ?? []).every(([a, b]) => to + gap <= a || from >= b + gap);
+  };
+  for (const kind of kinds) {
+    for (let n = 0; n < o.perKind + o.nearMisses; n++) {
+      const nearMiss = n >= o.perKind;
+      for (let tries = 0; tries < 200; tries++) {
+        const place = rng.weighted(big.map((p) => [p, p.population] as const));
+        const start = rng.int(40, o.hours * 60 - 30) * 60_000;
+        const length = rng.int(6, 20) * 60_000;
+        const scope = kind === 'payments' ? 'payments' : `${kind}/${place.region}`;
+        if (!free(scope, start, start + length)) continue;
+        busy.set(scope, [...(busy.get(scope) ?? []), [start, start + length]]);
+        const magnitude = {
+          rebuffer: nearMiss ? 1.5 : 15 + 15 * rng.next(),
+          startup: nearMiss ? 1.25 : 2.5 + 1.5 * rng.next(),
+          errors: nearMiss ? 1.5 : 40 + 40 * rng.next(),
+          payments: nearMiss ? 0.12 : 0.3 + 0.5 * rng.next(),
+        }[kind];
+        const incident: DayIncident = { kind, start, length, magnitude, nearMiss };
+        if (kind !== 'payments') incident.region = place.region;
+        if (kind === 'rebuffer') incident.pop = place.pops[0]!;
+        out.push(incident);
+        break;
+      }
+    }
+  }
+  return out.sort((a, b) => a.start - b.start);
 }

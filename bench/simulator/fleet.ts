@@ -21,6 +21,11 @@ export interface Incident {
   length: number;
   region?: string;
   pop?: string;
+  /**
+   * How bad, as a multiple of the normal rate (stalls, slow startups, doomed starts) or the failing share of
+   * payments: each kind's fixed default when absent. A near miss stays under the detectors' thresholds.
+   */
+  magnitude?: number;
 }
 
 export interface FleetOptions {
@@ -183,15 +188,11 @@ export class Fleet {
       if (!this.during(i, t)) continue;
       if (i.region !== undefined && i.region !== v.place.region) continue;
       if (i.pop !== undefined && i.pop !== v.pop) continue;
-      if (i.kind === 'rebuffer') c = { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] };
-      if (i.kind === 'startup') c = { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 };
-      if (i.kind === 'errors') c = { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 };
+      if (i.kind === 'rebuffer') c = i.magnitude === undefined ? { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] } : { ...c, stallPerSecond: c.stallPerSecond * i.magnitude };
+      if (i.kind === 'startup') c = i.magnitude === undefined ? { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 } : { ...c, startupFactor: c.startupFactor * i.magnitude };
+      if (i.kind === 'errors') c = i.magnitude === undefined ? { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 } : { ...c, doomedAtStart: Math.min(1, c.doomedAtStart * i.magnitude), fatalPerSecond: c.fatalPerSecond * i.magnitude };
     }
     return c;
-  }
-
-  private incidentActive(kind: IncidentKind, t: number): boolean {
-    return this.o.incidents.some((i) => i.kind === kind && this.during(i, t));
   }
 
   private viewer(): Viewer {
@@ -361,7 +362,8 @@ export class Fleet {
   /** The billing server: renewals through the match, sign-ups from new viewers, some cancellations; sent every 5 s. */
   private bill(t: number, out: Delivery[]): void {
     const at = (): number => (this.billedTs = Math.max(t + this.rng.int(0, 999), this.billedTs + 1));
-    const failPct = this.incidentActive('payments', t) ? 0.7 : 0.04;
+    const failing = this.o.incidents.find((i) => i.kind === 'payments' && this.during(i, t));
+    const failPct = failing ? (failing.magnitude ?? 0.7) : 0.04;
     for (let n = this.poisson(this.o.viewers / 20_000); n > 0; n--) {
       const user = this.rng.pick(this.subscribers);
       const [plan, amount] = this.rng.pick([['mobile', 149], ['premium', 299], ['premium-annual', 1499]] as const);

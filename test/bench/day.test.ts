@@ -1,6 +1,6 @@
 import t from 'tap';
 import { detect, wireOf } from '../../bench/simulator/detect.js';
-import { dayAudience, steadyDay } from '../../bench/simulator/day.js';
+import { dayAudience, incidentDay, steadyDay } from '../../bench/simulator/day.js';
 import { Fleet } from '../../bench/simulator/fleet.js';
 import { places } from '../../bench/simulator/world.js';
 
@@ -40,4 +40,24 @@ t.test('two steady hours of the day simulator raise no QoS or billing alert', as
   const { raised } = detect(events.sort((x, y) => x.received_at - y.received_at));
   t.same(raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`), []);
   t.equal(raised.length, 4, 'each title of the catalogue is new once');
+});
+
+t.test('the incident day: incidents and near misses of each kind, seeded, apart in one scope', async (t) => {
+  const day = incidentDay({ seed: 4, hours: 24, perKind: 20, nearMisses: 10 });
+  t.same(incidentDay({ seed: 4, hours: 24, perKind: 20, nearMisses: 10 }), day, 'seeded');
+  for (const kind of ['rebuffer', 'startup', 'errors', 'payments'] as const) {
+    const of = day.filter((i) => i.kind === kind);
+    t.equal(of.filter((i) => !i.nearMiss).length, 20, `20 ${kind} incidents`);
+    t.ok(of.filter((i) => i.nearMiss).length >= 5, `and near misses of ${kind}`);
+  }
+  const byScope = new Map<string, typeof day>();
+  for (const i of day) {
+    const scope = `${i.kind}/${i.region ?? ''}`;
+    byScope.set(scope, [...(byScope.get(scope) ?? []), i]);
+  }
+  for (const [scope, list] of byScope) {
+    const gap = (scope.startsWith('payments') ? 20 : 40) * 60_000;
+    for (let k = 1; k < list.length; k++) t.ok(list[k]!.start >= list[k - 1]!.start + list[k - 1]!.length + gap, `${scope}: a clean baseline before each`);
+  }
+  t.ok(day.every((i) => i.start >= 40 * 60_000), 'none before a baseline exists');
 });
