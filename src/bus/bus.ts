@@ -46,7 +46,7 @@ export class Bus {
       const message = (err as Error).message;
       if (/authori[sz]ation|authentication/i.test(message)) {
         throw new BusUnavailableError(
-          `NATS at ${config.nats_url} refused to sign in (${message}): set NATS_USER and NATS_PASSWORD, NATS_TOKEN, NATS_CREDS_FILE or NATS_NKEY_FILE (docs/security.md)`,
+          `NATS at ${config.nats_url} refused to sign in (${message}): set NATS_USER and NATS_PASSWORD, NATS_TOKEN, NATS_CREDS_FILE or NATS_NKEY_FILE (docs/security.md); a server that \`darshak start\` runs keeps its user in DATA_DIR/nats/credentials.json, found with the same DATA_DIR`,
         );
       }
       throw new BusUnavailableError(`cannot reach NATS at ${config.nats_url}: ${message}`);
