@@ -105,7 +105,8 @@ function main(): void {
   const incidents = values.day === 'incidents' ? incidentDay({ seed, hours, perKind: positive(values['per-kind'], 'per-kind'), nearMisses: Number(values['near-misses']) }) : [];
   const fleet = new Fleet({ tenant: 'acme', viewers, startAt, durationMs, seed, incidents, audience: (x) => dayAudience(x * hours), levels: day.levels });
   const samples = new Samples();
-  const run = new DetectionRun();
+  // Sessions idle for 3 hours leave the aggregator's memory, as in a running shard: a day of them would not fit.
+  const run = new DetectionRun({ retainMs: 3 * 3_600_000 });
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
   let reported = startAt;

@@ -21,6 +21,8 @@ export interface DetectOptions {
   overrides?: Thresholds;
   /** A new active alerts process, from a checkpoint of the state, once arrival time reaches this. */
   restartAt?: number;
+  /** How long a session idle (by arrival) stays in the aggregator's memory: a day by default. */
+  retainMs?: number;
 }
 
 /**
@@ -31,7 +33,7 @@ export class DetectionRun {
   readonly raised: Raised[] = [];
   readonly resolved: Raised[] = [];
   private readonly defaults = loadThresholds();
-  private readonly agg = new Aggregation(pipelines, 86_400_000);
+  private readonly agg: Aggregation;
   detection: Detection;
   private readonly marks = new Set<string>();
   private upTo = 0;
@@ -41,6 +43,7 @@ export class DetectionRun {
   events = 0;
 
   constructor(private readonly options: DetectOptions = {}) {
+    this.agg = new Aggregation(pipelines, options.retainMs ?? 86_400_000);
     this.detection = this.make();
   }
 
