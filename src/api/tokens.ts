@@ -1,12 +1,13 @@
 import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { calculateJwkThumbprint, exportJWK, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import type { Bus } from '../bus/bus.js';
 import type { Config } from '../config/schema.js';
 import { encodeRecord } from '../control/control-plane.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
+import { createPrivateFile } from '../private-file.js';
 
 export const audience = 'darshak-api';
 export const userTokenSeconds = 24 * 3600;
@@ -44,10 +45,8 @@ export function loadSigningKey(file: string, log: Logger): KeyObject {
     if (key.asymmetricKeyType !== 'ed25519') throw new Error(`${file} is a ${key.asymmetricKeyType} key; token signing needs Ed25519`);
     return key;
   }
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const { privateKey } = generateKeyPairSync('ed25519');
-  writeFileSync(file, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600, flag: 'wx' });
-  chmodSync(file, 0o600);
+  createPrivateFile(file, privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
   log.info({ file }, 'token signing key generated');
   return privateKey;
 }
@@ -60,9 +59,7 @@ function loadJwksSecret(config: Pick<Config, 'jwks_secret' | 'data_dir'>, log: L
   if (config.jwks_secret !== '') return Buffer.from(config.jwks_secret, 'utf8');
   const file = join(resolve(config.data_dir), 'keys', 'jwks-secret');
   if (!existsSync(file)) {
-    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
-    chmodSync(file, 0o600);
+    createPrivateFile(file, randomBytes(32).toString('base64url'));
     log.info({ file }, 'jwks secret generated');
   }
   return Buffer.from(readFileSync(file, 'utf8').trim(), 'utf8');

@@ -5,6 +5,7 @@ import { connect as tcpConnect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { createPrivateFile } from '../private-file.js';
 
 function answers(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
   return new Promise((done) => {
@@ -64,7 +65,7 @@ function localCredentials(config: Config): LocalCredentials {
   const kept = readLocalCredentials(config.data_dir);
   if (kept) return kept;
   const made = { user: 'darshak', password: randomBytes(24).toString('base64url') };
-  writeFileSync(credentialsFile(config.data_dir), JSON.stringify(made), { mode: 0o600, flag: 'wx' });
+  createPrivateFile(credentialsFile(config.data_dir), JSON.stringify(made));
   return made;
 }
 

@@ -323,7 +323,7 @@ export class ControlPlane {
     cap: keyof Pick<Plan, 'max_api_keys' | 'max_service_accounts' | 'max_webhooks'>,
     what: string,
     id: string,
-    create: () => Promise<void>,
+    create: () => Promise<unknown>,
   ): Promise<void> {
     const max = plans[tenant.plan][cap];
     const active = async (): Promise<T[]> => (await readAll<T>(kv, tenantKey(tenant.slug, '>'))).filter((r) => !r.revoked_at);
@@ -352,7 +352,7 @@ export class ControlPlane {
       created_at: new Date().toISOString(),
       revoked_at: null,
     };
-    await this.withinCap<ApiKeyRecord>(this.apiKeys, tenant, 'max_api_keys', 'active API keys', record.id, async () => void (await this.apiKeys.create(tenantKey(tenant.slug, record.id), encodeRecord(record))));
+    await this.withinCap<ApiKeyRecord>(this.apiKeys, tenant, 'max_api_keys', 'active API keys', record.id, () => this.apiKeys.create(tenantKey(tenant.slug, record.id), encodeRecord(record)));
     const { id, name, environment, scope, prefix, created_at } = record;
     return { id, name, environment, scope, prefix, key, created_at };
   }
@@ -370,8 +370,8 @@ export class ControlPlane {
     checkText(input.name, 'name');
     const tenant = await this.requireTenant(input.tenant);
     const record: ServiceAccountRecord = { ...input, name: input.name.trim(), created_at: new Date().toISOString(), revoked_at: null };
-    await this.withinCap<ServiceAccountRecord>(this.serviceAccounts, tenant, 'max_service_accounts', 'active service accounts', record.id, async () =>
-      void (await this.serviceAccounts.create(tenantKey(tenant.slug, record.id), encodeRecord(record))),
+    await this.withinCap<ServiceAccountRecord>(this.serviceAccounts, tenant, 'max_service_accounts', 'active service accounts', record.id, () =>
+      this.serviceAccounts.create(tenantKey(tenant.slug, record.id), encodeRecord(record)),
     );
     return record;
   }
@@ -379,12 +379,9 @@ export class ControlPlane {
   /** A webhook endpoint, within the plan's cap (the store checks the rest). */
   async createWebhook(tenant: string, input: WebhookInput): Promise<WebhookRecord> {
     const t = await this.requireTenant(tenant);
-    let made: WebhookRecord | undefined;
-    const prepared = this.webhooks.prepare(tenant, input);
-    await this.withinCap<WebhookRecord>(this.webhooks.kv, t, 'max_webhooks', 'webhook endpoints', prepared.id, async () => {
-      made = await this.webhooks.insert(prepared);
-    });
-    return made as WebhookRecord;
+    const record = this.webhooks.prepare(tenant, input);
+    await this.withinCap<WebhookRecord>(this.webhooks.kv, t, 'max_webhooks', 'webhook endpoints', record.id, () => this.webhooks.insert(record));
+    return record;
   }
 
   listServiceAccounts(tenant: string): Promise<ServiceAccountRecord[]> {
