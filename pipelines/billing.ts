@@ -1,5 +1,5 @@
 import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
-import { pct, round, severityOf, windowFields, type WindowDetector } from '../src/alerts/detector.js';
+import { pct, round, severityOf, windowFields, windowSpans, type WindowDetector } from '../src/alerts/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
 const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
@@ -94,24 +94,27 @@ export const paymentFailure: WindowDetector = {
   running: 1,
   params: {
     window_minutes: 'payments of this many minutes are counted',
+    max_window_minutes: 'and, when that window has too few failures, of this many',
     min_failure_pct: 'failed payments are at least this percentage of all payments',
     min_failures: 'and at least this many',
   },
   evaluate(w) {
     const t = w.thresholds;
-    const span = t.window_minutes!;
-    const cur = windowFields(w, span);
-    const failed = cur.failed ?? 0;
-    if (failed < t.min_failures!) return null;
-    const rate = pct(failed, cur.payments ?? 0);
-    if (rate < t.min_failure_pct!) return null;
-    const severity = severityOf(rate, t.min_failure_pct!);
-    return {
-      severity,
-      title: 'Payment failures',
-      description: `${failed} of ${cur.payments} payments failed in the last ${span} minutes (${round(rate)} %).`,
-      data: { severity, failure_rate: round(rate), failed_payments: failed, window_minutes: span },
-    };
+    for (const span of windowSpans(t)) {
+      const cur = windowFields(w, span);
+      const failed = cur.failed ?? 0;
+      if (failed < t.min_failures!) continue;
+      const rate = pct(failed, cur.payments ?? 0);
+      if (rate < t.min_failure_pct!) continue;
+      const severity = severityOf(rate, t.min_failure_pct!);
+      return {
+        severity,
+        title: 'Payment failures',
+        description: `${failed} of ${cur.payments} payments failed in the last ${span} minutes (${round(rate)} %).`,
+        data: { severity, failure_rate: round(rate), failed_payments: failed, window_minutes: span },
+      };
+    }
+    return null;
   },
 };
 

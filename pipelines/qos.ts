@@ -1,6 +1,6 @@
 import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { median, pct, poissonTail, round, severityOf, sumFields, windowFields, type Window, type WindowDetector } from '../src/alerts/detector.js';
+import { binomialTail, cohortField, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -44,9 +44,10 @@ const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
 
 // Detector signals (docs/alerts.md), per event-time minute:
 // - `qos_pop` [tenant, region, pop]: watch_ms, rebuffer_ms; sessions (distinct, with any event in the minute);
-//   stalled (distinct, with a rebuffer_start in it).
-// - `qos_region` [tenant, region]: starts, fatal (sessions), startups and their histogram (`b<bucket>`), and fatal
-//   errors by code (`code:<code>`).
+//   stalled (distinct, with a rebuffer_start in it). `qos_pop_cohorts`, the same keys: both by cohort (`a@…`, `s@…`).
+// - `qos_region` [tenant, region]: starts, active (distinct sessions with any event in the minute), fatal (sessions), startups and their histogram (`b<bucket>`), and fatal
+//   errors by code (`code:<code>`). `qos_region_cohorts`, the same keys: by cohort, active (`a@…`), fatal (`f@…`),
+//   startups (`n@…`) and their ms (`m@…`).
 const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
 
 // What a segment hands the emitter, filled anew for each (the emitter copies what it keeps).
@@ -55,6 +56,57 @@ const segmentValues = [0, 0, 0, 0, 0, 0];
 const segmentPop = ['', '', ''];
 const segmentFields = { watch_ms: 0, rebuffer_ms: 0 };
 const regionKey = (a: SessionAttrs): string[] => [a.tenant, a.region];
+
+// The cohorts a regional alert is explained by (docs/alerts.md "Naming the cause"): session attributes. A pop's
+// alert is explained within the pop, by the others.
+const regionCohorts = [
+  ['pop', 'pop'],
+  ['device', 'device'],
+  ['app_version', 'app_version'],
+  ['player', 'player'],
+  ['content', 'content_id'],
+] as const;
+const popCohorts = regionCohorts.slice(1);
+
+/** The session's counts (metric letter → count) as cohort counters: each metric once per cohort of the session. */
+function cohortFields(a: SessionAttrs, cohorts: typeof regionCohorts | typeof popCohorts, counts: Fields): Fields {
+  const fields: Fields = {};
+  for (const metric in counts) for (const [dimension, attr] of cohorts) fields[cohortField(metric, dimension, a[attr])] = counts[metric]!;
+  return fields;
+}
+
+/** Minutes of the metric an alert carries (`data.series`), ending with the one that raised it: for its chart. */
+const seriesMinutes = 20;
+
+/** The metric per minute around the alert, as `data.series`: null where a minute has nothing to measure. */
+function seriesOf(w: Window, unit: '%' | 'ms', value: (f: Fields) => number | null): { start: string; step_seconds: number; unit: string; values: Array<number | null> } {
+  const first = w.bucket - (seriesMinutes - 1) * minute;
+  const values: Array<number | null> = [];
+  for (let b = first; b <= w.bucket; b += minute) {
+    const f = w.at(b);
+    const v = f ? value(f) : null;
+    values.push(v === null ? null : round(v));
+  }
+  return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };
+}
+
+/** The sentence a description gets for its cohort. */
+function describe(c: Record<string, unknown> | null, what: string): string {
+  if (!c) return ' No single cohort stands out.';
+  const [now, before, unit] = 'current_rate' in c ? [c.current_rate, c.baseline_rate, ' %'] : [c.current_mean_ms, c.baseline_mean_ms, ' ms'];
+  return ` ${String(c.dimension)} ${String(c.value)} holds ${Math.round((c.share as number) * 100)} % ${what}: ${String(now)}${unit} against ${String(before)}${unit} before.`;
+}
+
+/** The cohort that explains a finding, as its alert's `data.cohort`, and the words its title ends with. */
+function cohortOf(c: Cohort | null, w: Window, mean = false): { data: Record<string, unknown> | null; words: string } {
+  if (!c) return { data: null, words: '' };
+  const name = c.dimension === 'content' ? w.label(c.value) || c.value : c.value;
+  const words = `, mostly ${c.dimension === 'app_version' ? 'app version' : c.dimension} ${name}`;
+  const data = mean
+    ? { dimension: c.dimension, value: c.value, current_mean_ms: Math.round(c.current), baseline_mean_ms: Math.round(c.baseline), share: c.share, startups: c.exposure }
+    : { dimension: c.dimension, value: c.value, current_rate: c.current, baseline_rate: c.baseline, share: c.share };
+  return { data, words };
+}
 
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
 export function startupPercentile(f: Fields, p: number): number {
@@ -72,6 +124,13 @@ export function startupPercentile(f: Fields, p: number): number {
 }
 
 const minute = 60;
+
+/** Startups of a histogram (fields `b<bucket>`) in buckets whose upper bound is `ms` or more (as percentiles read them). */
+function startupsFrom(f: Fields, ms: number): number {
+  let n = 0;
+  for (const k in f) if (k.startsWith('b') && bucketGrowth ** Number(k.slice(1)) >= ms) n += f[k]!;
+  return n;
+}
 
 /** The first minute of the window of `span` minutes ending with `w.bucket`, and of the baseline before it. */
 const baselineRange = (w: Window, span: number): [number, number] => {
@@ -91,6 +150,7 @@ export const rebufferSpike: WindowDetector = {
   category: 'qos.rebuffer_spike',
   source: 'qos',
   signal: 'qos_pop',
+  cohortSignal: 'qos_pop_cohorts',
   bucketMinutes: 1,
   historyBuckets: 64,
   running: 2,
@@ -117,12 +177,14 @@ export const rebufferSpike: WindowDetector = {
     if (rate < t.ratio! * base || rate < base + t.min_points!) return null;
     const [region, pop] = w.key;
     const severity = severityOf(rate, base);
+    // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
+    const cohort = cohortOf(explain(sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 's', 'a', 'rate'), w);
     return {
       severity,
-      title: `Rebuffering spike in ${region} / ${pop}`,
-      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.`,
+      title: `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
+      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${describe(cohort.data, 'of the stalled sessions')}`,
       // Stalled sessions of the minute, or of the minute before when more (this one may have just begun).
-      data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0) },
+      data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0), cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)) },
     };
   },
 };
@@ -132,31 +194,46 @@ export const startupRegression: WindowDetector = {
   category: 'qos.startup_regression',
   source: 'qos',
   signal: 'qos_region',
+  cohortSignal: 'qos_region_cohorts',
   bucketMinutes: 1,
   historyBuckets: 64,
   running: 1,
   params: {
     window_minutes: 'startups of this many minutes are compared',
+    max_window_minutes: 'and, when that window has too few, of this many',
     ratio: 'their p50 is at least this many times the baseline p50',
     min_increase_ms: 'and at least this many milliseconds more',
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
+    max_chance: 'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a binomial tail)',
   },
   evaluate(w) {
     const t = w.thresholds;
-    const { cur, base } = windowAndBaseline(w);
-    if ((cur.startups ?? 0) < t.min_starts! || (base.startups ?? 0) < t.min_starts!) return null;
-    const p50 = startupPercentile(cur, 0.5);
-    const baseP50 = startupPercentile(base, 0.5);
-    if (p50 < t.ratio! * baseP50 || p50 < baseP50 + t.min_increase_ms!) return null;
-    const [region] = w.key;
-    const severity = severityOf(p50, baseP50);
-    return {
-      severity,
-      title: `Startup time regression in ${region}`,
-      description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over ${cur.startups} startups.`,
-      data: { severity, region, current_p50_ms: p50, baseline_p50_ms: baseP50, current_p95_ms: startupPercentile(cur, 0.95), affected_sessions: cur.startups },
-    };
+    for (const span of windowSpans(t)) {
+      const cur = windowFields(w, span);
+      const [from, to] = baselineRange(w, span);
+      const base = sumFields(w, from, to, true);
+      const n = cur.startups ?? 0;
+      if (n < t.min_starts! || (base.startups ?? 0) < t.min_starts!) continue;
+      const p50 = startupPercentile(cur, 0.5);
+      const baseP50 = startupPercentile(base, 0.5);
+      if (p50 < t.ratio! * baseP50 || p50 < baseP50 + t.min_increase_ms!) continue;
+      // Half the window's startups are slower than the regression's line: would the baseline give that many? A
+      // median of a short window's few dozen startups is noisy, a tail test of their count is not.
+      const line = Math.max(t.ratio! * baseP50, baseP50 + t.min_increase_ms!);
+      const slow = startupsFrom(cur, line);
+      if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance!) continue;
+      const [region] = w.key;
+      const severity = severityOf(p50, baseP50);
+      const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'm', 'n', 'mean'), w, true);
+      return {
+        severity,
+        title: `Startup time regression in ${region}${cohort.words}`,
+        description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over the ${n} startups of the last ${span} minutes.${describe(cohort.data, 'of the added startup time')}`,
+        data: { severity, region, current_p50_ms: p50, baseline_p50_ms: baseP50, current_p95_ms: startupPercentile(cur, 0.95), affected_sessions: slow, cohort: cohort.data, series: seriesOf(w, 'ms', (f) => (f.startups ? startupPercentile(f, 0.5) : null)) },
+      };
+    }
+    return null;
   },
 };
 
@@ -165,39 +242,57 @@ export const errorSpike: WindowDetector = {
   category: 'qos.error_spike',
   source: 'qos',
   signal: 'qos_region',
+  cohortSignal: 'qos_region_cohorts',
   bucketMinutes: 1,
   historyBuckets: 64,
   running: 1,
   params: {
-    window_minutes: 'sessions started in this many minutes are compared',
+    window_minutes: 'sessions playing in this many minutes are compared',
     ratio: 'their fatal error rate is at least this many times the baseline',
     min_points: 'and at least this many percentage points above it',
-    min_sessions: 'sessions started in the window (and in the baseline), at least',
+    min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
     min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
     baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
-    max_chance: "and so many fatal sessions would come by chance at the baseline's rate less often than this (a Poisson tail)",
+    max_chance: "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
   },
   evaluate(w) {
     const t = w.thresholds;
+    const span = t.window_minutes!;
     const { cur, base } = windowAndBaseline(w);
     const fatal = cur.fatal ?? 0;
-    if ((cur.starts ?? 0) < t.min_sessions! || fatal < t.min_errors! || (base.starts ?? 0) < t.min_sessions!) return null;
-    const rate = pct(fatal, cur.starts!);
-    const baseRate = pct(base.fatal ?? 0, base.starts!);
+    // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
+    // expected are the larger of the baseline's rate per start and per session-minute (sessions with an event, summed
+    // per minute), so that neither a wave of arrivals nor a quiet spell of them looks like a spike. Counted against
+    // starts alone, a dip in starts made most false alerts of the first steady day (bench/RESULTS.md).
+    const starts = cur.starts ?? 0;
+    const exposure = cur.active ?? 0;
+    const baseStarts = base.starts ?? 0;
+    const baseExposure = base.active ?? 0;
+    // Sessions playing in the window: those seen in its first minute, and those that started after it.
+    const first = w.bucket - (span - 1) * minute;
+    const sessions = Math.max(fatal, (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0));
+    if (sessions < t.min_sessions! || fatal < t.min_errors! || baseExposure < t.min_sessions!) return null;
+    const baseFatal = base.fatal ?? 0;
+    // The window's exposure against the baseline's, as starts or as session-minutes: the larger.
+    const scale = Math.max(starts / Math.max(1, baseStarts), exposure / baseExposure);
+    const rate = pct(fatal, sessions);
+    const baseRate = pct(scale * baseFatal, sessions);
     if (rate < t.ratio! * baseRate || rate < baseRate + t.min_points!) return null;
-    // A handful of errors among a few dozen starts is ordinary noise: measured, it made nearly every false alert of
-    // a steady day (bench/RESULTS.md). The baseline rate is smoothed (one error more), as a short baseline may show none.
-    const expected = (cur.starts! * ((base.fatal ?? 0) + 1)) / (base.starts! + 1);
-    if (poissonTail(fatal, expected) >= t.max_chance!) return null;
+    // A handful of errors among a few dozen sessions is ordinary noise, and a baseline of a few errors says little
+    // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
+    if (negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) >= t.max_chance!) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
     const [region] = w.key;
     const severity = severityOf(rate, baseRate);
+    // Fatal sessions per session-minute, by cohort.
+    const [from, to] = baselineRange(w, span);
+    const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'f', 'a', 'rate'), w);
     return {
       severity,
-      title: `Playback error spike in ${region}`,
-      description: `Fatal errors in ${round(rate)} % of sessions against a baseline of ${round(baseRate)} %.`,
-      data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: cur.fatal ?? 0, top_error_code: top.slice(5) || null },
+      title: `Playback error spike in ${region}${cohort.words}`,
+      description: `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${describe(cohort.data, 'of the failed sessions')}`,
+      data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: fatal, top_error_code: top.slice(5) || null, cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)) },
     };
   },
 };
@@ -224,7 +319,7 @@ export const qos: Pipeline = {
     segmentFields.rebuffer_ms = rebuffer;
     out.signal('qos_pop', segmentPop, minute, segmentFields);
   },
-  sessionReads: ['tenant', 'region', 'pop', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
+  sessionReads: ['tenant', 'region', 'pop', 'device', 'app_version', 'player', 'content_id', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
   session(a, sign, out) {
     if (a.started_at !== null) {
       out.add(qosMinutes, key(a, a.started_at), [0, 0, sign, 0, 0, 0]);
@@ -232,19 +327,34 @@ export const qos: Pipeline = {
     }
     if (a.fatal_at !== null) {
       out.add(qosMinutes, key(a, a.fatal_at), [0, 0, 0, sign, 0, 0]);
-      out.signal('qos_region', regionKey(a), minuteOf(a.fatal_at), { fatal: sign });
+      const region = regionKey(a);
+      out.signal('qos_region', region, minuteOf(a.fatal_at), { fatal: sign });
+      out.signal('qos_region_cohorts', region, minuteOf(a.fatal_at), cohortFields(a, regionCohorts, { f: sign }));
     }
     if (a.startup_ms !== null && a.startup_at !== null) {
       const b = startupBucket(a.startup_ms);
       out.add(qosMinutes, key(a, a.startup_at), [0, 0, 0, 0, sign, sign * a.startup_ms]);
       out.add(qosStartupHistogram, [...key(a, a.startup_at), b], [sign]);
-      out.signal('qos_region', regionKey(a), minuteOf(a.startup_at), { startups: sign, [`b${b}`]: sign });
+      const region = regionKey(a);
+      out.signal('qos_region', region, minuteOf(a.startup_at), { startups: sign, [`b${b}`]: sign });
+      out.signal('qos_region_cohorts', region, minuteOf(a.startup_at), cohortFields(a, regionCohorts, { n: sign, m: sign * a.startup_ms }));
     }
   },
   activity(a, e, marks, out) {
     const m = minuteOf(e.ts);
-    if (marks.first('pop', m)) out.signal('qos_pop', popKey(a), m, { sessions: 1 });
-    if (e.event_type === 'rebuffer_start' && marks.first('stall', m)) out.signal('qos_pop', popKey(a), m, { stalled: 1 });
+    if (marks.first('pop', m)) {
+      const pop = popKey(a);
+      const region = regionKey(a);
+      out.signal('qos_pop', pop, m, { sessions: 1 });
+      out.signal('qos_pop_cohorts', pop, m, cohortFields(a, popCohorts, { a: 1 }));
+      out.signal('qos_region', region, m, { active: 1 });
+      out.signal('qos_region_cohorts', region, m, cohortFields(a, regionCohorts, { a: 1 }));
+    }
+    if (e.event_type === 'rebuffer_start' && marks.first('stall', m)) {
+      const pop = popKey(a);
+      out.signal('qos_pop', pop, m, { stalled: 1 });
+      out.signal('qos_pop_cohorts', pop, m, cohortFields(a, popCohorts, { s: 1 }));
+    }
     if (e.event_type === 'error' && e.properties?.fatal === true) {
       const code = e.properties.code;
       out.signal('qos_region', regionKey(a), m, { [`code:${typeof code === 'string' || typeof code === 'number' ? String(code).slice(0, 64) : 'unknown'}`]: 1 });

@@ -98,6 +98,9 @@ export interface SessionAttrs {
   readonly country: string;
   readonly pop: string;
   readonly device: string;
+  /** `context.app_version` and `context.player` (detection's cohorts); '' when no event said. */
+  readonly app_version: string;
+  readonly player: string;
   readonly viewer: string;
   /** ts of the first play_start, or null. */
   readonly started_at: number | null;

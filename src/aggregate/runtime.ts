@@ -3,10 +3,11 @@ import type { Marks, Pipeline, SessionAttrs } from './pipeline.js';
 import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment, type SegmentSink } from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
 import { Accumulator, type EncodedOutput, type Output } from './accumulator.js';
-import { contextPop } from '../bus/event-reader.js';
+import { contextAttr } from '../bus/event-reader.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
-const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7 } as const;
+const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7, app: 8, player: 9 } as const;
+const attrCount = 10;
 
 /** SessionAttrs as the runtime holds them: it alone writes them, in place (pipelines see them read-only). */
 type MutableAttrs = { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] };
@@ -87,6 +88,8 @@ export const noAttrs = (tenant: string, sessionId: string): MutableAttrs => ({
   country: '',
   pop: '',
   device: '',
+  app_version: '',
+  player: '',
   viewer: '',
   started_at: null,
   startup_ms: null,
@@ -173,7 +176,7 @@ export class Aggregation implements SegmentSink {
     if (r < 0 || e.session_id === undefined) return;
     let s = this.sessions.get(e.tenant, e.session_id);
     if (!s) {
-      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(8).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
+      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(attrCount).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
       this.sessions.add(s);
     }
     const after: SessionAttrs = s.attrs;
@@ -284,8 +287,10 @@ export class Aggregation implements SegmentSink {
     if (order < at[attr.content]! && (v = e.content_id)) this.take(s, attr.content, order, 'content_id', v);
     if (order < at[attr.region]! && (v = e.region)) this.take(s, attr.region, order, 'region', v);
     if (order < at[attr.country]! && (v = e.country)) this.take(s, attr.country, order, 'country', v);
-    if (order < at[attr.pop]! && (v = contextPop(e))) this.take(s, attr.pop, order, 'pop', v);
+    if (order < at[attr.pop]! && (v = contextAttr(e, 'pop'))) this.take(s, attr.pop, order, 'pop', v);
     if (order < at[attr.device]! && (v = e.device)) this.take(s, attr.device, order, 'device', v);
+    if (order < at[attr.app]! && (v = contextAttr(e, 'app_version'))) this.take(s, attr.app, order, 'app_version', v);
+    if (order < at[attr.player]! && (v = contextAttr(e, 'player'))) this.take(s, attr.player, order, 'player', v);
     if (order < at[attr.user]! && (v = e.user_id)) {
       at[attr.user] = order;
       s.user = v;
@@ -315,7 +320,7 @@ export class Aggregation implements SegmentSink {
     if (a.last_hour === null || hour > a.last_hour) this.set(a, 'last_hour', hour);
   }
 
-  private take(s: Session, i: number, order: number, k: 'content_id' | 'region' | 'country' | 'pop' | 'device', v: string): void {
+  private take(s: Session, i: number, order: number, k: 'content_id' | 'region' | 'country' | 'pop' | 'device' | 'app_version' | 'player', v: string): void {
     s.at[i] = order;
     this.set(s.attrs, k, v);
   }
@@ -410,8 +415,14 @@ export class Aggregation implements SegmentSink {
     this.evicted.load(state.evicted ?? []);
     // A session's key is also in its attributes.
     for (const [, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
-      // Checkpoints from before the span attributes: derived from the timeline, as if they had always been there.
-      const attrs = saved.first_minute === undefined ? { ...saved, first_minute: minuteStart(tsOf(tl[0]!)), last_hour: hourStart(tsOf(tl[tl.length - 1]!)) } : saved;
+      // Checkpoints from before the span attributes: derived from the timeline, as if they had always been there; from
+      // before app_version and player: unknown, as for a session whose events do not say.
+      const attrs: MutableAttrs = { ...saved, app_version: saved.app_version ?? '', player: saved.player ?? '' };
+      if (saved.first_minute === undefined) {
+        attrs.first_minute = minuteStart(tsOf(tl[0]!));
+        attrs.last_hour = hourStart(tsOf(tl[tl.length - 1]!));
+      }
+      while (at.length < attrCount) at.push(Infinity);
       this.sessions.add({ attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
     }
   }

@@ -26,6 +26,8 @@ export interface Window {
   since: number;
   /** The fields of the bucket starting at `start`, or undefined when it has none. */
   at(start: number): Fields | undefined;
+  /** The fields of the detector's `cohortSignal` (same key) in the bucket starting at `start`, or undefined. */
+  cohorts(start: number): Fields | undefined;
   /** Whether the bucket starting at `start` was found firing when it was evaluated (baselines leave those out). */
   firing(start: number): boolean;
   /** The name a once detector's `label` gave an id of this tenant (a content's title), or ''. */
@@ -44,6 +46,11 @@ export interface WindowDetector {
   category: string;
   source: AlertSource;
   signal: string;
+  /**
+   * A signal of the same keys whose counters are split by cohort (docs/alerts.md "Naming the cause"): kept beside
+   * `signal`'s buckets and read only when a finding is explained (`Window.cohorts`), never evaluated.
+   */
+  cohortSignal?: string;
   /** Bucket length in minutes: 1, or 60 for hourly conditions. */
   bucketMinutes: number;
   /** Buckets of history kept per key: the window and the baseline behind it. */
@@ -72,20 +79,30 @@ export interface OnceDetector {
 
 export type Detector = WindowDetector | OnceDetector;
 
-/** Σ of each field over buckets [from, to) (step apart), leaving out firing buckets when asked. */
-export function sumFields(w: Window, from: number, to: number, skipFiring = false): Fields {
+/** Σ of each field over buckets [from, to) (step apart), leaving out firing buckets when asked; of `w.cohorts` when asked. */
+export function sumFields(w: Window, from: number, to: number, skipFiring = false, read: 'at' | 'cohorts' = 'at'): Fields {
   const out: Fields = {};
   for (let b = from; b < to; b += w.step) {
     if (skipFiring && w.firing(b)) continue;
-    const f = w.at(b);
+    const f = w[read](b);
     if (f) for (const k in f) out[k] = (out[k] ?? 0) + f[k]!;
   }
   return out;
 }
 
-/** Σ of each field over the `minutes` one-minute buckets ending with `w.bucket`. */
-export function windowFields(w: Window, minutes: number): Fields {
-  return sumFields(w, w.bucket - (minutes - 1) * 60, w.bucket + 60);
+/** Σ of each field over the `minutes` one-minute buckets ending with `w.bucket` (of `w.cohorts` when asked). */
+export function windowFields(w: Window, minutes: number, read: 'at' | 'cohorts' = 'at'): Fields {
+  return sumFields(w, w.bucket - (minutes - 1) * 60, w.bucket + 60, false, read);
+}
+
+/**
+ * The windows a condition is judged over, shortest first: `window_minutes`, then `max_window_minutes` when longer. A
+ * large audience fills the short window's sample and is alerted sooner; a small one waits for the long window's.
+ */
+export function windowSpans(t: Readonly<Record<string, number>>): number[] {
+  const short = t.window_minutes!;
+  const long = t.max_window_minutes ?? short;
+  return long > short ? [short, long] : [short];
 }
 
 export const pct = (part: number, whole: number): number => (whole > 0 ? (part / whole) * 100 : 0);
@@ -104,20 +121,170 @@ export function severityOf(current: number, baseline: number): Severity {
 }
 
 /**
- * P(X ≥ k) for X ~ Poisson(λ): how often a count at least this high comes by chance when λ is expected. Summed from
- * k upward in log space until the terms stop counting (k is a count of sessions in a window: small).
+ * P(X ≥ k) for X ~ Binomial(n, p): how often at least k of n would fall on a side whose share is p. Summed from k
+ * upward in log space (n is a count of startups in a window: small).
  */
-export function poissonTail(k: number, lambda: number): number {
+export function binomialTail(k: number, n: number, p: number): number {
   if (k <= 0) return 1;
-  if (lambda <= 0) return 0;
-  let logTerm = -lambda;
-  for (let i = 1; i <= k; i++) logTerm += Math.log(lambda / i);
+  if (k > n || p <= 0) return 0;
+  if (p >= 1) return 1;
+  let logTerm = logChoose(n, k) + k * Math.log(p) + (n - k) * Math.log1p(-p);
   let sum = 0;
-  for (let i = k; ; i++) {
+  for (let i = k; i <= n; i++) {
     const term = Math.exp(logTerm);
     sum += term;
-    if (term < sum * 1e-12 || i > k + 10_000) break;
-    logTerm += Math.log(lambda / (i + 1));
+    if (term < sum * 1e-12) break;
+    logTerm += Math.log((n - i) / (i + 1)) + Math.log(p) - Math.log1p(-p);
   }
   return Math.min(1, sum);
+}
+
+function logChoose(n: number, k: number): number {
+  let s = 0;
+  for (let i = 1; i <= k; i++) s += Math.log((n - k + i) / i);
+  return s;
+}
+
+/**
+ * P(X ≥ k) for X ~ NegativeBinomial(r, p): the count a window would show by chance when its baseline counted r − 1
+ * in an exposure that is p / (1 − p) times the window's. This is the Poisson count of the window with the baseline's
+ * rate as uncertain as a count of r − 1 leaves it (a Gamma–Poisson mixture, the rate's prior adding one count), so a
+ * quiet baseline of a few errors does not make an ordinary cluster look impossible. Summed from k upward in log space.
+ */
+export function negBinomialTail(k: number, r: number, p: number): number {
+  if (k <= 0) return 1;
+  if (p >= 1) return 0;
+  // log C(k + r − 1, k) + r log p + k log(1 − p)
+  let logTerm = r * Math.log(p) + k * Math.log1p(-p);
+  for (let i = 1; i <= k; i++) logTerm += Math.log((r - 1 + i) / i);
+  let sum = 0;
+  for (let i = k; i < k + 100_000; i++) {
+    const term = Math.exp(logTerm);
+    sum += term;
+    if (term < sum * 1e-12 && (i + r) * (1 - p) < i + 1) break;
+    logTerm += Math.log(((i + r) / (i + 1)) * (1 - p));
+  }
+  return Math.min(1, sum);
+}
+
+/**
+ * Cohort counters are the fields of a detector's `cohortSignal`, named `<metric>@<dimension>=<value>` (a metric is one
+ * letter): the bucket's counts split by one session attribute, e.g. `f@device=tv`, fatal sessions of TVs. Names are interned per metric,
+ * dimension and value, as a pipeline makes them for every session-minute.
+ */
+const cohortNames = new Map<string, Map<string, string>>();
+const maxCohortNames = 50_000;
+export const maxCohortValue = 64;
+
+export function cohortField(metric: string, dimension: string, value: string): string {
+  const group = `${metric}@${dimension}`;
+  let m = cohortNames.get(group);
+  if (!m) cohortNames.set(group, (m = new Map()));
+  let name = m.get(value);
+  if (name === undefined) {
+    // Values come from clients: made-up ones must not grow this without bound.
+    if (m.size >= maxCohortNames) m.clear();
+    name = `${group}=${value.slice(0, maxCohortValue)}`;
+    m.set(value, name);
+  }
+  return name;
+}
+
+/** A cohort that explains a finding: one value of one dimension, and how it moved. */
+export interface Cohort {
+  dimension: string;
+  value: string;
+  /** The cohort's measure in the window and in its own baseline: a rate in %, or a mean. */
+  current: number;
+  baseline: number;
+  /** For a rate: its part of the window's affected sessions; for a mean: its part of what the window has above its baseline. */
+  share: number;
+  /** Its count of the exposure in the window (sessions or startups). */
+  exposure: number;
+}
+
+/** A named cohort explains at least this part of what the window has above its baseline... */
+export const cohortMinShare = 0.5;
+/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike). */
+export const cohortMinConcentration = 1.5;
+
+/**
+ * Contribution analysis (as Adtributor, or Conviva's cohort alerts): which single cohort, among every dimension's
+ * values, holds what the window has above its baseline. For each value, excess = bad − exposure × its own baseline
+ * rate (shrunk toward its dimension's rate by `prior` units of exposure, so a cohort new to the baseline is judged by
+ * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
+ * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it; of
+ * those, the most concentrated, the narrowest explanation. None, when the whole scope moved alike: a region-wide
+ * incident, in which every cohort's count grew by the same factor whatever its own level.
+ * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
+ */
+export function explain(cur: Fields, base: Fields, bad: string, exposure: string, kind: 'rate' | 'mean'): Cohort | null {
+  // Per dimension, per value: bad and exposure in the window, then in the baseline.
+  const dims = new Map<string, Map<string, [number, number, number, number]>>();
+  const take = (f: Fields, offset: number): void => {
+    for (const k in f) {
+      if (k.charCodeAt(1) !== 64 /* @ */) continue;
+      const which = k[0] === bad ? 0 : k[0] === exposure ? 1 : -1;
+      if (which < 0) continue;
+      const eq = k.indexOf('=');
+      const dim = k.slice(2, eq);
+      const value = k.slice(eq + 1);
+      let values = dims.get(dim);
+      if (!values) dims.set(dim, (values = new Map()));
+      let c = values.get(value);
+      if (!c) values.set(value, (c = [0, 0, 0, 0]));
+      c[offset + which] += f[k]!;
+    }
+  };
+  take(cur, 0);
+  take(base, 2);
+  let best: Cohort | null = null;
+  let bestConcentration = 0;
+  for (const [dimension, values] of dims) {
+    let curBad = 0;
+    let curExposure = 0;
+    let baseBad = 0;
+    let baseExposure = 0;
+    for (const [cb, ce, bb, be] of values.values()) {
+      curBad += cb;
+      curExposure += ce;
+      baseBad += bb;
+      baseExposure += be;
+    }
+    if (baseExposure <= 0 || curExposure <= 0) continue;
+    // A count's rate is smoothed by one event, so a baseline without any still expects each value its exposure's part.
+    const dimRate = kind === 'rate' ? (baseBad + 1) / (baseExposure + 1) : baseBad / baseExposure;
+    const prior = kind === 'rate' ? 3 / dimRate : 3;
+    // What each value's own baseline expects of its exposure in the window, and what it has beyond that.
+    const expected = new Map<string, number>();
+    let allExpected = 0;
+    let total = 0;
+    for (const [value, [cb, ce, bb, be]] of values) {
+      const e = ce * ((bb + prior * dimRate) / (be + prior));
+      expected.set(value, e);
+      allExpected += e;
+      if (cb > e) total += cb - e;
+    }
+    if (total <= 0 || curBad <= 0 || allExpected <= 0) continue;
+    for (const [value, [cb, ce]] of values) {
+      const e = expected.get(value)!;
+      if (value === '' || cb <= e || ce <= 0) continue;
+      const share = (cb - e) / total;
+      // Its part of what the window has, against its part of what the baselines expect: about 1 for every value
+      // when the whole scope moved alike (each by the same factor), however their own levels differ.
+      const concentration = cb / curBad / (e / allExpected);
+      if (share < cohortMinShare || concentration < cohortMinConcentration || concentration <= bestConcentration) continue;
+      const scale = kind === 'rate' ? 100 : 1;
+      bestConcentration = concentration;
+      best = {
+        dimension,
+        value,
+        current: round((cb / ce) * scale),
+        baseline: round((e / ce) * scale),
+        share: round(kind === 'rate' ? cb / curBad : share),
+        exposure: ce,
+      };
+    }
+  }
+  return best;
 }

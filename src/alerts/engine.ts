@@ -41,11 +41,13 @@ interface KeyState {
   tenant: string;
   key: string[];
   buckets: Map<number, Fields>;
+  /** The buckets of the detector's `cohortSignal`. */
+  cohorts: Map<number, Fields>;
   firing: Set<number>;
   incident: Incident | null;
 }
 
-type SavedKey = [category: string, tenant: string, key: string[], buckets: Array<[number, Fields]>, firing: number[], incident: Incident | null];
+type SavedKey = [category: string, tenant: string, key: string[], buckets: Array<[number, Fields]>, firing: number[], incident: Incident | null, cohorts?: Array<[number, Fields]>];
 
 export interface SavedDetection {
   v: 2;
@@ -71,6 +73,9 @@ export const defaultMaxPerHour = 20;
 export const defaultMaxKeys = 500;
 /** Once-marks and labels kept in memory, least recently seen dropped first (a dropped mark costs a KV read). */
 export const rememberedMarks = 100_000;
+
+/** Counter names one bucket holds at most (error codes and cohorts included): see `Detection.add`. */
+export const maxFields = 2000;
 
 /** The key that stands for every key of a category past a tenant's `maxKeys`. */
 export const otherKey = 'other';
@@ -185,6 +190,7 @@ export class Detection {
   /** Keys held per tenant and category, for `maxKeys`. */
   private readonly keyCounts = new Map<string, number>();
   private readonly bySignal = new Map<string, Detector[]>();
+  private readonly byCohortSignal = new Map<string, WindowDetector[]>();
   /** Once-marks this engine has passed on (tenant, category, mark), most recently seen last. */
   private readonly seen = new Map<string, true>();
   /** Names once detectors' keys gave ids, per tenant (`Window.label`), most recently seen last. */
@@ -193,6 +199,8 @@ export class Detection {
   private readonly maxKeys: number;
   private readonly shards = new Map<number, number>();
   private readonly open = new Set<KeyState>();
+  /** Field names per bucket, once a bucket took a new one (`add`). */
+  private readonly fieldCounts = new WeakMap<Fields, number>();
   /** The latest arrival time any message carried (ms). */
   clock = 0;
   /** Messages with an older clock may open incidents but raise nothing: the role sets it to "now − 10 min" at start. */
@@ -205,6 +213,7 @@ export class Detection {
       const list = this.bySignal.get(d.signal) ?? [];
       list.push(d);
       this.bySignal.set(d.signal, list);
+      if (d.kind === 'window' && d.cohortSignal) this.byCohortSignal.set(d.cohortSignal, [...(this.byCohortSignal.get(d.cohortSignal) ?? []), d]);
     }
   }
 
@@ -221,6 +230,18 @@ export class Detection {
     const sightings: Sighting[] = [];
     const dirty = new Map<KeyState, Map<number, boolean>>();
     for (const [name, fullKey, minute, fields] of m.signals) {
+      const cohortOf = this.byCohortSignal.get(name);
+      if (cohortOf) {
+        const [tenant, ...key] = fullKey as [string, ...string[]];
+        for (const d of cohortOf) {
+          const st = this.state(d, tenant, key);
+          const bucket = Math.floor(minute / (d.bucketMinutes * 60)) * d.bucketMinutes * 60;
+          let b = st.cohorts.get(bucket);
+          if (!b) st.cohorts.set(bucket, (b = {}));
+          this.add(b, fields);
+        }
+        continue;
+      }
       const detectors = this.bySignal.get(name);
       if (!detectors) continue;
       const [tenant, ...key] = fullKey as [string, ...string[]];
@@ -239,9 +260,9 @@ export class Detection {
         const st = this.state(d, tenant, key);
         const step = d.bucketMinutes * 60;
         const bucket = Math.floor(minute / step) * step;
-        const b = st.buckets.get(bucket);
-        if (!b) st.buckets.set(bucket, { ...fields });
-        else for (const f in fields) b[f] = (b[f] ?? 0) + fields[f]!;
+        let b = st.buckets.get(bucket);
+        if (!b) st.buckets.set(bucket, (b = {}));
+        this.add(b, fields);
         let marks = dirty.get(st);
         if (!marks) dirty.set(st, (marks = new Map()));
         marks.set(bucket, (marks.get(bucket) ?? false) || fresh);
@@ -254,6 +275,26 @@ export class Detection {
     this.resolve(changes);
     this.budget.closeEnded(this.clock, changes);
     return { changes, sightings };
+  }
+
+  /**
+   * Add a message's counters into a bucket. Field names carry error codes and cohort values (titles, app versions)
+   * from clients: past `maxFields` a bucket takes no new name, so made-up ones cannot grow it without bound.
+   */
+  private add(b: Fields, fields: Fields): void {
+    let count = this.fieldCounts.get(b);
+    for (const f in fields) {
+      const v = b[f];
+      if (v !== undefined) {
+        b[f] = v + fields[f]!;
+        continue;
+      }
+      count ??= Object.keys(b).length;
+      if (count >= maxFields) continue;
+      b[f] = fields[f]!;
+      count++;
+    }
+    if (count !== undefined) this.fieldCounts.set(b, count);
   }
 
   /** The alerts role's clock tick: time passes without signals, so incidents can resolve and old buckets go. */
@@ -274,7 +315,7 @@ export class Detection {
     const counted = `${d.category}\u0000${tenant}`;
     const held = this.keyCounts.get(counted) ?? 0;
     if (held >= this.maxKeys && key.some((k) => k !== otherKey)) return this.state(d, tenant, key.map(() => otherKey));
-    const made: KeyState = { detector: d, tenant, key, buckets: new Map(), firing: new Set(), incident: null };
+    const made: KeyState = { detector: d, tenant, key, buckets: new Map(), cohorts: new Map(), firing: new Set(), incident: null };
     this.keys.set(id, made);
     this.keyCounts.set(counted, held + 1);
     return made;
@@ -291,6 +332,7 @@ export class Detection {
       step,
       since,
       at: (b) => st.buckets.get(b),
+      cohorts: (b) => st.cohorts.get(b),
       firing: (b) => st.firing.has(b),
       label: (id) => this.labels.get(`${st.tenant}\u0000${id}`) ?? '',
       thresholds: this.options.thresholds(st.tenant, d.category),
@@ -333,8 +375,9 @@ export class Detection {
       const step = st.detector.bucketMinutes * 60;
       const oldest = Math.floor(now / step) * step - (st.detector.historyBuckets - 1) * step;
       for (const b of st.buckets.keys()) if (b < oldest) st.buckets.delete(b);
+      for (const b of st.cohorts.keys()) if (b < oldest) st.cohorts.delete(b);
       for (const b of st.firing) if (b < oldest) st.firing.delete(b);
-      if (st.buckets.size === 0 && !st.incident) {
+      if (st.buckets.size === 0 && st.cohorts.size === 0 && !st.incident) {
         this.keys.delete(id);
         const counted = `${st.detector.category}\u0000${st.tenant}`;
         const held = (this.keyCounts.get(counted) ?? 1) - 1;
@@ -351,7 +394,7 @@ export class Detection {
       shards: [...this.shards],
       seen: [...this.seen.keys()],
       labels: [...this.labels],
-      keys: [...this.keys.values()].map((st) => [st.detector.category, st.tenant, st.key, [...st.buckets], [...st.firing], st.incident]),
+      keys: [...this.keys.values()].map((st) => [st.detector.category, st.tenant, st.key, [...st.buckets], [...st.firing], st.incident, [...st.cohorts]]),
       budget: this.budget.save(),
     };
   }
@@ -363,11 +406,13 @@ export class Detection {
     for (const [k, v] of s.labels) this.labels.set(k, v);
     this.budget.load(s.budget);
     const byCategory = new Map(this.options.detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]));
-    for (const [category, tenant, key, buckets, firing, incident] of s.keys) {
+    for (const [category, tenant, key, buckets, firing, incident, cohorts] of s.keys) {
       const d = byCategory.get(category);
       if (!d) continue;
       const st = this.state(d, tenant, key);
       for (const [b, f] of buckets) st.buckets.set(b, f);
+      // A checkpoint from before cohorts has none: its incidents are explained from the buckets that come.
+      for (const [b, f] of cohorts ?? []) st.cohorts.set(b, f);
       for (const b of firing) st.firing.add(b);
       st.incident = incident;
       if (incident) this.open.add(st);

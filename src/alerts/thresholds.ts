@@ -33,11 +33,14 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
       const missing = Object.keys(d.params).find((n) => merged[n] === undefined);
       if (missing) return `alert thresholds: ${d.category}.${missing} is missing`;
     }
-    const span = (merged.window_minutes ?? d.bucketMinutes) + (merged.baseline_minutes ?? 0);
+    const span = Math.max(merged.window_minutes ?? d.bucketMinutes, merged.max_window_minutes ?? 0) + (merged.baseline_minutes ?? 0);
     if (span > (d.historyBuckets - 1) * d.bucketMinutes) {
-      return `alert thresholds: ${d.category} window_minutes + baseline_minutes must be at most ${(d.historyBuckets - 1) * d.bucketMinutes}`;
+      return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${(d.historyBuckets - 1) * d.bucketMinutes}`;
     }
-    if (merged.window_minutes !== undefined && !(Number.isInteger(merged.window_minutes) && merged.window_minutes >= 1)) return `alert thresholds: ${d.category}.window_minutes must be a whole number, 1 or more`;
+    for (const name of ['window_minutes', 'max_window_minutes']) {
+      const v = merged[name];
+      if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
+    }
   }
   return null;
 }

@@ -280,8 +280,10 @@ export class ReadEvent implements WireEvent {
   content_type: string | undefined = undefined;
   position_sec: number | undefined = undefined;
   bitrate_kbps: number | undefined = undefined;
-  /** `context.pop`, read with the event: the qos pipeline keys by it. */
+  /** `context.pop`, `app_version` and `player`, read with the event: session attributes. */
   pop: string | undefined = undefined;
+  app_version: string | undefined = undefined;
+  player: string | undefined = undefined;
   /** `event_id` as 128 bits, when it is a UUID (`uuid`). */
   uuid = false;
   id0 = 0;
@@ -302,7 +304,7 @@ export class ReadEvent implements WireEvent {
     this.env = 'production';
     this.ts = this.received_at = 0;
     this.client_ts = null;
-    this.session_id = this.content_id = this.content_type = this.pop = undefined;
+    this.session_id = this.content_id = this.content_type = this.pop = this.app_version = this.player = undefined;
     this.position_sec = this.bitrate_kbps = undefined;
     this.uuid = false;
     this.ranges.fill(absent);
@@ -439,7 +441,7 @@ export class ReadEvent implements WireEvent {
           break;
         case Key.context:
           this.keep(Lazy.context, at, end);
-          this.pop = popOf(b, at, strings);
+          readContext(b, at, strings, this);
           break;
       }
     }
@@ -508,21 +510,34 @@ function keyOf(b: Buffer, start: number, length: number): Key {
   return Key.other;
 }
 
-/** `context.pop` when `context` is a map holding a string there (as msgpackr reads it: the last one wins). */
-function popOf(b: Buffer, at: number, strings: Interner): string | undefined {
-  if (!isMap(b, at)) return (valueAt(b, at, skipValue(b, at)) as Record<string, unknown> | null | undefined)?.pop as string | undefined;
+/** The `context` keys read with the event (session attributes): a name's bytes and the field it fills. */
+const contextKeys: ReadonlyArray<readonly [Buffer, 'pop' | 'app_version' | 'player']> = (['pop', 'app_version', 'player'] as const).map((k) => [Buffer.from(k), k] as const);
+
+/**
+ * `context.pop`, `context.app_version` and `context.player` into `e`, when `context` is a map (as msgpackr reads it:
+ * the last one wins), without decoding the rest of it; their strings are interned.
+ */
+function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): void {
+  if (!isMap(b, at)) {
+    const c = valueAt(b, at, skipValue(b, at)) as Record<string, unknown> | null | undefined;
+    e.pop = c?.pop as string | undefined;
+    e.app_version = c?.app_version as string | undefined;
+    e.player = c?.player as string | undefined;
+    return;
+  }
   const n = countAt(b, at);
   let p = afterCountHeader(b, at);
-  let pop: unknown;
   for (let k = 0; k < n; k++) {
     const v = readStr(b, p);
-    const isPop = v >= 0 && strLength === 3 && b[strStart] === 0x70 && b[strStart + 1] === 0x6f && b[strStart + 2] === 0x70;
+    let field: 'pop' | 'app_version' | 'player' | undefined;
+    if (v >= 0) {
+      for (const [name, f] of contextKeys) if (strLength === name.length && b.compare(name, 0, name.length, strStart, strStart + strLength) === 0) field = f;
+    }
     const at2 = v >= 0 ? v : skipValue(b, p);
     const end = skipValue(b, at2);
-    if (isPop) pop = readStr(b, at2) === end ? strings.get(b, strStart, strLength) : valueAt(b, at2, end);
+    if (field) e[field] = (readStr(b, at2) === end ? strings.get(b, strStart, strLength) : valueAt(b, at2, end)) as string | undefined;
     p = end;
   }
-  return pop as string | undefined;
 }
 
 /**
@@ -566,7 +581,7 @@ export class EventReader {
   }
 }
 
-/** An event's `context.pop`: read with the event by this reader, looked up in `context` for any other event. */
-export function contextPop(e: WireEvent): string | undefined {
-  return e instanceof ReadEvent ? e.pop : e.context?.pop;
+/** An event's `context.<key>` of those read with the event by this reader, looked up in `context` for any other event. */
+export function contextAttr(e: WireEvent, key: 'pop' | 'app_version' | 'player'): string | undefined {
+  return e instanceof ReadEvent ? e[key] : e.context?.[key];
 }

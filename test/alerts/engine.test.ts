@@ -1,6 +1,6 @@
 import t from 'tap';
-import { alertIdentity, Detection, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
-import { poissonTail } from '../../src/alerts/detector.js';
+import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
+import { binomialTail, cohortField, explain, negBinomialTail, type WindowDetector } from '../../src/alerts/detector.js';
 import { detectors, effective, loadThresholds } from '../../src/alerts/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
@@ -165,12 +165,70 @@ t.test('once-marks and labels are kept for the most recently seen ids only', asy
   t.equal(d.apply(seen(3, [0])).sightings.length, 1, 'the oldest was forgotten: seen again, it goes to the cluster-wide once-mark');
 });
 
-t.test('the Poisson tail that tells a spike of errors from noise', async (t) => {
-  const close = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 + 1e-6 * b;
-  t.equal(poissonTail(0, 3), 1);
-  t.ok(close(poissonTail(1, 2), 1 - Math.exp(-2)));
-  t.ok(close(poissonTail(5, 1.25), 0.009124279218395204), '5 errors where 1.25 are expected: about 1 %, ordinary over a day');
-  t.ok(close(poissonTail(6, 0.63), 5.0764020450122516e-5));
-  t.ok(close(poissonTail(12, 1.3), 1.4715889062877352e-8), 'an incident');
-  t.equal(poissonTail(3, 0), 0);
+t.test('the tails that tell a spike from noise', async (t) => {
+  const close = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-12 + 1e-6 * b;
+  // Reference values: exact sums in rational arithmetic.
+  t.equal(negBinomialTail(0, 3, 0.5), 1);
+  t.ok(close(negBinomialTail(1, 1, 0.5), 0.5));
+  t.ok(close(negBinomialTail(6, 2, 0.75), 0.0013427734375));
+  t.ok(close(negBinomialTail(8, 5, 6 / 7), 4.995843160815575e-5), '8 errors after 4 in a baseline six times as long: 1 in 20,000, ordinary over a day of regions');
+  t.ok(close(negBinomialTail(15, 5, 6 / 7), 4.595946286726476e-10), '15 after the same 4: an incident');
+  t.equal(negBinomialTail(3, 2, 1), 0);
+  t.equal(binomialTail(0, 10, 0.5), 1);
+  t.ok(close(binomialTail(3, 10, 0.5), 0.9453125));
+  t.ok(close(binomialTail(13, 25, 0.1), 1.6208341601860646e-7), 'half of 25 startups slow where a tenth are');
+  t.ok(close(binomialTail(17, 30, 0.12), 5.585581720602118e-9));
+  t.equal(binomialTail(11, 10, 0.5), 0);
+});
+
+t.test('the cohort that explains a finding: the narrowest one holding most of the excess, none when all moved alike', async (t) => {
+  // Per cohort: [bad, exposure] in the window and in the baseline (six times as long).
+  const fields = (cohorts: Record<string, [number, number]>): Record<string, number> => {
+    const f: Record<string, number> = {};
+    for (const [c, [bad, exposure]] of Object.entries(cohorts)) {
+      const [dim, value] = c.split('=') as [string, string];
+      f[cohortField('f', dim, value)] = bad;
+      f[cohortField('a', dim, value)] = exposure;
+    }
+    return f;
+  };
+  const base = fields({ 'device=mobile': [12, 6000], 'device=tv': [4, 2000], 'app_version=1': [8, 4000], 'app_version=2': [8, 4000] });
+  // TVs fail (a third of the exposure); every app version has its share of TVs.
+  const tv = fields({ 'device=mobile': [2, 1000], 'device=tv': [40, 333], 'app_version=1': [21, 667], 'app_version=2': [21, 666] });
+  const c = explain(tv, base, 'f', 'a', 'rate')!;
+  t.match(c, { dimension: 'device', value: 'tv', exposure: 333 });
+  t.ok(c.share > 0.9, 'most failed sessions are TVs');
+  t.ok(c.current > 10 * c.baseline);
+  // Everything fails alike: no cohort stands out.
+  const wide = fields({ 'device=mobile': [30, 1000], 'device=tv': [10, 333], 'app_version=1': [20, 667], 'app_version=2': [20, 666] });
+  t.equal(explain(wide, base, 'f', 'a', 'rate'), null);
+  // A mean (startup ms per startup): version 2 slowed down.
+  const ms = (cohorts: Record<string, [number, number]>): Record<string, number> => {
+    const f: Record<string, number> = {};
+    for (const [c, [total, n]] of Object.entries(cohorts)) {
+      const [dim, value] = c.split('=') as [string, string];
+      f[cohortField('m', dim, value)] = total;
+      f[cohortField('n', dim, value)] = n;
+    }
+    return f;
+  };
+  const slowBase = ms({ 'app_version=1': [90_000, 100], 'app_version=2': [90_000, 100], 'device=tv': [36_000, 40], 'device=mobile': [144_000, 160] });
+  const slow = ms({ 'app_version=1': [15_000, 16], 'app_version=2': [48_000, 16], 'device=tv': [26_000, 13], 'device=mobile': [37_000, 19] });
+  const v2 = explain(slow, slowBase, 'm', 'n', 'mean')!;
+  t.match(v2, { dimension: 'app_version', value: '2', current: 3000, baseline: 900 });
+  t.ok(v2.share > 0.95, 'nearly all the added startup time');
+  t.equal(explain({}, {}, 'f', 'a', 'rate'), null, 'nothing to explain');
+});
+
+t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot grow it', async (t) => {
+  const probe: WindowDetector = { kind: 'window', category: 'test.probe', source: 'qos', signal: 'probe', bucketMinutes: 1, historyBuckets: 10, running: 1, params: {}, evaluate: () => null };
+  const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+  const many = Object.fromEntries(Array.from({ length: maxFields + 500 }, (_, i) => [`f@content=made-up-${i}`, 1]));
+  d.apply({ v: 1, shard: 0, from: 0, up_to: 1, clock: t0, signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, ...many }]] });
+  d.apply({ v: 1, shard: 0, from: 1, up_to: 2, clock: t0, signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, 'f@content=another': 1 }]] });
+  const buckets = d.save().keys[0]![3];
+  const fields = buckets[0]![1];
+  t.equal(Object.keys(fields).length, maxFields);
+  t.equal(fields.n, 2, 'known names still add up');
+  t.notOk('f@content=another' in fields);
 });

@@ -31,8 +31,10 @@ export interface Audience {
   /** Sessions playing at once per pop. */
   perPop: number;
   contents: readonly string[];
-  /** Conditions at `ts` in a region and pop (normal unless a test injects a problem). */
-  conditions?(ts: number, region: string, pop: string): Conditions;
+  /** App versions the sessions run, in turn (`context.app_version`); none by default. */
+  appVersions?: readonly string[];
+  /** Conditions at `ts` in a region and pop, for an app version ('' without), normal unless a test injects a problem. */
+  conditions?(ts: number, region: string, pop: string, appVersion: string): Conditions;
   heartbeatMs?: number;
   seed?: number;
 }
@@ -55,10 +57,13 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
         // Stagger the slots so that sessions do not all start together.
         let t = from + Math.floor(r() * 240_000) - 240_000;
         while (t < to) {
-          const c = a.conditions?.(t, region, pop) ?? normal;
           const session_id = `s${++n}`;
           const content_id = a.contents[n % a.contents.length]!;
-          const base = { tenant: a.tenant, env: 'production' as const, client_ts: null, country: 'IN', region, device: 'tv', session_id, context: { pop } };
+          const app = a.appVersions?.[n % a.appVersions.length];
+          const c = a.conditions?.(t, region, pop, app ?? '') ?? normal;
+          const context: Record<string, string> = { pop };
+          if (app !== undefined) context.app_version = app;
+          const base = { tenant: a.tenant, env: 'production' as const, client_ts: null, country: 'IN', region, device: 'tv', session_id, context };
           const push = (event_type: string, ts: number, extra: Partial<WireEvent> = {}): void => {
             if (ts >= from && ts < to) out.push({ ...base, event_type, ts, received_at: ts + 200, ...extra });
           };
@@ -72,7 +77,7 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
           let at = t + startup;
           const stop = t + length;
           while (at + hb < stop) {
-            const cond = a.conditions?.(at, region, pop) ?? normal;
+            const cond = a.conditions?.(at, region, pop, app ?? '') ?? normal;
             if (r() < cond.stallChance) {
               const s = at + 2000;
               push('rebuffer_start', s);

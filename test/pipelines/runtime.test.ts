@@ -89,6 +89,24 @@ t.test('a checkpoint taken between flushes resumes to the same rows', async (t) 
   t.same(net(flushes), whole);
 });
 
+t.test("a session's app_version and player are the first in event order; a checkpoint without them loads", async (t) => {
+  const at = Date.UTC(2026, 10, 20, 10);
+  const e = (ts: number, context: Record<string, string>): WireEvent => eventAt('heartbeat', ts, { session_id: 's1', region: 'Goa', context });
+  const a = new Aggregation(pipelines, 86_400_000);
+  a.apply(e(at + 20_000, { pop: 'bom1', app_version: '2.0', player: 'shaka' }));
+  a.apply(e(at + 30_000, { pop: 'bom1', app_version: '3.0', player: 'hls.js' }));
+  a.apply(e(at + 10_000, { pop: 'bom1', app_version: '1.0' }));
+  const saved = a.save();
+  t.match(saved.sessions[0]![1], { app_version: '1.0', player: 'shaka' }, 'each from the earliest event that says');
+  // A checkpoint written before these attributes existed: no field, and a shorter list of where each came from.
+  const [key, attrs, from, ...rest] = saved.sessions[0]!;
+  const { app_version: _a, player: _p, ...older } = attrs;
+  const b = new Aggregation(pipelines, 86_400_000);
+  b.load({ ...saved, sessions: [[key, older as typeof attrs, from.slice(0, 8), ...rest]] });
+  b.apply(e(at + 5_000, { pop: 'bom1', app_version: '0.9', player: 'exo' }));
+  t.match(b.save().sessions[0]![1], { app_version: '0.9', player: 'exo' }, 'unknown until an event says, then as any session');
+});
+
 t.test('a batch regenerated from a checkpoint equals the one first drained, rows and signals in the same order', async (t) => {
   // What a shard does after a crash mid-publish: load the checkpoint of an earlier flush, apply the input since without
   // output, then the batch's input with output. The batch must come out as it did the first time, in the same order

@@ -1,6 +1,6 @@
 import { Packr } from 'msgpackr';
 import t, { type Test } from 'tap';
-import { EventReader, parseUuid, uuidWords } from '../../src/bus/event-reader.js';
+import { contextAttr, EventReader, parseUuid, uuidWords } from '../../src/bus/event-reader.js';
 import { decodeMessage, frameMessage, passedFields, type WireEvent } from '../../src/bus/wire.js';
 import { Rng } from '../../bench/simulator/rng.js';
 
@@ -30,6 +30,9 @@ function sameAsMsgpackr(t: Test, data: Buffer, label: string): void {
     }
   });
   t.equal(differ, 0, `${label}: every field as msgpackr reads it`);
+  // The context keys read with the event (session attributes), as a lookup in msgpackr's context reads them.
+  const attrs = got.events.flatMap((e, i) => (['pop', 'app_version', 'player'] as const).filter((k) => contextAttr(e, k) !== expected.events[i]!.context?.[k]).map((k) => `${i}.${k}`));
+  t.same(attrs, [], `${label}: context's pop, app_version and player`);
 }
 
 const hostile = ['', 'Maharashtra', 'तमिलनाडु', '\u0000', 'a'.repeat(31), 'b'.repeat(32), 'c'.repeat(255), 'd'.repeat(256), 'e'.repeat(70_000), '😀 emoji', "'; DROP TABLE events; --"];
@@ -59,7 +62,7 @@ function randomEvent(rng: Rng, i: number): Record<string, unknown> {
   maybe('content_title', hostile);
   maybe('position_sec', [0, 12.5, 1e9, -1, 255, 256, 65_536, 2 ** 32 + 1]);
   maybe('bitrate_kbps', [4500, 0.1]);
-  maybe('context', [{ pop: 'pop-1' }, { pop: 'तमिल', ip: '1.2.3.4' }, {}, { device_type: 'tv' }, { pop: 'x', pop2: 'y' }]);
+  maybe('context', [{ pop: 'pop-1' }, { pop: 'तमिल', ip: '1.2.3.4' }, {}, { device_type: 'tv' }, { pop: 'x', pop2: 'y' }, { app_version: '5.13.0', player: 'shaka', pop: 'bom1' }, { player: pick(hostile), app_version: pick(hostile), app_versions: 'no' }]);
   maybe('properties', [{ fatal: true, code: 'E42' }, { duration_sec: 10_800 }, { nested: { a: [1, 'two', null, { b: -3 }] } }, {}]);
   // Keys no version of ours writes: skipped, and the rest still read.
   maybe('unknown_field', [1, 'x', [1, 2, { a: null }], { deep: { deeper: [true, false] } }, null]);
