@@ -33,6 +33,7 @@ function rates(data: Record<string, unknown>): string | null {
   const pairs: Array<[string, string, string]> = [
     ['current_rate', 'baseline_rate', ' %'],
     ['current_p50_ms', 'baseline_p50_ms', ' ms'],
+    ['current_mean_ms', 'baseline_mean_ms', ' ms'],
     ['current_pct', 'baseline_pct', ' %'],
     ['cancellations', 'baseline', ''],
   ];
@@ -40,6 +41,17 @@ function rates(data: Record<string, unknown>): string | null {
   if (data.failure_rate !== undefined) return `${num(data.failure_rate)} % failed`;
   if (data.used !== undefined && data.quota !== undefined) return `${num(data.used)} of ${num(data.quota)} events`;
   return null;
+}
+
+/** The cohort a QoS alert names (docs/alerts.md "Naming the cause"), in words, or null. */
+function cause(data: Record<string, unknown>): { name: string; words: string } | null {
+  const c = data.cohort;
+  if (typeof c !== 'object' || c === null) return null;
+  const { dimension, value, share } = c as Record<string, unknown>;
+  if (typeof dimension !== 'string' || typeof value !== 'string') return null;
+  const moved = rates(c as Record<string, unknown>);
+  const name = `${slackText(dimension.replace('_', ' '))} ${slackText(value)}`;
+  return { name, words: `${name}${typeof share === 'number' ? `, ${Math.round(share * 100)} % of it` : ''}${moved ? `: ${moved}` : ''}` };
 }
 
 /** The dashboard's alerts page (docs/dashboard.md), where the one who reads the message acknowledges it. */
@@ -59,8 +71,10 @@ export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text:
   if (where) fields.push({ type: 'mrkdwn', text: `*Region / PoP*\n${where}` });
   if (current) fields.push({ type: 'mrkdwn', text: `*Current vs baseline*\n${current}` });
   if (d.affected_sessions !== undefined) fields.push({ type: 'mrkdwn', text: `*Affected sessions*\n${num(d.affected_sessions)}` });
+  const why = cause(d);
+  if (why) fields.push({ type: 'mrkdwn', text: `*Cohort*\n${why.words}` });
   if (typeof d.title === 'string') fields.push({ type: 'mrkdwn', text: `*Title*\n${slackText(d.title)}` });
-  const text = `[${severity}] ${title}${where ? ` in ${where}` : ''}${current ? `: ${current}` : ''} (${slackText(event.tenant_slug)})`;
+  const text = `[${severity}] ${title}${where ? ` in ${where}` : ''}${why ? `, mostly ${why.name}` : ''}${current ? `: ${current}` : ''} (${slackText(event.tenant_slug)})`;
   return {
     text,
     blocks: [

@@ -148,12 +148,12 @@ t.test('postOnce: refused addresses are never contacted; 3xx fails and is not fo
 
 t.test('Slack: a readable message with the alert\'s facts and a link; one per second per URL', async (t) => {
   const m = slackMessage(
-    { id: 'evt_1', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'critical', region: 'Maharashtra', pop: 'bom1', current_rate: 9.1, baseline_rate: 2, affected_sessions: 40 } },
+    { id: 'evt_1', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'critical', region: 'Maharashtra', pop: 'bom1', current_rate: 9.1, baseline_rate: 2, affected_sessions: 40, cohort: { dimension: 'app_version', value: '5.13.0', current_rate: 31.5, baseline_rate: 2.2, share: 0.93 } } },
     'https://darshak.example',
   );
-  t.match(m.text, /critical.*Rebuffering spike.*Maharashtra \/ bom1.*9\.1 %.*baseline 2 %/);
+  t.match(m.text, /critical.*Rebuffering spike.*Maharashtra \/ bom1, mostly app version 5\.13\.0.*9\.1 %.*baseline 2 %/);
   const blocks = JSON.stringify(m.blocks);
-  for (const s of ['Rebuffering spike', 'critical', 'Maharashtra / bom1', '9.1 % (baseline 2 %)', 'Affected sessions', '40', 'https://darshak.example']) t.ok(blocks.includes(s), s);
+  for (const s of ['Rebuffering spike', 'critical', 'Maharashtra / bom1', '9.1 % (baseline 2 %)', 'Affected sessions', '40', 'https://darshak.example', '*Cohort*\\napp version 5.13.0, 93 % of it: 31.5 % (baseline 2.2 %)']) t.ok(blocks.includes(s), s);
   const pacer = new SlackPacer();
   t.same(pacer.reserve('u', 0), { waitMs: 0, reserved: true });
   t.same(pacer.reserve('u', 10), { waitMs: 990, reserved: true });
@@ -169,6 +169,7 @@ t.test('values from ingest reach Slack as text: no mention, no link, bounded len
     current_rate: 9.1,
     baseline_rate: '<!here>',
     affected_sessions: '<!everyone>',
+    cohort: { dimension: '<!here>', value: '<https://evil.example|5.13.0>', current_rate: '<!channel>', baseline_rate: 1, share: 0.9 },
   };
   const m = slackMessage({ id: 'evt_2', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: '<!subteam^S1>', ...hostile } }, 'https://darshak.example');
   const texts = [m.text, ...JSON.stringify(m.blocks).match(/"text":"(?:[^"\\]|\\.)*"/g)!.map((x) => JSON.parse(`{${x}}`).text as string)];

@@ -5,6 +5,7 @@ import { Badge } from '../components/card.js';
 import { SelectField } from '../components/field.js';
 import { ErrorNotice, Notice } from '../components/notice.js';
 import { Pager } from '../components/table.js';
+import { LineChart, type Point } from '../components/line-chart.js';
 import { formatDateTime } from '../format.js';
 import { onLive } from '../live.js';
 import type { Alert, Severity } from '../types.js';
@@ -14,8 +15,42 @@ const pageSize = 25;
 type SeverityFilter = 'all' | Severity;
 type StateFilter = 'all' | 'open' | 'acknowledged';
 
+/** The cohort a QoS alert names (docs/alerts.md "Naming the cause"), in words, or null. */
+function cohortWords(data: Record<string, unknown>): string | null {
+  const c = data.cohort as Record<string, unknown> | null | undefined;
+  if (!c || typeof c.dimension !== 'string' || typeof c.value !== 'string') return null;
+  const [now, before, unit] = typeof c.current_mean_ms === 'number' ? [c.current_mean_ms, c.baseline_mean_ms, ' ms mean startup'] : [c.current_rate, c.baseline_rate, ' %'];
+  const share = typeof c.share === 'number' ? `${Math.round(c.share * 100)} % of it` : '';
+  return `${c.dimension.replace('_', ' ')} ${c.value}: ${share}, ${String(now)}${unit} against ${String(before)}${unit} before`;
+}
+
+/** The metric per minute around the alert's start (`data.series`), as chart points. */
+function seriesPoints(data: Record<string, unknown>): { points: Point[]; unit: string } | null {
+  const s = data.series as { start?: unknown; step_seconds?: unknown; unit?: unknown; values?: unknown } | undefined;
+  if (!s || typeof s.start !== 'string' || typeof s.step_seconds !== 'number' || !Array.isArray(s.values)) return null;
+  const start = Date.parse(s.start) / 1000;
+  const points = s.values.flatMap((v: unknown, i) => (typeof v === 'number' ? [{ t: start + i * (s.step_seconds as number), value: v }] : []));
+  return points.length > 1 ? { points, unit: typeof s.unit === 'string' ? s.unit : '' } : null;
+}
+
 function matches(a: Alert, severity: SeverityFilter, state: StateFilter): boolean {
   return (severity === 'all' || a.severity === severity) && (state === 'all' || (state === 'acknowledged') === a.acknowledged);
+}
+
+function AlertFacts({ a }: { a: Alert }) {
+  const cohort = cohortWords(a.data);
+  const series = seriesPoints(a.data);
+  if (!cohort && !series) return null;
+  return (
+    <div class="alert-facts">
+      {cohort && (
+        <p class="alert-cohort">
+          <strong>Cohort</strong> {cohort}
+        </p>
+      )}
+      {series && <LineChart points={series.points} label={`The metric per minute (${series.unit}) up to the alert, from ${formatDateTime(new Date(series.points[0]!.t * 1000).toISOString())}`} height={90} />}
+    </div>
+  );
 }
 
 export function AlertsPage() {
@@ -104,6 +139,7 @@ export function AlertsPage() {
               <h3>{a.title}</h3>
             </div>
             <p>{a.description}</p>
+            <AlertFacts a={a} />
             <div class="alert-meta muted">
               <span>{a.category}</span>
               <span>raised {formatDateTime(a.created_at)}</span>
