@@ -68,6 +68,21 @@ class Samples {
   }
 }
 
+/** How the detected incidents' alerts named their cause. */
+function causes(scored: Array<{ incident: Incident; cohort: { dimension: string; value: string } | null | undefined }>): Record<string, number> {
+  const detected = scored.filter((s) => s.cohort !== undefined);
+  const inCohort = detected.filter((s) => s.incident.cohort);
+  const wide = detected.filter((s) => !s.incident.cohort);
+  const same = (s: (typeof scored)[number]): boolean => s.cohort?.dimension === s.incident.cohort?.dimension && s.cohort?.value === s.incident.cohort?.value;
+  return {
+    cohort_incidents_detected: inCohort.length,
+    cohort_named_right: inCohort.filter(same).length,
+    cohort_named_wrong: inCohort.filter((s) => s.cohort && !same(s)).length,
+    region_wide_detected: wide.length,
+    region_wide_named_a_cohort: wide.filter((s) => s.cohort).length,
+  };
+}
+
 const quantile = (xs: number[], q: number): number | null => {
   if (xs.length === 0) return null;
   const s = [...xs].sort((a, b) => a - b);
@@ -138,7 +153,8 @@ function main(): void {
       .filter(({ r }) => r.category === categoryOf[i.kind] && r.at >= from && r.at <= from + i.length + 5 * 60_000 && (i.region === undefined || r.row.data.region === i.region) && (i.pop === undefined || r.row.data.pop === i.pop));
     // An alert on a near miss stays a false one.
     if (!i.nearMiss) for (const h of hits) matched.add(h.index);
-    return { incident: i, enough: samples.enough(i, from), delay: hits.length > 0 ? hits[0]!.r.at - from : null };
+    const cohort = hits.length > 0 ? (hits[0]!.r.row.data.cohort as { dimension: string; value: string } | null | undefined) : undefined;
+    return { incident: i, enough: samples.enough(i, from), delay: hits.length > 0 ? hits[0]!.r.at - from : null, cohort };
   });
   const falseAlerts = alerts.filter((_, index) => !matched.has(index));
   const kindsReport = Object.fromEntries(
@@ -158,9 +174,11 @@ function main(): void {
           delay_p50_s: quantile(delays, 0.5) === null ? null : Math.round(quantile(delays, 0.5)! / 1000),
           delay_max_s: delays.length > 0 ? Math.round(Math.max(...delays) / 1000) : null,
           within_due: delays.filter((d) => d <= dueMs[kind]).length,
+          // The cause: an incident of one cohort is named by it; a region-wide one by none.
+          ...(kind === 'rebuffer' || kind === 'errors' ? causes(strong) : {}),
           near_misses: near.length,
           near_misses_alerted: near.filter((s) => s.delay !== null).length,
-          missed: expected.filter((s) => s.delay === null).map((s) => `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''} ×${s.incident.magnitude?.toFixed(2)}`),
+          missed: expected.filter((s) => s.delay === null).map((s) => `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''}${s.incident.cohort ? ` ${s.incident.cohort.dimension}=${s.incident.cohort.value}` : ''} ×${s.incident.magnitude?.toFixed(2)}`),
         },
       ];
     }),

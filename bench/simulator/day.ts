@@ -2,7 +2,7 @@
 // steady service still differs from place to place and minute to minute (regions, pops and devices with levels of
 // their own, drifting noise, short blips), none of which is an incident.
 
-import type { Incident, IncidentKind, Levels } from './fleet.js';
+import type { CohortDimension, Incident, IncidentKind, Levels } from './fleet.js';
 import { Rng } from './rng.js';
 import { devices, places } from './world.js';
 
@@ -111,9 +111,17 @@ export interface DayIncident extends Incident {
 
 const kinds: readonly IncidentKind[] = ['rebuffer', 'startup', 'errors', 'payments'];
 
+/** Cohorts an incident may hit: each a sixth to a third of the audience (world.ts), so that naming it means something. */
+const cohorts: ReadonlyArray<{ dimension: CohortDimension; value: string }> = [
+  { dimension: 'device', value: 'tv' },
+  { dimension: 'app_version', value: '5.12.0' },
+  { dimension: 'app_version', value: '5.12.1' },
+  { dimension: 'app_version', value: '5.13.0' },
+];
+
 /**
  * `perKind` incidents of each kind and `nearMisses` near misses of each, at random times, regions (by population,
- * among the states big enough to be watched at all) and magnitudes. Incidents of one scope keep 40 minutes apart, so
+ * among the states big enough to be watched at all), cohorts and magnitudes. Incidents of one scope keep 40 minutes apart, so
  * each has a clean baseline behind it; payment failures, tenant-wide and judged against a fixed share, 20.
  */
 export function incidentDay(o: { seed: number; hours: number; perKind: number; nearMisses: number }): DayIncident[] {
@@ -144,6 +152,9 @@ export function incidentDay(o: { seed: number; hours: number; perKind: number; n
         const incident: DayIncident = { kind, start, length, magnitude, nearMiss };
         if (kind !== 'payments') incident.region = place.region;
         if (kind === 'rebuffer') incident.pop = place.pops[0]!;
+        // Every other rebuffer and error incident hits one cohort only, which its alert should name. (A startup
+        // regression of a cohort under half the region's startups does not move the region's median: not injected.)
+        if (!nearMiss && (kind === 'rebuffer' || kind === 'errors') && n % 2 === 1) incident.cohort = rng.pick(cohorts);
         out.push(incident);
         break;
       }

@@ -13,6 +13,7 @@ const MINUTE = 60 * SECOND;
 const heartbeatMs = 10 * SECOND;
 
 export type IncidentKind = 'rebuffer' | 'startup' | 'errors' | 'payments';
+export type CohortDimension = 'device' | 'app_version' | 'player' | 'content';
 
 /** An injected problem, from `start` for `length` ms after the match starts; `region`/`pop` narrow it. */
 export interface Incident {
@@ -21,6 +22,8 @@ export interface Incident {
   length: number;
   region?: string;
   pop?: string;
+  /** Narrows it to one cohort of its scope: sessions of one device type, app version, player or title. */
+  cohort?: { dimension: CohortDimension; value: string };
   /**
    * How bad, as a multiple of the normal rate (stalls, slow startups, doomed starts) or the failing share of
    * payments: each kind's fixed default when absent. A near miss stays under the detectors' thresholds.
@@ -106,6 +109,14 @@ export interface FleetStats {
   peakPlayers: number;
 }
 
+/** A session's value of a cohort dimension, as its events' context says it. */
+function cohortValue(dimension: CohortDimension, v: Viewer, content: Content): string {
+  if (dimension === 'device') return v.device.device_type;
+  if (dimension === 'app_version') return v.appVersion;
+  if (dimension === 'player') return v.device.player;
+  return content.content_id;
+}
+
 export class Fleet {
   private readonly rng: Rng;
   private readonly viewers: Viewer[] = [];
@@ -178,7 +189,7 @@ export class Fleet {
     return t >= from && t < from + i.length;
   }
 
-  private conditions(t: number, v: Viewer): Conditions {
+  private conditions(t: number, v: Viewer, content: Content): Conditions {
     let c = normal;
     if (this.o.levels) {
       const l = this.o.levels(t - this.o.startAt, v.place.region, v.pop, v.device.device_type);
@@ -188,6 +199,7 @@ export class Fleet {
       if (!this.during(i, t)) continue;
       if (i.region !== undefined && i.region !== v.place.region) continue;
       if (i.pop !== undefined && i.pop !== v.pop) continue;
+      if (i.cohort && i.cohort.value !== cohortValue(i.cohort.dimension, v, content)) continue;
       if (i.kind === 'rebuffer') c = i.magnitude === undefined ? { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] } : { ...c, stallPerSecond: c.stallPerSecond * i.magnitude };
       if (i.kind === 'startup') c = i.magnitude === undefined ? { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 } : { ...c, startupFactor: c.startupFactor * i.magnitude };
       if (i.kind === 'errors') c = i.magnitude === undefined ? { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 } : { ...c, doomedAtStart: Math.min(1, c.doomedAtStart * i.magnitude), fatalPerSecond: c.fatalPerSecond * i.magnitude };
@@ -228,8 +240,8 @@ export class Fleet {
   private join(t: number): void {
     const v = this.viewer();
     v.active = true;
-    const c = this.conditions(t, v);
     const content = this.rng.weighted(catalogue.map((x) => [x, x.weight] as const));
+    const c = this.conditions(t, v, content);
     const phase = this.rng.int(0, 999);
     const at = t + phase;
     // Startup: about 0.9 s, skewed, with a long tail (a sum of uniforms, squared).
@@ -272,7 +284,7 @@ export class Fleet {
   private play(p: Player, t: number, leaveChance: number, out: Delivery[]): void {
     const end = t + SECOND;
     const at = t + p.phase;
-    const c = this.conditions(t, p.viewer);
+    const c = this.conditions(t, p.viewer, p.content);
     if (p.state === 'starting') {
       if (p.firstFrameAt >= end) return;
       this.emit(p, p.firstFrameAt, 'first_frame', { position_sec: p.position });
