@@ -11,6 +11,7 @@ import { cli, eventually, makeTenant, post, startService } from '../helpers/env.
 import { validateComponent } from '../helpers/openapi.js';
 import { Receiver, type Received } from '../helpers/receiver.js';
 import { normal, playback } from '../helpers/traffic.js';
+import { detect } from '../../bench/simulator/detect.js';
 
 // Detection to delivery as a customer sees it: traffic through the ingest API, every role in one process, a real
 // webhook receiver, the alerts API. The baseline is sent backdated (more than 10 minutes old: it feeds baselines and
@@ -113,6 +114,52 @@ t.test('a rebuffer spike in one pop reaches the webhook, signed, once; the alert
   t.equal(releases.length, 1);
   t.match(releases[0]!.body.data, { severity: 'info', content_id: 'premiere', title: 'The Premiere' });
   t.equal(bodies('/acme').filter((b) => b.body.type === 'qos.rebuffer_spike').length, 1, 'the spike went out once');
+});
+
+t.test('the in-process path of bench:detection raises what the running service raises, causes included', async (t) => {
+  // The same scenario both ways: an error spike in one app version of a region and a rebuffer spike in one pop, after
+  // 40 quiet minutes, sent now. In process (bench/simulator/detect.ts) every event arrives at the moment the service
+  // receives them; so the two see the same events at the same arrival time, and must reach the same alerts.
+  const tenant = await makeTenant(prefix, 'twin', 'pro');
+  const owner = await login(base, 'owner@twin.test');
+  const now = Date.now();
+  const events = playback(
+    {
+      tenant: 'twin',
+      places: { Maharashtra: ['mum1', 'mum2'], Karnataka: ['blr1'] },
+      perPop: 40,
+      contents: ['c1', 'c2'],
+      appVersions: ['5.12.0', '5.12.1', '5.13.0'],
+      conditions: (ts, region, pop, app) =>
+        region === 'Maharashtra' && app === '5.13.0' && ts >= now - 5 * minute
+          ? { ...normal, fatalChance: 0.6 }
+          : pop === 'blr1' && ts >= now - 4 * minute
+            ? { ...normal, stallChance: 0.6, stallMs: 6000 }
+            : normal,
+    },
+    now - 45 * minute,
+    now,
+  );
+  const describe = (category: string, data: Record<string, unknown>): string => {
+    const cohort = data.cohort as { dimension: string; value: string } | null;
+    return `${category} ${String(data.region)}${data.pop ? `/${String(data.pop)}` : ''}${cohort ? ` ${cohort.dimension}=${cohort.value}` : ''}`;
+  };
+  const sentAt = Date.now();
+  const local = detect(events.map((e) => ({ ...e, received_at: sentAt })))
+    .raised.filter((r) => r.category.startsWith('qos.'))
+    .map((r) => describe(r.category, r.row.data))
+    .sort();
+  t.same(local, ['qos.error_spike Maharashtra app_version=5.13.0', 'qos.rebuffer_spike Karnataka/blr1'], 'the scenario raises what it was made for');
+  t.equal(await send(tenant.key, events), events.length);
+  const listed = async (): Promise<string[]> =>
+    ((await call(base, 'GET', '/v1/analytics/alerts', { token: owner })).body as Array<{ category: string; data: Record<string, unknown> }>)
+      .filter((a) => a.category.startsWith('qos.'))
+      .map((a) => describe(a.category, a.data))
+      .sort();
+  t.not(await eventually(async () => (await listed()).length >= local.length, 60_000, 250), -1);
+  // Anything the service raised beyond them would come within a few batches.
+  await new Promise((r) => setTimeout(r, 3000));
+  t.same(await listed(), local, 'the service raised the same alerts, with the same cohorts');
 });
 
 t.test('a flood of made-up titles from the public ingest key: 20 alerts and one summary, not 200 webhooks', async (t) => {
