@@ -10,7 +10,7 @@ import { loadThresholds } from '../../src/alerts/thresholds.js';
 import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
 import { validateComponent } from '../helpers/openapi.js';
 import { Receiver, type Received } from '../helpers/receiver.js';
-import { normal, playback } from '../helpers/traffic.js';
+import { normal, playback, sendEvents } from '../helpers/traffic.js';
 import { detect } from '../../bench/simulator/detect.js';
 
 // Detection to delivery as a customer sees it: traffic through the ingest API, every role in one process, a real
@@ -28,20 +28,7 @@ const prefix = svc.config.nats_prefix;
 const env = { NATS_PREFIX: prefix };
 const minute = 60_000;
 
-function toIngest(e: WireEvent): Record<string, unknown> {
-  const { tenant: _t, env: _e, ts, client_ts: _c, received_at: _r, region, country, device, context, ...rest } = e;
-  return { ...rest, ts: new Date(ts).toISOString(), context: { ...context, region, country, device_type: device } };
-}
-
-async function send(key: string, events: readonly WireEvent[]): Promise<number> {
-  let accepted = 0;
-  for (let i = 0; i < events.length; i += 500) {
-    const r = await post(`${svc.ingestUrl}/v1/ingest/events`, { sent_at: new Date().toISOString(), events: events.slice(i, i + 500).map(toIngest) }, { 'x-api-key': key });
-    if (r.status !== 200) throw new Error(`ingest answered ${r.status}: ${JSON.stringify(r.body)}`);
-    accepted += Number(r.body.accepted);
-  }
-  return accepted;
-}
+const send = (key: string, events: readonly WireEvent[]): Promise<number> => sendEvents(svc.ingestUrl, key, events);
 
 const bodies = (path: string): Array<{ r: Received; body: Record<string, unknown> }> =>
   receiver.received.filter((r) => r.path === path).map((r) => ({ r, body: JSON.parse(r.body) as Record<string, unknown> }));

@@ -8,6 +8,7 @@ import { call, login } from '../helpers/api.js';
 import { sendScenario } from '../helpers/compare.js';
 import { cli, eventually, freePort, makeTenant, post, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
 import { Receiver } from '../helpers/receiver.js';
+import { normal, playback, sendEvents } from '../helpers/traffic.js';
 import { makeScenario } from '../helpers/scenario.js';
 
 // The dashboard as a person uses it: real headless Chromium (Debian's, driven by playwright-core) against
@@ -318,4 +319,33 @@ t.test('the role decides: an admin manages keys and acknowledges, a viewer only 
     await page.getByRole('button', { name: 'Sign out' }).click();
   }
   t.same(consoleErrors, [], 'still no console errors');
+});
+
+t.test('an alert card names the cohort behind a QoS alert and charts its metric around the start', async (t) => {
+  // Another tenant, so the numbers the tests above compare stay the scenario's: 40 quiet minutes, then one app
+  // version of one region failing.
+  const cause = await makeTenant(prefix, 'cause', 'pro');
+  const now = Date.now();
+  const events = playback(
+    {
+      tenant: 'cause',
+      places: { Maharashtra: ['mum1', 'mum2'] },
+      perPop: 40,
+      contents: ['c1'],
+      appVersions: ['5.12.0', '5.12.1', '5.13.0'],
+      conditions: (ts, _region, _pop, app) => (app === '5.13.0' && ts >= now - 5 * 60_000 ? { ...normal, fatalChance: 0.6 } : normal),
+    },
+    now - 45 * 60_000,
+    now,
+  );
+  t.equal(await sendEvents(ingestUrl, cause.key, events), events.length);
+  await page.goto(`${base}/alerts`);
+  await signIn('owner@cause.test');
+  const card = page.locator('li.alert').filter({ hasText: 'Playback error spike in Maharashtra, mostly app version 5.13.0' });
+  await card.waitFor({ timeout: 60_000 });
+  t.match(await card.locator('.alert-cohort').textContent(), /Cohort app version 5\.13\.0: \d+ % of it, [\d.]+ % against [\d.]+ % before/);
+  await card.locator('.alert-facts .chart canvas').first().waitFor();
+  t.match(await card.locator('.alert-facts .chart').getAttribute('aria-label'), /^The metric per minute \(%\) up to the alert, from /);
+  await shot('alert-cohort');
+  t.same(consoleErrors, [], 'no console errors');
 });

@@ -1,5 +1,6 @@
 import type { WireEvent } from '../../src/bus/wire.js';
 import { Rng } from '../../bench/simulator/rng.js';
+import { post } from './env.js';
 
 /** A seeded generator: the same traffic on every run. */
 function rng(seed: number): () => number {
@@ -110,4 +111,21 @@ export function payments(tenant: string, from: number, to: number, perMinute: nu
     if (r() < cancelsPerHour / 60) push('subscription_cancelled', m + Math.floor(r() * 60_000), {});
   }
   return out.sort((x, y) => x.received_at - y.received_at);
+}
+
+/** A generated event as a client sends it to the ingest API (region, country and device in its context). */
+export function toIngest(e: WireEvent): Record<string, unknown> {
+  const { tenant: _t, env: _e, ts, client_ts: _c, received_at: _r, region, country, device, context, ...rest } = e;
+  return { ...rest, ts: new Date(ts).toISOString(), context: { ...context, region, country, device_type: device } };
+}
+
+/** Events through the ingest API in batches of 500; the count accepted (anything but a 200 throws). */
+export async function sendEvents(ingestUrl: string, key: string, events: readonly WireEvent[]): Promise<number> {
+  let accepted = 0;
+  for (let i = 0; i < events.length; i += 500) {
+    const r = await post(`${ingestUrl}/v1/ingest/events`, { sent_at: new Date().toISOString(), events: events.slice(i, i + 500).map(toIngest) }, { 'x-api-key': key });
+    if (r.status !== 200) throw new Error(`ingest answered ${r.status}: ${JSON.stringify(r.body)}`);
+    accepted += Number(r.body.accepted);
+  }
+  return accepted;
 }

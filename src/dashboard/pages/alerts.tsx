@@ -48,7 +48,7 @@ function AlertFacts({ a }: { a: Alert }) {
           <strong>Cohort</strong> {cohort}
         </p>
       )}
-      {series && <LineChart points={series.points} label={`The metric per minute (${series.unit}) up to the alert, from ${formatDateTime(new Date(series.points[0]!.t * 1000).toISOString())}`} height={90} />}
+      {series && <LineChart points={series.points} label={`The metric per minute (${series.unit}) up to the alert, from ${formatDateTime(new Date(series.points[0]!.t * 1000).toISOString())}`} height={120} />}
     </div>
   );
 }
