@@ -182,16 +182,19 @@ t.test('the tails that tell a spike from noise', async (t) => {
 });
 
 t.test('the cohort that explains a finding: the narrowest one holding most of the excess, none when all moved alike', async (t) => {
-  // Per cohort: [bad, exposure] in the window and in the baseline (six times as long).
-  const fields = (cohorts: Record<string, [number, number]>): Record<string, number> => {
-    const f: Record<string, number> = {};
-    for (const [c, [bad, exposure]] of Object.entries(cohorts)) {
-      const [dim, value] = c.split('=') as [string, string];
-      f[cohortField('f', dim, value)] = bad;
-      f[cohortField('a', dim, value)] = exposure;
-    }
-    return f;
-  };
+  // Per cohort: [bad, exposure] in the window and in the baseline (six times as long), as metrics `bad` and `exposure`.
+  const split =
+    (bad: string, exposure: string) =>
+    (cohorts: Record<string, [number, number]>): Record<string, number> => {
+      const f: Record<string, number> = {};
+      for (const [c, [b, e]] of Object.entries(cohorts)) {
+        const [dim, value] = c.split('=') as [string, string];
+        f[cohortField(bad, dim, value)] = b;
+        f[cohortField(exposure, dim, value)] = e;
+      }
+      return f;
+    };
+  const fields = split('f', 'a');
   const base = fields({ 'device=mobile': [12, 6000], 'device=tv': [4, 2000], 'app_version=1': [8, 4000], 'app_version=2': [8, 4000] });
   // TVs fail (a third of the exposure); every app version has its share of TVs.
   const tv = fields({ 'device=mobile': [2, 1000], 'device=tv': [40, 333], 'app_version=1': [21, 667], 'app_version=2': [21, 666] });
@@ -203,15 +206,7 @@ t.test('the cohort that explains a finding: the narrowest one holding most of th
   const wide = fields({ 'device=mobile': [30, 1000], 'device=tv': [10, 333], 'app_version=1': [20, 667], 'app_version=2': [20, 666] });
   t.equal(explain(wide, base, 'f', 'a', 'rate'), null);
   // A mean (startup ms per startup): version 2 slowed down.
-  const ms = (cohorts: Record<string, [number, number]>): Record<string, number> => {
-    const f: Record<string, number> = {};
-    for (const [c, [total, n]] of Object.entries(cohorts)) {
-      const [dim, value] = c.split('=') as [string, string];
-      f[cohortField('m', dim, value)] = total;
-      f[cohortField('n', dim, value)] = n;
-    }
-    return f;
-  };
+  const ms = split('m', 'n');
   const slowBase = ms({ 'app_version=1': [90_000, 100], 'app_version=2': [90_000, 100], 'device=tv': [36_000, 40], 'device=mobile': [144_000, 160] });
   const slow = ms({ 'app_version=1': [15_000, 16], 'app_version=2': [48_000, 16], 'device=tv': [26_000, 13], 'device=mobile': [37_000, 19] });
   const v2 = explain(slow, slowBase, 'm', 'n', 'mean')!;
