@@ -7,6 +7,7 @@ import { rateHeaders } from '../http/rate-limit.js';
 import { Ingest, rateOf } from './ingest.js';
 import { LoadShedder } from './load-shedder.js';
 import { ingestRoutes } from './routes.js';
+import { sdkRoutes } from './sdk-script.js';
 import { eventLimits } from './taxonomy.js';
 
 export const ingestRole: ModuleDef = {
@@ -44,7 +45,7 @@ export const ingestRole: ModuleDef = {
       host: config.host,
       port: config.ingest_port,
       engine: config.http_engine,
-      routes: [...ingestRoutes(ingest), ...opsRoutes(() => services.checks, services.config.ops_token)],
+      routes: [...ingestRoutes(ingest), ...sdkRoutes(), ...opsRoutes(() => services.checks, services.config.ops_token)],
       maxBodyBytes: eventLimits.bodyMaxBytes,
       cors: {
         origins: '*',
