@@ -27,6 +27,8 @@ export interface ShakaLike {
 
 export interface AdapterSink {
   rendition(kbps: number): void;
+  /** The player stalls or plays again by its own account (Shaka stalls by a playback rate of 0, not `waiting`). */
+  buffering(stalled: boolean): void;
   error(code: string, fatal: boolean, message?: string): void;
 }
 
@@ -100,6 +102,7 @@ function shaka(p: ShakaLike): Adapter {
     attach: (sink) =>
       listenAll((e, fn) => p.addEventListener(e, fn), (e, fn) => p.removeEventListener(e, fn), {
         adaptation: (() => rendition(sink)) as Listener,
+        buffering: ((e: { buffering?: boolean }) => sink.buffering(e.buffering === true)) as Listener,
         variantchanged: (() => rendition(sink)) as Listener,
         // shaka.util.Error: severity 2 is CRITICAL (playback stopped).
         error: ((e: { detail?: { code?: number; severity?: number; message?: string } }) => sink.error(`SHAKA_${String(e.detail?.code ?? 'ERROR')}`, e.detail?.severity === 2, e.detail?.message)) as Listener,
