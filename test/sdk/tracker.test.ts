@@ -166,3 +166,16 @@ t.test('after a seek, playback counts as back once the playhead moves, even if t
   h.wait(12_000, true);
   t.same(h.types().slice(4), ['heartbeat'], 'heartbeats again once it moves');
 });
+
+t.test("a player's own end of a stall ends only a stall: Shaka's buffering(false) before the first frame is not one", async (t) => {
+  const h = harness();
+  h.tracker.play();
+  h.tracker.unstalled();
+  h.wait(900, false);
+  h.tracker.playing();
+  t.equal(Date.parse(h.events[1]!.ts) - Date.parse(h.events[0]!.ts), 900, 'startup runs to the first frame');
+  h.tracker.waiting();
+  h.wait(2000, false);
+  h.tracker.unstalled();
+  t.same(h.types(), ['play_start', 'first_frame', 'rebuffer_start', 'rebuffer_end']);
+});

@@ -131,7 +131,7 @@ export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monit
   });
   const detach = adapter.attach({
     rendition: (kbps) => tracker.rendition(kbps),
-    buffering: (stalled) => (stalled ? tracker.waiting() : tracker.playing()),
+    buffering: (stalled) => (stalled ? tracker.waiting() : tracker.unstalled()),
     error: (code, fatal, message) => tracker.error(code, fatal, message),
   });
   const goneAway = (): void => {

@@ -136,6 +136,14 @@ export class Tracker {
     this.stallReported = false;
   }
 
+  /** A player's own "no longer stalled" (Shaka's buffering event): ends a stall, and nothing else (not startup). */
+  unstalled(): void {
+    if (this.state !== 'stalled') return;
+    this.endStall();
+    this.state = 'playing';
+    this.lastBeat = this.o.now();
+  }
+
   /** A seek begins (the element's `seeking`); one seek_start for a run of seeks. */
   seeking(): void {
     if (this.state === 'playing' || this.state === 'paused' || this.state === 'stalled' || this.state === 'settling') {
