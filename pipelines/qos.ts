@@ -45,9 +45,9 @@ const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
 // Detector signals (docs/alerts.md), per event-time minute:
 // - `qos_pop` [tenant, region, pop]: watch_ms, rebuffer_ms; sessions (distinct, with any event in the minute);
 //   stalled (distinct, with a rebuffer_start in it). `qos_pop_cohorts`, the same keys: both by cohort (`a@…`, `s@…`).
-// - `qos_region` [tenant, region]: starts, active (distinct sessions with any event in the minute), fatal (sessions), startups and their histogram (`b<bucket>`), and fatal
-//   errors by code (`code:<code>`). `qos_region_cohorts`, the same keys: by cohort, active (`a@…`), fatal (`f@…`),
-//   startups (`n@…`) and their ms (`m@…`).
+// - `qos_region` [tenant, region]: starts, active (distinct sessions with any event in the minute), fatal (sessions),
+//   startups and their histogram (`b<bucket>`), and fatal errors by code (`code:<code>`). `qos_region_cohorts`, the
+//   same keys: by cohort, active (`a@…`), fatal (`f@…`), startups (`n@…`) and their ms (`m@…`).
 const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
 
 // What a segment hands the emitter, filled anew for each (the emitter copies what it keeps).
@@ -90,22 +90,24 @@ function seriesOf(w: Window, unit: '%' | 'ms', value: (f: Fields) => number | nu
   return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };
 }
 
+/** A cohort in words: its dimension as people say it, and the content's title where the alerts role knows it. */
+const cohortName = (c: Cohort, w: Window): string => `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
+
 /** The sentence a description gets for its cohort. */
-function describe(c: Record<string, unknown> | null, what: string): string {
+function describe(c: Cohort | null, w: Window, what: string, unit: string): string {
   if (!c) return ' No single cohort stands out.';
-  const [now, before, unit] = 'current_rate' in c ? [c.current_rate, c.baseline_rate, ' %'] : [c.current_mean_ms, c.baseline_mean_ms, ' ms'];
-  return ` ${String(c.dimension)} ${String(c.value)} holds ${Math.round((c.share as number) * 100)} % ${what}: ${String(now)}${unit} against ${String(before)}${unit} before.`;
+  return ` ${cohortName(c, w)} holds ${Math.round(c.share * 100)} % ${what}: ${c.current}${unit} against ${c.baseline}${unit} before.`;
 }
 
-/** The cohort that explains a finding, as its alert's `data.cohort`, and the words its title ends with. */
-function cohortOf(c: Cohort | null, w: Window, mean = false): { data: Record<string, unknown> | null; words: string } {
-  if (!c) return { data: null, words: '' };
-  const name = c.dimension === 'content' ? w.label(c.value) || c.value : c.value;
-  const words = `, mostly ${c.dimension === 'app_version' ? 'app version' : c.dimension} ${name}`;
+/** The cohort that explains a finding, as its alert's `data.cohort`, and the words its title and description get. */
+function cohortOf(c: Cohort | null, w: Window, what: string, mean = false): { data: Record<string, unknown> | null; words: string; sentence: string } {
+  const sentence = describe(c, w, what, mean ? ' ms' : ' %');
+  if (!c) return { data: null, words: '', sentence };
+  const words = `, mostly ${cohortName(c, w)}`;
   const data = mean
     ? { dimension: c.dimension, value: c.value, current_mean_ms: Math.round(c.current), baseline_mean_ms: Math.round(c.baseline), share: c.share, startups: c.exposure }
     : { dimension: c.dimension, value: c.value, current_rate: c.current, baseline_rate: c.baseline, share: c.share };
-  return { data, words };
+  return { data, words, sentence };
 }
 
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
@@ -178,11 +180,11 @@ export const rebufferSpike: WindowDetector = {
     const [region, pop] = w.key;
     const severity = severityOf(rate, base);
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
-    const cohort = cohortOf(explain(sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 's', 'a', 'rate'), w);
+    const cohort = cohortOf(explain(sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 's', 'a', 'rate'), w, 'of the stalled sessions');
     return {
       severity,
       title: `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
-      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${describe(cohort.data, 'of the stalled sessions')}`,
+      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${cohort.sentence}`,
       // Stalled sessions of the minute, or of the minute before when more (this one may have just begun).
       data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0), cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)) },
     };
@@ -225,11 +227,11 @@ export const startupRegression: WindowDetector = {
       if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance!) continue;
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
-      const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'm', 'n', 'mean'), w, true);
+      const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'm', 'n', 'mean'), w, 'of the added startup time', true);
       return {
         severity,
         title: `Startup time regression in ${region}${cohort.words}`,
-        description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over the ${n} startups of the last ${span} minutes.${describe(cohort.data, 'of the added startup time')}`,
+        description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over the ${n} startups of the last ${span} minutes.${cohort.sentence}`,
         data: { severity, region, current_p50_ms: p50, baseline_p50_ms: baseP50, current_p95_ms: startupPercentile(cur, 0.95), affected_sessions: slow, cohort: cohort.data, series: seriesOf(w, 'ms', (f) => (f.startups ? startupPercentile(f, 0.5) : null)) },
       };
     }
@@ -287,11 +289,11 @@ export const errorSpike: WindowDetector = {
     const severity = severityOf(rate, baseRate);
     // Fatal sessions per session-minute, by cohort.
     const [from, to] = baselineRange(w, span);
-    const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'f', 'a', 'rate'), w);
+    const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'f', 'a', 'rate'), w, 'of the failed sessions');
     return {
       severity,
       title: `Playback error spike in ${region}${cohort.words}`,
-      description: `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${describe(cohort.data, 'of the failed sessions')}`,
+      description: `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
       data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: fatal, top_error_code: top.slice(5) || null, cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)) },
     };
   },

@@ -100,7 +100,7 @@ t.test('an incident in one cohort of a region is named by it: the app version wh
   t.ok(cohort.share >= 0.8, `it holds ${cohort.share} of the failed sessions`);
   t.ok(cohort.current_rate > 5 * cohort.baseline_rate);
   t.match(e[0]!.row.title, 'Playback error spike in Maharashtra, mostly app version 5.13.0');
-  t.match(e[0]!.row.description, /app_version 5\.13\.0 holds \d+ % of the failed sessions/);
+  t.match(e[0]!.row.description, /app version 5\.13\.0 holds \d+ % of the failed sessions/);
 
   const stalls = detect(playback({ ...audience(where(40, 48, 'Maharashtra', { stallChance: 0.9, stallMs: 8000 })), appVersions: versions }, t0, t0 + 55 * minute));
   const r = of(stalls.raised, 'qos.rebuffer_spike');
@@ -186,4 +186,6 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
   t.match(thresholdsProblem({ 'qos.error_spike': { baseline_minutes: 90 } }, false, defaults), /the longest window \+ baseline_minutes must be at most 63/);
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: 2 } }, true), /is missing/);
   t.match(thresholdsProblem([], false), /must be an object/);
+  t.match(thresholdsProblem({ 'billing.payment_failure': { max_window_minutes: 2.5 } }, false, defaults), /max_window_minutes must be a whole number/);
+  t.match(thresholdsProblem({ 'qos.startup_regression': { max_window_minutes: 40 } }, false, defaults), /the longest window \+ baseline_minutes must be at most 63/);
 });
