@@ -1,12 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
 import t, { type Test } from 'tap';
 import { login } from '../helpers/api.js';
-import { drained, eventually, makeTenant, root, startService } from '../helpers/env.js';
-import { makeStream, MediaServer } from '../helpers/media.js';
+import { drained, eventually, makeTenant, root } from '../helpers/env.js';
+import { failedPlayback, fullPlayback, libraries, log, needBrowserAndFfmpeg, pageHtml, playersWorld, seen, type Seen, type Stall } from '../helpers/players.js';
 
 // The CMCD collector proven with real players: hls.js, dash.js and Shaka Player from npm play a stream ffmpeg made,
 // in Debian's Chromium, each configured with the snippet docs/cmcd.md gives (one CMCD v2 event target at Darshak).
@@ -14,17 +11,7 @@ import { makeStream, MediaServer } from '../helpers/media.js';
 // and plays to the end; the other starts and meets a fatal error when its segments go missing. What each page saw
 // (its video element's events, its player's errors) is then checked against Darshak's answers.
 
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const missing = [
-  existsSync(chromiumPath) ? '' : `no Chromium at ${chromiumPath} (apt-get install chromium, or set CHROMIUM_PATH)`,
-  spawnSync('ffmpeg', ['-version']).status === 0 ? '' : 'no ffmpeg (apt-get install ffmpeg)',
-].filter(Boolean);
-if (missing.length > 0) {
-  // CI installs both (.ci/run); elsewhere a missing tool skips rather than fails.
-  if (process.env.CI) throw new Error(missing.join('; '));
-  t.plan(0, missing.join('; '));
-  process.exit(0);
-}
+needBrowserAndFfmpeg(t);
 t.setTimeout(600_000);
 
 const docs = readFileSync(join(root, 'docs/cmcd.md'), 'utf8');
@@ -43,7 +30,7 @@ interface Player {
   /** Runs in the page (inside an async function): creates the player from the docs' snippet and plays `src`. */
   setup(src: string, target: string): string;
   /** What the page logs when a stall starts and ends. */
-  stall: [start: string, end: string];
+  stall: Stall;
   /**
    * Whether the player reports its play states (`e=ps`, `sta`), without which Darshak cannot tell startup,
    * rebuffering or a fatal error from a heartbeat (docs/cmcd.md "Players").
@@ -51,202 +38,48 @@ interface Player {
   playStates: boolean;
 }
 
-// Small buffers so that a held segment server starves the player within seconds, and few retries so that missing
-// segments fail it within seconds; a held segment must not time out (the hold is shorter than every timeout here).
 const players: Player[] = [
   {
-    name: 'hls.js',
-    lib: 'hls.js',
-    file: 'node_modules/hls.js/dist/hls.min.js',
-    stall: ['waiting', 'playing'],
+    ...libraries.hls,
     playStates: true,
     setup: (src, target) => `
-      const errorRetry = { maxNumRetry: 1, retryDelayMs: 100, maxRetryDelayMs: 200 };
-      const tuning = { maxBufferLength: 3, maxMaxBufferLength: 4, backBufferLength: 0,
-        fragLoadPolicy: { default: { maxTimeToFirstByteMs: 30000, maxLoadTimeMs: 60000, timeoutRetry: null, errorRetry } } };
+      const tuning = ${libraries.hls.config};
       const Hls = Object.assign(function (config) { return new window.Hls({ ...tuning, ...config }); }, { Events: window.Hls.Events });
       ${snippet('hls.js (1.7.x)').replace(docsUrl, target)}
-      hls.on(Hls.Events.ERROR, (_, d) => { if (d.fatal) mark('fatal', { detail: d.details }); });
-      hls.on(window.Hls.Events.LEVEL_SWITCHED, (_, d) => mark('level', { level: d.level }));
+      ${libraries.hls.marks('hls')}
       hls.loadSource(${JSON.stringify(src)});
       hls.attachMedia(v);
       mark('intent', {});
       await v.play();`,
   },
   {
-    name: 'dash.js',
-    lib: 'dash.js',
-    file: 'node_modules/dashjs/dist/modern/umd/dash.all.min.js',
-    stall: ['waiting', 'playing'],
+    ...libraries.dash,
     playStates: true,
     setup: (src, target) => `
       const player = dashjs.MediaPlayer().create();
       ${snippet('dash.js (5.2.x)').replace(docsUrl, target)}
-      player.updateSettings({ streaming: {
-        buffer: { bufferTimeAtTopQuality: 3, bufferTimeAtTopQualityLongForm: 3, stableBufferTime: 3, bufferToKeep: 0 },
-        retryAttempts: { MediaSegment: 1 }, retryIntervals: { MediaSegment: 100 } } });
-      player.on(dashjs.MediaPlayer.events.ERROR, (e) => mark('fatal', { detail: String(e.error && e.error.code) }));
-      player.on(dashjs.MediaPlayer.events.QUALITY_CHANGE_RENDERED, (e) => mark('level', { level: e.newQuality }));
+      player.updateSettings(${libraries.dash.config});
+      ${libraries.dash.marks('player')}
       mark('intent', {});
       player.initialize(v, ${JSON.stringify(src)}, true);`,
   },
   {
-    name: 'Shaka Player',
-    lib: 'shaka.js',
-    file: 'node_modules/shaka-player/dist/shaka-player.compiled.js',
-    stall: ['stall', 'unstall'],
+    ...libraries.shaka,
     playStates: false,
     setup: (src, target) => `
       shaka.polyfill.installAll();
       const player = new shaka.Player();
       ${snippet('Shaka Player (5.2.x)').replace(docsUrl, target)}
       await player.attach(v);
-      player.configure({ streaming: { bufferingGoal: 3, rebufferingGoal: 0.5, bufferBehind: 0,
-        retryParameters: { maxAttempts: 2, baseDelay: 100, backoffFactor: 1, fuzzFactor: 0, timeout: 30000, stallTimeout: 0, connectionTimeout: 30000 } } });
-      player.addEventListener('error', (e) => mark(e.detail && e.detail.severity === 2 ? 'fatal' : 'player_error', { detail: String(e.detail && e.detail.code) }));
-      // Shaka stalls by setting the playback rate to 0, not by the element's waiting: its own buffering event says so.
-      player.addEventListener('buffering', (e) => mark(e.buffering ? 'stall' : 'unstall', {}));
-      player.addEventListener('adaptation', () => mark('level', {}));
+      player.configure(${libraries.shaka.config});
+      ${libraries.shaka.marks('player')}
       mark('intent', {});
       await player.load(${JSON.stringify(src)});
       await v.play();`,
   },
 ];
 
-/** A page: one video element, every event it fires logged with the time, and the player set up. */
-function pageHtml(player: Player, viewer: string, setup: string): string {
-  return `<!doctype html><html><head><meta charset="utf-8"><title>${player.name} ${viewer}</title></head><body>
-<video id="v" muted playsinline width="320" height="180"></video>
-<script src="/lib/${player.lib}"></script>
-<script>
-window.log = [];
-const v = document.getElementById('v');
-const deviceId = ${JSON.stringify(`device-${viewer}`)};
-window.mark = (type, extra) => log.push({ type, t: Date.now(), ct: v.currentTime, ...extra });
-for (const type of ['play', 'playing', 'waiting', 'pause', 'seeking', 'seeked', 'ended', 'error']) v.addEventListener(type, () => mark(type, {}));
-(async () => {
-  try {${setup}
-  } catch (e) { mark('setup_failed', { message: String((e && e.stack) || e) }); }
-})();
-</script></body></html>`;
-}
-
-interface Entry {
-  type: string;
-  t: number;
-  ct: number;
-  detail?: string;
-  message?: string;
-}
-
-const log = (page: Page): Promise<Entry[]> => page.evaluate('window.log') as Promise<Entry[]>;
-
-/** Wait until the page has logged `type` after time `after` (and fail with its log when it does not). */
-async function logged(page: Page, type: string, after: number, ms: number): Promise<Entry> {
-  const seen = await page
-    .waitForFunction(`log.find((e) => e.type === ${JSON.stringify(type)} && e.t >= ${after})`, undefined, { timeout: ms, polling: 50 })
-    .then((h) => h.jsonValue() as Promise<Entry>)
-    .catch(() => undefined);
-  if (!seen) throw new Error(`the page did not log "${type}" within ${ms} ms; its log: ${JSON.stringify(await log(page))}`);
-  return seen;
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** What a page saw of its playback. */
-interface Seen {
-  /** From the element's play event to its first playing. */
-  startupMs: number;
-  /** From the page's request to play (load or play call) to the first playing. */
-  startupFromIntentMs: number;
-  /** Stalls: waiting → playing (or → the fatal error) after the first frame, not while seeking. */
-  stallMs: number;
-  /** Waits while seeking, and before the first frame: players differ in whether they report them as rebuffering. */
-  seekWaitMs: number;
-  startupWaitMs: number;
-  /** Playing or stalled: first frame → end, less pauses. */
-  watchMs: number;
-  firstFrame: number;
-  end: number;
-  fatal: boolean;
-}
-
-function seen(entries: readonly Entry[], [stallStart, stallEnd]: Player['stall']): Seen {
-  const at = (type: string, from = 0): Entry | undefined => entries.find((e) => e.type === type && e.t >= from);
-  const play = at('play')!;
-  const first = at('playing', play.t)!;
-  const end = entries.find((e) => e.type === 'ended' || e.type === 'fatal')!;
-  let stallMs = 0;
-  let seekWaitMs = 0;
-  let pausedMs = 0;
-  let seeking = false;
-  for (const [i, e] of entries.entries()) {
-    if (e.t < first.t || e.t > end.t) continue;
-    if (e.type === 'seeking') seeking = true;
-    if (e.type === 'playing') seeking = false;
-    const next = entries.slice(i + 1).find((x) => x.type === stallEnd || x === end);
-    if (e.type === stallStart) {
-      const ms = (next ?? end).t - e.t;
-      if (seeking) seekWaitMs += ms;
-      else stallMs += ms;
-    }
-    if (e.type === 'pause' && e !== end) pausedMs += (entries.slice(i + 1).find((x) => x.type === 'play') ?? end).t - e.t;
-  }
-  const startupWait = entries.find((e) => e.type === 'waiting' && e.t >= play.t && e.t < first.t);
-  return { startupWaitMs: startupWait ? first.t - startupWait.t : 0, startupMs: first.t - play.t, startupFromIntentMs: first.t - at('intent')!.t, stallMs, seekWaitMs, watchMs: end.t - first.t - pausedMs, firstFrame: first.t, end: end.t, fatal: end.type === 'fatal' };
-}
-
-const stream = makeStream(20);
-const media = await MediaServer.start(stream.dir, Object.fromEntries(players.map((p) => [p.lib, join(root, p.file)])));
-const dataDir = mkdtempSync(join(tmpdir(), 'darshak-players-'));
-const svc = await startService({ data_dir: dataDir }, 'all');
-const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
-let browser: Browser | undefined;
-t.teardown(async () => {
-  await browser?.close();
-  await media.close();
-  await svc.stop();
-  stream.remove();
-  rmSync(dataDir, { recursive: true, force: true });
-});
-browser = await chromium.launch({
-  executablePath: chromiumPath,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--autoplay-policy=no-user-gesture-required', '--no-first-run', '--disable-background-networking', '--disable-component-update'],
-});
-
-/** The viewer who stalls, pauses, seeks and plays to the end. */
-async function fullPlayback(page: Page, viewer: string, [stallStart, stallEnd]: Player['stall']): Promise<void> {
-  const first = await logged(page, 'playing', 0, 20_000);
-  await sleep(2000);
-  const held = Date.now();
-  media.hold(viewer);
-  const stall = await logged(page, stallStart, held, 30_000);
-  await sleep(2500);
-  media.release(viewer);
-  await logged(page, stallEnd, stall.t, 20_000);
-  await sleep(1000);
-  const paused = Date.now();
-  await page.evaluate('v.pause()');
-  await logged(page, 'pause', paused, 5000);
-  await sleep(1500);
-  const resumed = Date.now();
-  await page.evaluate('v.play()');
-  await logged(page, 'playing', resumed, 10_000);
-  await sleep(1000);
-  const sought = Date.now();
-  await page.evaluate('v.currentTime = 15');
-  await logged(page, 'seeked', sought, 10_000);
-  await logged(page, 'ended', first.t, 30_000);
-}
-
-/** The viewer whose segments go missing a few seconds in. */
-async function failedPlayback(page: Page, viewer: string): Promise<void> {
-  await logged(page, 'playing', 0, 20_000);
-  await sleep(3000);
-  const failed = Date.now();
-  media.fail(viewer);
-  await logged(page, 'fatal', failed, 60_000);
-}
+const { media, svc, base, browser } = await playersWorld(t, players, 'players');
 
 interface QosItem {
   region: string;
@@ -270,7 +103,7 @@ for (const player of players) {
     const slug = player.lib.replace(/\W/g, '');
     const tenant = await makeTenant(svc.config.nats_prefix, slug, 'enterprise');
     const target = `${svc.ingestUrl}/v1/ingest/cmcd?api_key=${tenant.key}`;
-    const context = await browser!.newContext();
+    const context = await browser.newContext();
     t.teardown(() => context.close());
     // Every report batch the players sent, and Darshak's answer.
     const sent: Array<{ body: string; status?: number; answer?: string }> = [];
@@ -308,7 +141,7 @@ for (const player of players) {
     );
     const codecs = await pages[0]!.page.evaluate(`MediaSource.isTypeSupported('video/mp4; codecs="avc1.42c01e"')`);
     t.ok(codecs, 'this Chromium plays H.264 through MSE');
-    await Promise.all([fullPlayback(pages[0]!.page, viewers[0]!, player.stall), failedPlayback(pages[1]!.page, viewers[1]!)]);
+    await Promise.all([fullPlayback(media, pages[0]!.page, viewers[0]!, player.stall), failedPlayback(media, pages[1]!.page, viewers[1]!)]);
     // The reports of the last moments are sent as they happen: wait until none is in flight and a second passed
     // without one, then until Darshak has aggregated and stored what it accepted.
     await eventually(async () => inFlight === 0 && Date.now() - lastReport > 1000, 15_000, 100);

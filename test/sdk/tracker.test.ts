@@ -11,7 +11,8 @@ const t0 = Date.UTC(2026, 10, 26, 12, 0, 0);
 
 function harness(o: { minStallMs?: number } = {}) {
   let now = t0;
-  let position = 0;
+  // A playhead between whole seconds, as a real one is.
+  let position = 0.37;
   let n = 0;
   const events: SdkEvent[] = [];
   const tracker = new Tracker({

@@ -1,5 +1,5 @@
-// What a player library knows that the <video> element does not: the rendition it plays, its errors with their
-// codes, and the host its segments come from (`context.cdn`). Each adapter listens on the instance it is given and
+// What a player library knows that the <video> element does not: the rendition it plays, the errors that stop it
+// with their codes, and the host its segments come from (`context.cdn`). Each adapter listens on the instance it is given and
 // is typed by the few members it uses, so the SDK imports no player.
 
 /** The player driving the element, when there is one. */
@@ -66,7 +66,8 @@ function hls(p: HlsLike): Adapter {
       listenAll((e, fn) => p.on(e, fn), (e, fn) => p.off(e, fn), {
         hlsLevelSwitched: ((_e: string, d: { level: number }) => sink.rendition((p.levels?.[d.level]?.bitrate ?? 0) / 1000)) as Listener,
         hlsFragLoaded: ((_e: string, d: { frag?: { url?: string } }) => (host = hostOf(d.frag?.url) || host)) as Listener,
-        hlsError: ((_e: string, d: { details?: string; fatal?: boolean; reason?: string }) => sink.error(String(d.details ?? 'hls_error'), d.fatal === true, d.reason)) as Listener,
+        // Only what stops playback: hls.js reports each retried load and stall nudge as an error too.
+        hlsError: ((_e: string, d: { details?: string; fatal?: boolean; reason?: string }) => d.fatal === true && sink.error(String(d.details ?? 'hls_error'), true, d.reason)) as Listener,
       }),
   };
 }
@@ -105,7 +106,7 @@ function shaka(p: ShakaLike): Adapter {
         buffering: ((e: { buffering?: boolean }) => sink.buffering(e.buffering === true)) as Listener,
         variantchanged: (() => rendition(sink)) as Listener,
         // shaka.util.Error: severity 2 is CRITICAL (playback stopped).
-        error: ((e: { detail?: { code?: number; severity?: number; message?: string } }) => sink.error(`SHAKA_${String(e.detail?.code ?? 'ERROR')}`, e.detail?.severity === 2, e.detail?.message)) as Listener,
+        error: ((e: { detail?: { code?: number; severity?: number; message?: string } }) => e.detail?.severity === 2 && sink.error(`SHAKA_${String(e.detail.code ?? 'ERROR')}`, true, e.detail.message)) as Listener,
       }),
   };
 }

@@ -232,7 +232,8 @@ export class Tracker {
     this.lastTs = ts;
     const position = this.o.position();
     const e: SdkEvent = { event_type: type, ts: new Date(ts).toISOString(), session_id: this.session, ...fields };
-    if (Number.isFinite(position) && position >= 0) e.position_sec = Math.round(position * 1000) / 1000;
+    // Whole seconds: ingest takes `position_sec` as an integer (docs/ingest.md).
+    if (Number.isFinite(position) && position >= 0) e.position_sec = Math.floor(position);
     if (this.o.context && Object.keys(this.o.context).length > 0) e.context = this.o.context;
     this.o.emit(e);
   }

@@ -1,0 +1,169 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t, { type Test } from 'tap';
+import type { QosItem } from '../../src/store/queries/answers.js';
+import { call, login } from '../helpers/api.js';
+import { drained, eventually, makeTenant } from '../helpers/env.js';
+import { failedPlayback, fullPlayback, libraries, log, logged, needBrowserAndFfmpeg, pageHtml, playersWorld, seen, sleep, type Seen, type Stall } from '../helpers/players.js';
+
+// The web SDK proven with real players, as the CMCD collector is (test/e2e/cmcd-players.test.ts, whose harness this
+// shares): hls.js, dash.js and Shaka Player play a stream ffmpeg made, in Debian's Chromium, each page loading the
+// SDK from Darshak's ingest (/sdk/v1/darshak.js) and calling `Darshak.monitor` with its player. One viewer stalls,
+// pauses, seeks and plays to the end; one fails when its segments go missing; one leaves its page mid-play. What the
+// pages saw is then checked against Darshak's answers, and the closed page's session_end against its beacon.
+
+needBrowserAndFfmpeg(t);
+t.setTimeout(600_000);
+
+interface Player {
+  name: string;
+  lib: string;
+  file: string;
+  stall: Stall;
+  /** Runs in the page (inside an async function): creates the player, monitors it, plays `src`. */
+  setup(src: string, monitor: (player: string) => string): string;
+}
+
+const players: Player[] = [
+  {
+    ...libraries.hls,
+    setup: (src, monitor) => `
+      const hls = new Hls(${libraries.hls.config});
+      ${monitor('{ hls }')}
+      ${libraries.hls.marks('hls')}
+      hls.loadSource(${JSON.stringify(src)});
+      hls.attachMedia(v);
+      mark('intent', {});
+      await v.play();`,
+  },
+  {
+    ...libraries.dash,
+    setup: (src, monitor) => `
+      const dash = dashjs.MediaPlayer().create();
+      dash.updateSettings(${libraries.dash.config});
+      ${monitor('{ dash }')}
+      ${libraries.dash.marks('dash')}
+      mark('intent', {});
+      dash.initialize(v, ${JSON.stringify(src)}, true);`,
+  },
+  {
+    ...libraries.shaka,
+    setup: (src, monitor) => `
+      shaka.polyfill.installAll();
+      const shakaPlayer = new shaka.Player();
+      await shakaPlayer.attach(v);
+      shakaPlayer.configure(${libraries.shaka.config});
+      ${monitor('{ shaka: shakaPlayer }')}
+      ${libraries.shaka.marks('shakaPlayer')}
+      mark('intent', {});
+      await shakaPlayer.load(${JSON.stringify(src)});
+      await v.play();`,
+  },
+];
+
+const { media, svc, base, browser } = await playersWorld(t, players, 'sdk-players');
+
+interface Sent {
+  method: string;
+  url: string;
+  body: string;
+  status: number;
+  answer: string;
+}
+
+/** A proxy in front of ingest that records each request and its answer, for one test at a time (`take`). */
+const ingestProxy = await (async () => {
+  let log: Sent[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== 'host' && k !== 'connection' && k !== 'content-length')) as Record<string, string>;
+      void fetch(`${svc.ingestUrl}${req.url}`, { method: req.method, headers, ...(req.method === 'GET' || req.method === 'HEAD' ? {} : { body }) }).then(async (r) => {
+        const answer = Buffer.from(await r.arrayBuffer());
+        log.push({ method: req.method ?? '', url: req.url ?? '', body: body.toString(), status: r.status, answer: answer.toString() });
+        const out: Record<string, string> = {};
+        r.headers.forEach((v, k) => {
+          if (k !== 'content-encoding' && k !== 'content-length' && k !== 'transfer-encoding' && k !== 'connection') out[k] = v;
+        });
+        res.writeHead(r.status, out).end(answer);
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    take(): Sent[] {
+      log = [];
+      return log;
+    },
+  };
+})();
+
+for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === process.env.SDK_PLAYER)) {
+  t.test(`${player.name} monitored by the web SDK: Darshak's answers are what its pages saw`, async (t: Test) => {
+    const slug = `sdk${player.lib.replace(/\W/g, '')}`;
+    const tenant = await makeTenant(svc.config.nats_prefix, slug, 'enterprise');
+    const context = await browser.newContext();
+    t.teardown(() => context.close());
+    // Every request the SDK made of ingest, recorded by a proxy in front of it: it sees what a page sends while it
+    // goes away (a beacon), which the browser's own request events do not report.
+    const sent = ingestProxy.take();
+    const viewers = [`${slug}-full`, `${slug}-failed`, `${slug}-closed`];
+    const pages = await Promise.all(
+      viewers.map(async (viewer) => {
+        const page = await context.newPage();
+        const errors: string[] = [];
+        page.on('pageerror', (e) => errors.push(e.message));
+        const monitor = (ref: string): string =>
+          `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'sdk-title', title: 'The SDK title', type: 'movie', duration_sec: 20 }, viewer: { anonymous_id: deviceId }, player: ${ref}, appVersion: '5.13.0' });`;
+        const src = `${media.url}/m/${viewer}/${player.lib === 'hls.js' ? 'master.m3u8' : 'manifest.mpd'}`;
+        await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(src, monitor), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+        return { page, viewer, errors };
+      }),
+    );
+    const closing = async (): Promise<void> => {
+      const p = pages[2]!.page;
+      await logged(p, 'playing', 0, 20_000);
+      await sleep(3000);
+      // Leaving the page fires pagehide: the SDK's session_end goes by beacon (the context still sees the request).
+      await p.goto('about:blank');
+    };
+    await Promise.all([fullPlayback(media, pages[0]!.page, viewers[0]!, player.stall), failedPlayback(media, pages[1]!.page, viewers[1]!), closing()]);
+    const logs = await Promise.all(pages.slice(0, 2).map((p) => log(p.page)));
+    // The last batches go at the end, the flush and ended: then Darshak aggregates and stores them.
+    await Promise.all(pages.slice(0, 2).map((p) => p.page.close({ runBeforeUnload: true })));
+    await eventually(async () => sent.some((s) => s.url.includes('/beacon') && s.body.includes('"session_end"')), 15_000, 100);
+    t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1, 'Darshak aggregated and stored every batch');
+    const [full, failed] = logs.map((l) => seen(l, player.stall)) as [Seen, Seen];
+    t.comment(`${player.name} page: ${JSON.stringify({ full, failed })}`);
+    t.teardown(() => {
+      if (!t.passing()) t.comment(`${player.name} batches: ${JSON.stringify(sent)}\npage logs: ${JSON.stringify(logs)}`);
+    });
+    t.same(pages.flatMap((p) => p.errors), [], 'no page error');
+    t.ok(full.stallMs > 500, 'the held segment server stalled the full playback');
+    t.ok(failed.fatal, 'the missing segments failed the other');
+    t.same(sent.filter((s) => s.method === 'POST' && (s.status !== 200 || !/"rejected":0/.test(s.answer))).map((s) => `${s.url} ${s.status} ${s.answer}`), [], 'every batch answered 200, every event accepted');
+    t.ok(sent.some((s) => s.url.includes('/v1/ingest/beacon') && s.body.includes('"session_end"')), 'the page left said session_end by beacon');
+
+    const token = await login(base, `owner@${slug}.test`);
+    const qos = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
+    t.equal(qos.length, 1, `one region, the viewers being local: ${JSON.stringify(qos)}`);
+    const q = qos[0]!;
+    t.match(q, { sessions_started: 3, startups: 3, fatal_sessions: 1 }, 'three sessions started, three first frames, one fatal error');
+    // Startup: from the element's play event (the SDK's play_start) to its first playing; the p50 of three is the
+    // middle one, read as its histogram bucket's upper bound (5 % wide).
+    t.ok(q.startup_p50_ms >= Math.min(full.startupMs, failed.startupMs) - 50, `startup p50 ${q.startup_p50_ms} ms against the pages' ${full.startupMs} and ${failed.startupMs} ms`);
+    // Watch time and rebuffering are spans between the SDK's events, stamped on the page's clock as the element's
+    // events fire: the page's stalls, less the 250 ms a stall must last to count, and the time the page took to log.
+    const watchMs = q.watch_hours * 3_600_000;
+    const rebufferMs = (q.rebuffer_rate / 100) * watchMs;
+    t.comment(`${player.name} Darshak: watch ${Math.round(watchMs)} ms, rebuffer ${Math.round(rebufferMs)} ms; pages: stalls ${full.stallMs + failed.stallMs} ms`);
+    t.ok(Math.abs(rebufferMs - (full.stallMs + failed.stallMs)) <= 500, `rebuffering ${Math.round(rebufferMs)} ms against the pages' stalls of ${full.stallMs + failed.stallMs} ms`);
+    t.ok(watchMs >= full.watchMs + failed.watchMs - 1000, `watch time ${Math.round(watchMs)} ms: at least the two pages' ${full.watchMs + failed.watchMs} ms (and the closed page's)`);
+    const top = (await call(base, 'GET', '/v1/analytics/top-content?range=24h', { token })).body as Array<{ content_id: string; title: string | null }>;
+    t.match(top[0], { content_id: 'sdk-title', title: 'The SDK title' }, 'the title as the page gave it');
+  });
+}
