@@ -71,10 +71,19 @@ interface Sent {
   answer: string;
 }
 
-/** A proxy in front of ingest that records each request and its answer, for one test at a time (`take`). */
+/**
+ * A proxy in front of ingest that records each request and its answer, for one test at a time (`take`), and can be
+ * unreachable for a while (`down`: connections are dropped, as a network outage drops them).
+ */
 const ingestProxy = await (async () => {
   let log: Sent[] = [];
+  let downUntil = 0;
+  let dropped = 0;
   const server = createServer((req, res) => {
+    if (Date.now() < downUntil) {
+      dropped++;
+      return void req.socket.destroy();
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -98,6 +107,13 @@ const ingestProxy = await (async () => {
     take(): Sent[] {
       log = [];
       return log;
+    },
+    down(ms: number): void {
+      downUntil = Date.now() + ms;
+    },
+    /** Requests dropped while down, so far. */
+    get dropped(): number {
+      return dropped;
     },
   };
 })();
@@ -167,3 +183,30 @@ for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === 
     t.match(top[0], { content_id: 'sdk-title', title: 'The SDK title' }, 'the title as the page gave it');
   });
 }
+
+t.test('30 s without a way to ingest loses nothing: the SDK keeps its events and sends them once it can', async (t: Test) => {
+  const player = players[0]!;
+  const tenant = await makeTenant(svc.config.nats_prefix, 'sdkoffline', 'enterprise');
+  const context = await browser.newContext();
+  t.teardown(() => context.close());
+  const sent = ingestProxy.take();
+  const page = await context.newPage();
+  const viewer = 'sdkoffline-full';
+  const monitor = (ref: string): string =>
+    `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'offline-title' }, viewer: { anonymous_id: deviceId }, player: ${ref} });`;
+  await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(`${media.url}/m/${viewer}/master.m3u8`, monitor), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+  const first = await logged(page, 'playing', 0, 20_000);
+  // From just after the first frame, past the end of the 20-second stream: every event after play_start is queued.
+  ingestProxy.down(30_000);
+  await logged(page, 'ended', first.t, 40_000);
+  const seenByPage = seen(await log(page), player.stall);
+  t.not(await eventually(async () => sent.some((s) => s.status === 200 && s.body.includes('"ended"')), 90_000, 250), -1, 'the queue went out after the outage');
+  t.ok(ingestProxy.dropped > 0, `${ingestProxy.dropped} attempts met the outage`);
+  t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1);
+  const token = await login(base, 'owner@sdkoffline.test');
+  const [q] = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
+  t.match(q, { sessions_started: 1, startups: 1, fatal_sessions: 0 });
+  const watchMs = q!.watch_hours * 3_600_000;
+  t.ok(Math.abs(watchMs - seenByPage.watchMs) <= 1000, `watch time ${Math.round(watchMs)} ms against the page's ${seenByPage.watchMs} ms: every heartbeat arrived`);
+  t.same(sent.filter((s) => s.method === 'POST' && !/"rejected":0/.test(s.answer)).map((s) => s.answer), [], 'every event accepted');
+});

@@ -126,7 +126,7 @@ t.test('the invariants every answer keeps are written into the document', async 
   t.strictSame(problems, []);
   // Each path names the listener that serves it; /healthz, /readyz and /metrics inherit both.
   for (const [path, item] of Object.entries(doc.paths)) {
-    const expected = ['/healthz', '/readyz', '/metrics'].includes(path) ? undefined : path.startsWith('/v1/ingest/') ? ['{ingest_url}'] : ['{base_url}'];
+    const expected = ['/healthz', '/readyz', '/metrics'].includes(path) ? undefined : path.startsWith('/v1/ingest/') || path.startsWith('/sdk/') ? ['{ingest_url}'] : ['{base_url}'];
     t.strictSame((item.servers as Array<{ url: string }> | undefined)?.map((s) => s.url), expected, `${path} servers`);
   }
 });
