@@ -210,3 +210,50 @@ t.test('30 s without a way to ingest loses nothing: the SDK keeps its events and
   t.ok(Math.abs(watchMs - seenByPage.watchMs) <= 1000, `watch time ${Math.round(watchMs)} ms against the page's ${seenByPage.watchMs} ms: every heartbeat arrived`);
   t.same(sent.filter((s) => s.method === 'POST' && !/"rejected":0/.test(s.answer)).map((s) => s.answer), [], 'every event accepted');
 });
+
+t.test('a plain <video> with a progressive MP4, no player library: the element alone tells the SDK', async (t: Test) => {
+  const tenant = await makeTenant(svc.config.nats_prefix, 'sdkplain', 'enterprise');
+  const context = await browser.newContext();
+  t.teardown(() => context.close());
+  const sent = ingestProxy.take();
+  const plain = { name: 'a plain video element', lib: '' };
+  const setup = (src: string): string => `
+      Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'plain-title' }, viewer: { anonymous_id: deviceId } });
+      v.src = ${JSON.stringify(src)};
+      mark('intent', {});
+      await v.play().catch(() => {});`;
+  const [full, broken] = await Promise.all(
+    ['sdkplain-full', 'sdkplain-broken'].map(async (viewer) => {
+      const page = await context.newPage();
+      await page.goto(media.page(viewer, pageHtml(plain, viewer, setup(`${media.url}/m/${viewer}/${viewer.endsWith('full') ? 'progressive.mp4' : 'missing.mp4'}`), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+      return page;
+    }),
+  );
+  // Play, pause, play again, seek, play to the end; the other page's source does not exist.
+  const first = await logged(full!, 'playing', 0, 20_000);
+  await sleep(2000);
+  await full!.evaluate('v.pause()');
+  await logged(full!, 'pause', first.t, 5000);
+  await sleep(1500);
+  const resumed = Date.now();
+  await full!.evaluate('v.play()');
+  await logged(full!, 'playing', resumed, 10_000);
+  await sleep(1000);
+  await full!.evaluate('v.currentTime = 15');
+  await logged(full!, 'seeked', resumed, 10_000);
+  await logged(full!, 'ended', first.t, 30_000);
+  await logged(broken!, 'error', 0, 20_000);
+  const page = seen(await log(full!), ['waiting', 'playing']);
+  await eventually(async () => sent.some((s) => s.body.includes('"ended"')) && sent.some((s) => s.body.includes('"error"')), 20_000, 100);
+  t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1);
+  t.same(sent.filter((s) => s.method === 'POST' && (s.status !== 200 || !/"rejected":0/.test(s.answer))).map((s) => s.answer), [], 'every event accepted');
+  const events = sent.filter((s) => s.method === 'POST').flatMap((s) => (JSON.parse(s.body) as { events: Array<{ event_type: string; context?: Record<string, string>; properties?: Record<string, unknown> }> }).events);
+  t.same([...new Set(events.filter((e) => e.event_type !== 'heartbeat').map((e) => e.event_type))].sort(), ['ended', 'error', 'first_frame', 'pause', 'play_start', 'resume', 'seek_end', 'seek_start'].sort());
+  t.match(events.find((e) => e.event_type === 'error'), { context: { player: 'html5' }, properties: { code: 'MEDIA_ERR_SRC_NOT_SUPPORTED', fatal: true } });
+  const token = await login(base, 'owner@sdkplain.test');
+  const [q] = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
+  t.match(q, { sessions_started: 2, startups: 1, fatal_sessions: 1, rebuffer_rate: 0 });
+  t.ok(Math.abs(q!.startup_p50_ms - page.startupMs) <= page.startupMs * 0.05 + 50, `startup ${q!.startup_p50_ms} ms against the page's ${page.startupMs} ms`);
+  const watchMs = q!.watch_hours * 3_600_000;
+  t.ok(Math.abs(watchMs - page.watchMs) <= 1000, `watch time ${Math.round(watchMs)} ms against the page's ${page.watchMs} ms`);
+});

@@ -8,7 +8,7 @@ import { extname, join, normalize } from 'node:path';
 // Video for the player tests, made at test time: a test pattern in two renditions, cut into 2-second fMP4
 // segments that both an HLS master playlist and a DASH manifest describe (ffmpeg's dash muxer writes both).
 
-/** A stream on disk: `master.m3u8` (HLS) and `manifest.mpd` (DASH) over the same segments. */
+/** A stream on disk: `master.m3u8` (HLS) and `manifest.mpd` (DASH) over the same segments, and `progressive.mp4`. */
 export function makeStream(seconds: number): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-media-'));
   const r = spawnSync(
@@ -23,6 +23,16 @@ export function makeStream(seconds: number): { dir: string; remove(): void } {
     { cwd: dir, encoding: 'utf8' },
   );
   if (r.status !== 0 || !existsSync(join(dir, 'master.m3u8'))) throw new Error(`ffmpeg could not make the test stream: ${r.error?.message ?? r.stderr}`);
+  // The same pattern as one progressive MP4 (index first), for a plain <video> without a player library.
+  const mp4 = spawnSync(
+    'ffmpeg',
+    [
+      ...['-hide_banner', '-loglevel', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc2=size=320x180:rate=25', '-t', String(seconds)],
+      ...['-c:v', 'libx264', '-preset', 'ultrafast', '-profile:v', 'baseline', '-pix_fmt', 'yuv420p', '-movflags', '+faststart', 'progressive.mp4'],
+    ],
+    { cwd: dir, encoding: 'utf8' },
+  );
+  if (mp4.status !== 0) throw new Error(`ffmpeg could not make the test MP4: ${mp4.error?.message ?? mp4.stderr}`);
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -30,6 +40,7 @@ const types: Record<string, string> = {
   '.m3u8': 'application/vnd.apple.mpegurl',
   '.mpd': 'application/dash+xml',
   '.m4s': 'video/iso.segment',
+  '.mp4': 'video/mp4',
   '.js': 'text/javascript',
   '.html': 'text/html; charset=utf-8',
 };

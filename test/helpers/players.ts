@@ -33,7 +33,7 @@ export type Stall = [start: string, end: string];
 export function pageHtml(player: { name: string; lib: string }, viewer: string, setup: string, scripts: readonly string[] = []): string {
   return `<!doctype html><html><head><meta charset="utf-8"><title>${player.name} ${viewer}</title></head><body>
 <video id="v" muted playsinline width="320" height="180"></video>
-<script src="/lib/${player.lib}"></script>${scripts.map((src) => `\n<script src="${src}"></script>`).join('')}
+${player.lib ? `<script src="/lib/${player.lib}"></script>` : ''}${scripts.map((src) => `\n<script src="${src}"></script>`).join('')}
 <script>
 window.log = [];
 const v = document.getElementById('v');
