@@ -531,7 +531,8 @@ function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): vo
     const v = readStr(b, p);
     let field: 'pop' | 'app_version' | 'player' | undefined;
     if (v >= 0) {
-      for (const [name, f] of contextKeys) if (strLength === name.length && b.compare(name, 0, name.length, strStart, strStart + strLength) === 0) field = f;
+      // Length and first byte first: most keys (cdn, os, ip, …) are told apart without a call.
+      for (const [name, f] of contextKeys) if (strLength === name.length && b[strStart] === name[0] && b.compare(name, 0, name.length, strStart, strStart + strLength) === 0) field = f;
     }
     const at2 = v >= 0 ? v : skipValue(b, p);
     const end = skipValue(b, at2);
