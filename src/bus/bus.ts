@@ -6,6 +6,26 @@ import { busNames, type BusNames } from './names.js';
 
 const nanos = (ms: number): number => ms * 1_000_000;
 
+/** Tries of a JetStream administration request that timed out, at start (streams, consumers, buckets). */
+const adminTries = 4;
+
+/**
+ * A JetStream administration request, tried again when it times out: a cluster electing leaders (just formed, or
+ * a server lost) answers late, and the request may even have been done; each step here is safe to repeat. Seen
+ * on a three-server cluster on a busy machine: a start failed on its first stream.
+ */
+async function patiently<T>(what: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await what();
+    } catch (err) {
+      const timedOut = (err as { code?: unknown }).code === 'TIMEOUT' || /timeout/i.test((err as Error).message);
+      if (!timedOut || attempt >= adminTries) throw err;
+      await new Promise((r) => setTimeout(r, 1000 * attempt));
+    }
+  }
+}
+
 export class BusUnavailableError extends Error {
   override name = 'BusUnavailableError';
 }
@@ -118,7 +138,11 @@ export class Bus {
   }
 
   /** Create a stream, or bring one made by an older version (or another process) to this configuration. */
-  async ensureStream(stream: Partial<StreamConfig> & { name: string }): Promise<void> {
+  ensureStream(stream: Partial<StreamConfig> & { name: string }): Promise<void> {
+    return patiently(() => this.ensureStreamOnce(stream));
+  }
+
+  private async ensureStreamOnce(stream: Partial<StreamConfig> & { name: string }): Promise<void> {
     const config = { ...stream, num_replicas: this.replicas };
     try {
       await this.jsm.streams.info(config.name);
@@ -154,7 +178,11 @@ export class Bus {
   }
 
   /** Create a durable consumer, or bring one made by an older version to these settings (it keeps its position). */
-  async ensureConsumer(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+  ensureConsumer(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+    return patiently(() => this.ensureConsumerOnce(stream, config));
+  }
+
+  private async ensureConsumerOnce(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
     try {
       await this.jsm.consumers.info(stream, config.durable_name);
       await this.jsm.consumers.update(stream, config.durable_name, config);
@@ -182,7 +210,7 @@ export class Bus {
       // write just acknowledged (seen on a three-server cluster: `tenant create` read back "no such tenant").
       const base = { history: 1, replicas: this.replicas, allow_direct: false };
       const opts = ttlMs === undefined ? base : { ...base, ttl: ttlMs };
-      kv = this.js.views.kv(bucket, opts);
+      kv = patiently(() => this.js.views.kv(bucket, opts));
       this.kvs.set(bucket, kv);
       kv.catch(() => this.kvs.delete(bucket));
     }
@@ -217,7 +245,7 @@ export class Bus {
 
   /** An object store (aggregator and alerts checkpoints), created on first use. */
   objectStore(bucket: string): Promise<ObjectStore> {
-    return this.js.views.os(bucket, { replicas: this.replicas });
+    return patiently(() => this.js.views.os(bucket, { replicas: this.replicas }));
   }
 
   async close(): Promise<void> {
