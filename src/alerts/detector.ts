@@ -172,19 +172,21 @@ export function negBinomialTail(k: number, r: number, p: number): number {
  * letter): the bucket's counts split by one session attribute, e.g. `f@device=tv`, fatal sessions of TVs. Names are interned per metric,
  * dimension and value, as a pipeline makes them for every session-minute.
  */
-const cohortNames = new Map<string, Map<string, string>>();
+const cohortNames = new Map<string, Map<string, Map<string, string>>>();
 const maxCohortNames = 50_000;
 export const maxCohortValue = 64;
 
 export function cohortField(metric: string, dimension: string, value: string): string {
-  const group = `${metric}@${dimension}`;
-  let m = cohortNames.get(group);
-  if (!m) cohortNames.set(group, (m = new Map()));
+  // Three lookups and no string built: a shard asks this for every session-minute.
+  let byDimension = cohortNames.get(metric);
+  if (!byDimension) cohortNames.set(metric, (byDimension = new Map()));
+  let m = byDimension.get(dimension);
+  if (!m) byDimension.set(dimension, (m = new Map()));
   let name = m.get(value);
   if (name === undefined) {
     // Values come from clients: made-up ones must not grow this without bound.
     if (m.size >= maxCohortNames) m.clear();
-    name = `${group}=${value.slice(0, maxCohortValue)}`;
+    name = `${metric}@${dimension}=${value.slice(0, maxCohortValue)}`;
     m.set(value, name);
   }
   return name;
