@@ -140,11 +140,13 @@ const baselineRange = (w: Window, span: number): [number, number] => {
   return [end - w.thresholds.baseline_minutes! * minute, end];
 };
 
-/** The window's counts (`window_minutes` ending with `w.bucket`) and its baseline's, firing minutes left out. */
-function windowAndBaseline(w: Window): { cur: Fields; base: Fields } {
-  const span = w.thresholds.window_minutes!;
+/**
+ * The counts of the window of `span` minutes ending with `w.bucket` and of its baseline, firing minutes left out: of
+ * the detector's signal, or of its cohort signal (to explain a finding).
+ */
+function windowAndBaseline(w: Window, span: number, read: 'at' | 'cohorts' = 'at'): { cur: Fields; base: Fields } {
   const [from, to] = baselineRange(w, span);
-  return { cur: windowFields(w, span), base: sumFields(w, from, to, true) };
+  return { cur: windowFields(w, span, read), base: sumFields(w, from, to, true, read) };
 }
 
 export const rebufferSpike: WindowDetector = {
@@ -212,9 +214,7 @@ export const startupRegression: WindowDetector = {
   evaluate(w) {
     const t = w.thresholds;
     for (const span of windowSpans(t)) {
-      const cur = windowFields(w, span);
-      const [from, to] = baselineRange(w, span);
-      const base = sumFields(w, from, to, true);
+      const { cur, base } = windowAndBaseline(w, span);
       const n = cur.startups ?? 0;
       if (n < t.min_starts! || (base.startups ?? 0) < t.min_starts!) continue;
       const p50 = startupPercentile(cur, 0.5);
@@ -227,7 +227,8 @@ export const startupRegression: WindowDetector = {
       if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance!) continue;
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
-      const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'm', 'n', 'mean'), w, 'of the added startup time', true);
+      const cohorts = windowAndBaseline(w, span, 'cohorts');
+      const cohort = cohortOf(explain(cohorts.cur, cohorts.base, 'm', 'n', 'mean'), w, 'of the added startup time', true);
       return {
         severity,
         title: `Startup time regression in ${region}${cohort.words}`,
@@ -260,7 +261,7 @@ export const errorSpike: WindowDetector = {
   evaluate(w) {
     const t = w.thresholds;
     const span = t.window_minutes!;
-    const { cur, base } = windowAndBaseline(w);
+    const { cur, base } = windowAndBaseline(w, span);
     const fatal = cur.fatal ?? 0;
     // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
     // expected are the larger of the baseline's rate per start and per session-minute (sessions with an event, summed
@@ -288,8 +289,8 @@ export const errorSpike: WindowDetector = {
     const [region] = w.key;
     const severity = severityOf(rate, baseRate);
     // Fatal sessions per session-minute, by cohort.
-    const [from, to] = baselineRange(w, span);
-    const cohort = cohortOf(explain(windowFields(w, span, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 'f', 'a', 'rate'), w, 'of the failed sessions');
+    const cohorts = windowAndBaseline(w, span, 'cohorts');
+    const cohort = cohortOf(explain(cohorts.cur, cohorts.base, 'f', 'a', 'rate'), w, 'of the failed sessions');
     return {
       severity,
       title: `Playback error spike in ${region}${cohort.words}`,

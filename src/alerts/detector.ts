@@ -154,9 +154,7 @@ function logChoose(n: number, k: number): number {
 export function negBinomialTail(k: number, r: number, p: number): number {
   if (k <= 0) return 1;
   if (p >= 1) return 0;
-  // log C(k + r − 1, k) + r log p + k log(1 − p)
-  let logTerm = r * Math.log(p) + k * Math.log1p(-p);
-  for (let i = 1; i <= k; i++) logTerm += Math.log((r - 1 + i) / i);
+  let logTerm = logChoose(k + r - 1, k) + r * Math.log(p) + k * Math.log1p(-p);
   let sum = 0;
   for (let i = k; i < k + 100_000; i++) {
     const term = Math.exp(logTerm);

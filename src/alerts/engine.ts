@@ -231,20 +231,12 @@ export class Detection {
     const dirty = new Map<KeyState, Map<number, boolean>>();
     for (const [name, fullKey, minute, fields] of m.signals) {
       const cohortOf = this.byCohortSignal.get(name);
-      if (cohortOf) {
-        const [tenant, ...key] = fullKey as [string, ...string[]];
-        for (const d of cohortOf) {
-          const st = this.state(d, tenant, key);
-          const bucket = Math.floor(minute / (d.bucketMinutes * 60)) * d.bucketMinutes * 60;
-          let b = st.cohorts.get(bucket);
-          if (!b) st.cohorts.set(bucket, (b = {}));
-          this.add(b, fields);
-        }
-        continue;
-      }
       const detectors = this.bySignal.get(name);
-      if (!detectors) continue;
+      if (!cohortOf && !detectors) continue;
       const [tenant, ...key] = fullKey as [string, ...string[]];
+      // A cohort signal is kept beside its detectors' buckets and evaluates nothing.
+      for (const d of cohortOf ?? []) this.add(this.state(d, tenant, key).cohorts, d, minute, fields);
+      if (!detectors) continue;
       const fresh = minute * 1000 + 60_000 > m.clock - freshMs;
       for (const d of detectors) {
         if (d.kind === 'once') {
@@ -258,11 +250,7 @@ export class Detection {
           continue;
         }
         const st = this.state(d, tenant, key);
-        const step = d.bucketMinutes * 60;
-        const bucket = Math.floor(minute / step) * step;
-        let b = st.buckets.get(bucket);
-        if (!b) st.buckets.set(bucket, (b = {}));
-        this.add(b, fields);
+        const bucket = this.add(st.buckets, d, minute, fields);
         let marks = dirty.get(st);
         if (!marks) dirty.set(st, (marks = new Map()));
         marks.set(bucket, (marks.get(bucket) ?? false) || fresh);
@@ -278,10 +266,15 @@ export class Detection {
   }
 
   /**
-   * Add a message's counters into a bucket. Field names carry error codes and cohort values (titles, app versions)
-   * from clients: past `maxFields` a bucket takes no new name, so made-up ones cannot grow it without bound.
+   * Add a message's counters of `minute` into their bucket of `buckets` (made when new); returns the bucket's start.
+   * Field names carry error codes and cohort values (titles, app versions) from clients: past `maxFields` a bucket
+   * takes no new name, so made-up ones cannot grow it without bound.
    */
-  private add(b: Fields, fields: Fields): void {
+  private add(buckets: Map<number, Fields>, d: WindowDetector, minute: number, fields: Fields): number {
+    const step = d.bucketMinutes * 60;
+    const bucket = Math.floor(minute / step) * step;
+    let b = buckets.get(bucket);
+    if (!b) buckets.set(bucket, (b = {}));
     let count = this.fieldCounts.get(b);
     for (const f in fields) {
       const v = b[f];
@@ -295,6 +288,7 @@ export class Detection {
       count++;
     }
     if (count !== undefined) this.fieldCounts.set(b, count);
+    return bucket;
   }
 
   /** The alerts role's clock tick: time passes without signals, so incidents can resolve and old buckets go. */

@@ -91,7 +91,6 @@ export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monit
     onError: options.onError,
   });
   const urgent = new Set(['play_start', 'error', 'ended', 'session_end']);
-  let tracker: Tracker;
   const make = (): Tracker =>
     new Tracker({
       viewer,
@@ -107,7 +106,7 @@ export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monit
         if (urgent.has(e.event_type)) void transport.flush();
       },
     });
-  tracker = make();
+  let tracker = make();
 
   const on: Array<[EventTarget, string, EventListener]> = [];
   const listen = (target: EventTarget, type: string, fn: () => void): void => {
