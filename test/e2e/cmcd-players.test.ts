@@ -46,11 +46,7 @@ const players: Player[] = [
       const tuning = ${libraries.hls.config};
       const Hls = Object.assign(function (config) { return new window.Hls({ ...tuning, ...config }); }, { Events: window.Hls.Events });
       ${snippet('hls.js (1.7.x)').replace(docsUrl, target)}
-      ${libraries.hls.marks('hls')}
-      hls.loadSource(${JSON.stringify(src)});
-      hls.attachMedia(v);
-      mark('intent', {});
-      await v.play();`,
+      ${libraries.hls.start('hls', src)}`,
   },
   {
     ...libraries.dash,
@@ -59,9 +55,7 @@ const players: Player[] = [
       const player = dashjs.MediaPlayer().create();
       ${snippet('dash.js (5.2.x)').replace(docsUrl, target)}
       player.updateSettings(${libraries.dash.config});
-      ${libraries.dash.marks('player')}
-      mark('intent', {});
-      player.initialize(v, ${JSON.stringify(src)}, true);`,
+      ${libraries.dash.start('player', src)}`,
   },
   {
     ...libraries.shaka,
@@ -72,10 +66,7 @@ const players: Player[] = [
       ${snippet('Shaka Player (5.2.x)').replace(docsUrl, target)}
       await player.attach(v);
       player.configure(${libraries.shaka.config});
-      ${libraries.shaka.marks('player')}
-      mark('intent', {});
-      await player.load(${JSON.stringify(src)});
-      await v.play();`,
+      ${libraries.shaka.start('player', src)}`,
   },
 ];
 

@@ -30,11 +30,7 @@ const players: Player[] = [
     setup: (src, monitor) => `
       const hls = new Hls(${libraries.hls.config});
       ${monitor('{ hls }')}
-      ${libraries.hls.marks('hls')}
-      hls.loadSource(${JSON.stringify(src)});
-      hls.attachMedia(v);
-      mark('intent', {});
-      await v.play();`,
+      ${libraries.hls.start('hls', src)}`,
   },
   {
     ...libraries.dash,
@@ -42,9 +38,7 @@ const players: Player[] = [
       const dash = dashjs.MediaPlayer().create();
       dash.updateSettings(${libraries.dash.config});
       ${monitor('{ dash }')}
-      ${libraries.dash.marks('dash')}
-      mark('intent', {});
-      dash.initialize(v, ${JSON.stringify(src)}, true);`,
+      ${libraries.dash.start('dash', src)}`,
   },
   {
     ...libraries.shaka,
@@ -54,10 +48,7 @@ const players: Player[] = [
       await shakaPlayer.attach(v);
       shakaPlayer.configure(${libraries.shaka.config});
       ${monitor('{ shaka: shakaPlayer }')}
-      ${libraries.shaka.marks('shakaPlayer')}
-      mark('intent', {});
-      await shakaPlayer.load(${JSON.stringify(src)});
-      await v.play();`,
+      ${libraries.shaka.start('shakaPlayer', src)}`,
   },
 ];
 

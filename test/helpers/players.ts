@@ -149,8 +149,8 @@ export async function failedPlayback(media: MediaServer, page: Page, viewer: str
 /**
  * The player libraries the tests play with, tuned alike: small buffers, so that a held segment server stalls a player
  * within seconds, and few retries, so that missing segments fail it within seconds (a held segment must not time out:
- * the hold is shorter than every timeout here). `config` is a JavaScript literal for the page; `marks(p)` logs the
- * player `p`'s fatal errors, rendition switches and, for Shaka, its stalls.
+ * the hold is shorter than every timeout here). `config` is a JavaScript literal for the page; `start(p, src)` logs
+ * the player `p`'s fatal errors, rendition switches and, for Shaka, its stalls, then has it play `src`.
  */
 export const libraries = {
   hls: {
@@ -160,9 +160,13 @@ export const libraries = {
     stall: ['waiting', 'playing'] as Stall,
     config: `{ maxBufferLength: 3, maxMaxBufferLength: 4, backBufferLength: 0,
         fragLoadPolicy: { default: { maxTimeToFirstByteMs: 30000, maxLoadTimeMs: 60000, timeoutRetry: null, errorRetry: { maxNumRetry: 1, retryDelayMs: 100, maxRetryDelayMs: 200 } } } }`,
-    marks: (p: string): string => `
+    start: (p: string, src: string): string => `
       ${p}.on(window.Hls.Events.ERROR, (_, d) => { if (d.fatal) mark('fatal', { detail: d.details }); });
-      ${p}.on(window.Hls.Events.LEVEL_SWITCHED, (_, d) => mark('level', { level: d.level }));`,
+      ${p}.on(window.Hls.Events.LEVEL_SWITCHED, (_, d) => mark('level', { level: d.level }));
+      ${p}.loadSource(${JSON.stringify(src)});
+      ${p}.attachMedia(v);
+      mark('intent', {});
+      await v.play();`,
   },
   dash: {
     name: 'dash.js',
@@ -172,9 +176,11 @@ export const libraries = {
     config: `{ streaming: {
         buffer: { bufferTimeAtTopQuality: 3, bufferTimeAtTopQualityLongForm: 3, stableBufferTime: 3, bufferToKeep: 0 },
         retryAttempts: { MediaSegment: 1 }, retryIntervals: { MediaSegment: 100 } } }`,
-    marks: (p: string): string => `
+    start: (p: string, src: string): string => `
       ${p}.on(dashjs.MediaPlayer.events.ERROR, (e) => mark('fatal', { detail: String(e.error && e.error.code) }));
-      ${p}.on(dashjs.MediaPlayer.events.QUALITY_CHANGE_RENDERED, (e) => mark('level', { level: e.newQuality }));`,
+      ${p}.on(dashjs.MediaPlayer.events.QUALITY_CHANGE_RENDERED, (e) => mark('level', { level: e.newQuality }));
+      mark('intent', {});
+      ${p}.initialize(v, ${JSON.stringify(src)}, true);`,
   },
   shaka: {
     name: 'Shaka Player',
@@ -184,10 +190,13 @@ export const libraries = {
     stall: ['stall', 'unstall'] as Stall,
     config: `{ streaming: { bufferingGoal: 3, rebufferingGoal: 0.5, bufferBehind: 0,
         retryParameters: { maxAttempts: 2, baseDelay: 100, backoffFactor: 1, fuzzFactor: 0, timeout: 30000, stallTimeout: 0, connectionTimeout: 30000 } } }`,
-    marks: (p: string): string => `
+    start: (p: string, src: string): string => `
       ${p}.addEventListener('error', (e) => mark(e.detail && e.detail.severity === 2 ? 'fatal' : 'player_error', { detail: String(e.detail && e.detail.code) }));
       ${p}.addEventListener('buffering', (e) => mark(e.buffering ? 'stall' : 'unstall', {}));
-      ${p}.addEventListener('adaptation', () => mark('level', {}));`,
+      ${p}.addEventListener('adaptation', () => mark('level', {}));
+      mark('intent', {});
+      await ${p}.load(${JSON.stringify(src)});
+      await v.play();`,
   },
 } as const;
 
