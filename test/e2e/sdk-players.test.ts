@@ -1,9 +1,12 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
 import type { QosItem } from '../../src/store/queries/answers.js';
 import { call, login } from '../helpers/api.js';
-import { drained, eventually, makeTenant } from '../helpers/env.js';
+import { drained, eventually, makeTenant, root } from '../helpers/env.js';
 import { failedPlayback, fullPlayback, libraries, log, logged, needBrowserAndFfmpeg, pageHtml, playersWorld, seen, sleep, type Seen, type Stall } from '../helpers/players.js';
 
 // The web SDK proven with real players, as the CMCD collector is (test/e2e/cmcd-players.test.ts, whose harness this
@@ -220,31 +223,46 @@ t.test('a plain <video> with a progressive MP4, no player library: the element a
       return page;
     }),
   );
-  // Play, pause, play again, seek, play to the end; the other page's source does not exist.
-  const first = await logged(full!, 'playing', 0, 20_000);
-  await sleep(2000);
-  await full!.evaluate('v.pause()');
-  await logged(full!, 'pause', first.t, 5000);
-  await sleep(1500);
-  const resumed = Date.now();
-  await full!.evaluate('v.play()');
-  await logged(full!, 'playing', resumed, 10_000);
-  await sleep(1000);
-  await full!.evaluate('v.currentTime = 15');
-  await logged(full!, 'seeked', resumed, 10_000);
-  await logged(full!, 'ended', first.t, 30_000);
+  // Play, stall on a held download, pause, play again, seek, play to the end; the other page's source does not exist.
+  await fullPlayback(media, full!, 'sdkplain-full', ['waiting', 'playing']);
   await logged(broken!, 'error', 0, 20_000);
   const page = seen(await log(full!), ['waiting', 'playing']);
   await eventually(async () => sent.some((s) => s.body.includes('"ended"')) && sent.some((s) => s.body.includes('"error"')), 20_000, 100);
   t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1);
   t.same(sent.filter((s) => s.method === 'POST' && (s.status !== 200 || !/"rejected":0/.test(s.answer))).map((s) => s.answer), [], 'every event accepted');
   const events = sent.filter((s) => s.method === 'POST').flatMap((s) => (JSON.parse(s.body) as { events: Array<{ event_type: string; context?: Record<string, string>; properties?: Record<string, unknown> }> }).events);
-  t.same([...new Set(events.filter((e) => e.event_type !== 'heartbeat').map((e) => e.event_type))].sort(), ['ended', 'error', 'first_frame', 'pause', 'play_start', 'resume', 'seek_end', 'seek_start'].sort());
+  t.same([...new Set(events.filter((e) => e.event_type !== 'heartbeat').map((e) => e.event_type))].sort(), ['ended', 'error', 'first_frame', 'pause', 'play_start', 'rebuffer_end', 'rebuffer_start', 'resume', 'seek_end', 'seek_start'].sort());
   t.match(events.find((e) => e.event_type === 'error'), { context: { player: 'html5' }, properties: { code: 'MEDIA_ERR_SRC_NOT_SUPPORTED', fatal: true } });
   const token = await login(base, 'owner@sdkplain.test');
   const [q] = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
-  t.match(q, { sessions_started: 2, startups: 1, fatal_sessions: 1, rebuffer_rate: 0 });
+  t.match(q, { sessions_started: 2, startups: 1, fatal_sessions: 1 });
+  t.ok(page.stallMs > 500, 'the held download stalled the element');
   t.ok(Math.abs(q!.startup_p50_ms - page.startupMs) <= page.startupMs * 0.05 + 50, `startup ${q!.startup_p50_ms} ms against the page's ${page.startupMs} ms`);
   const watchMs = q!.watch_hours * 3_600_000;
   t.ok(Math.abs(watchMs - page.watchMs) <= 1000, `watch time ${Math.round(watchMs)} ms against the page's ${page.watchMs} ms`);
+  const rebufferMs = (q!.rebuffer_rate / 100) * watchMs;
+  t.ok(Math.abs(rebufferMs - page.stallMs) <= 500, `rebuffering ${Math.round(rebufferMs)} ms against the page's stall of ${page.stallMs} ms`);
+});
+
+t.test("README's try:web page plays the sample stream with the SDK, and Darshak sees the session", async (t: Test) => {
+  const tenant = await makeTenant(svc.config.nats_prefix, 'sdktry', 'enterprise');
+  const server = spawn(process.execPath, [`${root}dist/examples/try-web.js`, '--key', tenant.key, '--ingest', svc.ingestUrl, '--port', '0', '--seconds', '6'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => void server.kill('SIGTERM'));
+  const [line] = (await once(createInterface({ input: server.stdout! }), 'line')) as [string];
+  const url = /http:\/\/\S+\//.exec(line)?.[0];
+  t.ok(url, `it says where: ${line}`);
+  const context = await browser.newContext();
+  t.teardown(() => context.close());
+  const page = await context.newPage();
+  await page.goto(url!);
+  await page.waitForFunction('document.getElementById("v").ended', undefined, { timeout: 30_000 });
+  await page.close({ runBeforeUnload: true });
+  t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1);
+  const token = await login(base, 'owner@sdktry.test');
+  await eventually(async () => ((await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[]).length > 0, 15_000, 200);
+  const [q] = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
+  t.match(q, { sessions_started: 1, startups: 1, fatal_sessions: 0 });
+  t.ok(q!.watch_hours * 3600 >= 5, `the 6-second stream watched: ${q!.watch_hours * 3600} s`);
+  const top = (await call(base, 'GET', '/v1/analytics/top-content?range=24h', { token })).body as Array<{ content_id: string; title: string | null; completion_rate: number }>;
+  t.match(top[0], { content_id: 'sample-stream', title: 'Darshak sample stream' });
 });

@@ -1,40 +1,8 @@
-import { spawnSync } from 'node:child_process';
-import { createReadStream, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { extname, join, normalize } from 'node:path';
-
-// Video for the player tests, made at test time: a test pattern in two renditions, cut into 2-second fMP4
-// segments that both an HLS master playlist and a DASH manifest describe (ffmpeg's dash muxer writes both).
-
-/** A stream on disk: `master.m3u8` (HLS) and `manifest.mpd` (DASH) over the same segments, and `progressive.mp4`. */
-export function makeStream(seconds: number): { dir: string; remove(): void } {
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-media-'));
-  const r = spawnSync(
-    'ffmpeg',
-    [
-      ...['-hide_banner', '-loglevel', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc2=size=640x360:rate=25', '-t', String(seconds)],
-      ...['-filter_complex', '[0:v]split=2[hi][x];[x]scale=320:180[lo]', '-map', '[hi]', '-map', '[lo]'],
-      ...['-c:v', 'libx264', '-preset', 'ultrafast', '-profile:v', 'baseline', '-pix_fmt', 'yuv420p', '-b:v:0', '900k', '-b:v:1', '250k'],
-      ...['-g', '50', '-keyint_min', '50', '-sc_threshold', '0'],
-      ...['-f', 'dash', '-seg_duration', '2', '-use_template', '1', '-use_timeline', '0', '-hls_playlist', '1', '-adaptation_sets', 'id=0,streams=v', 'manifest.mpd'],
-    ],
-    { cwd: dir, encoding: 'utf8' },
-  );
-  if (r.status !== 0 || !existsSync(join(dir, 'master.m3u8'))) throw new Error(`ffmpeg could not make the test stream: ${r.error?.message ?? r.stderr}`);
-  // The same pattern as one progressive MP4 (index first), for a plain <video> without a player library.
-  const mp4 = spawnSync(
-    'ffmpeg',
-    [
-      ...['-hide_banner', '-loglevel', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc2=size=320x180:rate=25', '-t', String(seconds)],
-      ...['-c:v', 'libx264', '-preset', 'ultrafast', '-profile:v', 'baseline', '-pix_fmt', 'yuv420p', '-movflags', '+faststart', 'progressive.mp4'],
-    ],
-    { cwd: dir, encoding: 'utf8' },
-  );
-  if (mp4.status !== 0) throw new Error(`ffmpeg could not make the test MP4: ${mp4.error?.message ?? mp4.stderr}`);
-  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
-}
+import type { Stream } from '../../examples/sample-stream.js';
 
 const types: Record<string, string> = {
   '.m3u8': 'application/vnd.apple.mpegurl',
@@ -47,7 +15,9 @@ const types: Record<string, string> = {
 
 /**
  * Serves the stream under `/m/<viewer>/…` (each page its own viewer, so the test can starve or break one player's
- * segments and not another's), player libraries under `/lib/<name>`, and pages under `/page/<name>`.
+ * segments and not another's), player libraries under `/lib/<name>`, and pages under `/page/<name>`. The progressive
+ * MP4 goes at three times its playing rate, a tenth of a second at a time, so that holding a viewer stalls a plain
+ * <video> a few seconds later as it stalls a player that fetches segments.
  */
 export class MediaServer {
   /** Per held viewer, the segment answers waiting for its release. */
@@ -59,7 +29,8 @@ export class MediaServer {
     readonly url: string,
   ) {}
 
-  static async start(mediaDir: string, libs: Record<string, string>): Promise<MediaServer> {
+  static async start(stream: Stream, libs: Record<string, string>): Promise<MediaServer> {
+    const mediaDir = stream.dir;
     let self: MediaServer | undefined;
     const server = createServer((req, res) => {
       res.setHeader('access-control-allow-origin', '*');
@@ -88,6 +59,7 @@ export class MediaServer {
         res.writeHead(200, { 'content-type': types[extname(name)] ?? 'application/octet-stream', 'content-length': statSync(file).size });
         createReadStream(file).pipe(res);
       };
+      if (name === 'progressive.mp4') return void self!.pace(viewer, readFileSync(file), stream.seconds, res);
       const queue = segment ? self!.held.get(viewer) : undefined;
       if (queue) queue.push(send);
       else send();
@@ -102,7 +74,23 @@ export class MediaServer {
     return `${this.url}/page/${name}`;
   }
 
-  /** Hold this viewer's segment answers until `release`: its player starves once its buffer runs out. */
+  private pace(viewer: string, body: Buffer, seconds: number, res: ServerResponse): void {
+    res.writeHead(200, { 'content-type': types['.mp4'], 'content-length': body.length });
+    const slice = Math.ceil((body.length / seconds) * 0.3);
+    let sent = 0;
+    const next = (): void => {
+      if (res.destroyed || sent >= body.length) return;
+      const queue = this.held.get(viewer);
+      if (queue) return void queue.push(next);
+      res.write(body.subarray(sent, sent + slice));
+      sent += slice;
+      if (sent >= body.length) res.end();
+      else setTimeout(next, 100);
+    };
+    next();
+  }
+
+  /** Hold this viewer's segment answers and its MP4's next slice until `release`: it starves once its buffer runs out. */
   hold(viewer: string): void {
     if (!this.held.has(viewer)) this.held.set(viewer, []);
   }

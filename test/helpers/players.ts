@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Test } from 'tap';
 import { root, startService, type Service } from './env.js';
-import { makeStream, MediaServer } from './media.js';
+import { makeStream } from '../../examples/sample-stream.js';
+import { MediaServer } from './media.js';
 
 // Real players in a real browser, shared by the tests that prove a collection path with them (CMCD, the web SDK): a
 // page per viewer that logs its video element's events, what it saw of its playback, and the two scripted viewers.
@@ -206,7 +207,7 @@ export const libraries = {
  */
 export async function playersWorld(t: Test, libs: ReadonlyArray<{ lib: string; file: string }>, label: string): Promise<{ media: MediaServer; svc: Service; base: string; browser: Browser }> {
   const stream = makeStream(20);
-  const media = await MediaServer.start(stream.dir, Object.fromEntries(libs.map((p) => [p.lib, join(root, p.file)])));
+  const media = await MediaServer.start(stream, Object.fromEntries(libs.map((p) => [p.lib, join(root, p.file)])));
   const dataDir = mkdtempSync(join(tmpdir(), `darshak-${label}-`));
   const svc = await startService({ data_dir: dataDir }, 'all');
   let browser: Browser | undefined;

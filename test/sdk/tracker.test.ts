@@ -1,7 +1,14 @@
 import t from 'tap';
-import { Tracker, type SdkEvent } from '../../sdk/web/src/tracker.js';
+import { Tracker, type ContentType, type SdkEvent } from '../../sdk/web/src/tracker.js';
+import type { contentTypes } from '../../src/ingest/taxonomy.js';
 import { validateEvent } from '../../src/ingest/validate.js';
 import { Rng } from '../../bench/simulator/rng.js';
+
+// The SDK's content types are ingest's, checked when the tests compile: a type the SDK allows and ingest rejects
+// would lose a session's play_start.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameContentTypes: Same<ContentType, (typeof contentTypes)[number]> = true;
+t.ok(sameContentTypes);
 
 // The SDK's state machine on a test clock: the player's signals in, CONTRACT §5's events out, with the semantics §6's
 // metrics assume (startup from play intent to the first frame, rebuffering only for stalls that are not startup or

@@ -24,10 +24,13 @@ export interface Viewer {
   anonymous_id?: string;
 }
 
+/** Ingest's content types (docs/ingest.md); it rejects any other. */
+export type ContentType = 'movie' | 'series' | 'episode' | 'live' | 'sports' | 'clip' | 'trailer' | 'other';
+
 export interface Content {
   id: string;
   title?: string;
-  type?: string;
+  type?: ContentType;
   duration_sec?: number;
 }
 
