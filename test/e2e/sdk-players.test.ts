@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
-import type { QosItem } from '../../src/store/queries/answers.js';
+import type { ConcurrencySeries, DeviceItem, QosItem } from '../../src/store/queries/answers.js';
 import { call, login } from '../helpers/api.js';
 import { drained, eventually, makeTenant, root } from '../helpers/env.js';
 import { failedPlayback, fullPlayback, libraries, log, logged, needBrowserAndFfmpeg, pageHtml, playersWorld, seen, sleep, type Seen, type Stall } from '../helpers/players.js';
@@ -175,6 +175,10 @@ for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === 
     t.ok(watchMs >= full.watchMs + failed.watchMs - 1000, `watch time ${Math.round(watchMs)} ms: at least the two pages' ${full.watchMs + failed.watchMs} ms (and the closed page's)`);
     const top = (await call(base, 'GET', '/v1/analytics/top-content?range=24h', { token })).body as Array<{ content_id: string; title: string | null }>;
     t.match(top[0], { content_id: 'sdk-title', title: 'The SDK title' }, 'the title as the page gave it');
+    const concurrency = (await call(base, 'GET', '/v1/analytics/concurrency?range=24h&interval=1', { token })).body as ConcurrencySeries;
+    t.equal(concurrency.peak, 3, 'the three pages played at once');
+    const devices = (await call(base, 'GET', '/v1/analytics/devices?range=24h', { token })).body as DeviceItem[];
+    t.same(devices.map((d) => [d.device, d.sessions]), [['desktop', 3]], "the pages' device, from Chromium's user agent");
   });
 }
 
