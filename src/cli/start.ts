@@ -24,7 +24,10 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
   process.on('SIGINT', onInt);
   process.on('SIGTERM', onTerm);
   try {
-    const localNats = await ensureLocalNats(config, log);
+    // Only the single-machine mode runs its own NATS: a process of a distributed layout that found NATS down for a
+    // moment (a restart) would otherwise take its address with a server of its own, and split the layout.
+    const single = targets.length === resolveTargets(registry, 'all').length;
+    const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
     const services = new Services(config, log);
     let started = false;
     services.checks.push({ name: 'roles', ready: () => started });

@@ -69,7 +69,7 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   },
   nats_autostart: {
     type: 'boolean',
-    description: '`darshak start`: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats`',
+    description: '`darshak start` with every role: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats` (a subset of roles never does)',
   },
   nats_user: { type: 'string', description: 'NATS user name (with `nats_password`); the local server of `nats_autostart` gets a generated one when empty' },
   nats_password: { type: 'string', description: 'NATS password of `nats_user`' },

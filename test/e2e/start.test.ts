@@ -65,7 +65,7 @@ t.test('start --role ingest with HTTP_ENGINE=node', async (t) => {
   t.equal(await p.exited, 0);
 });
 
-t.test('unknown role and unreachable NATS without autostart: a message and exit 1', async (t) => {
+t.test('unknown role, and unreachable NATS without autostart or for a subset of roles: a message and exit 1', async (t) => {
   const bad = darshak(['start', '--role', 'ingest,telepathy'], { NATS_URL: natsUrl, NATS_PREFIX: uniquePrefix() });
   t.equal(await bad.exited, 1);
   t.match(bad.output(), /unknown role "telepathy"; roles: all, ingest, aggregate, flush, alerts, api, webhooks/);
@@ -73,6 +73,13 @@ t.test('unknown role and unreachable NATS without autostart: a message and exit 
   const none = darshak(['start'], { NATS_URL: `nats://127.0.0.1:${port}`, NATS_AUTOSTART: 'false', INGEST_PORT: String(await freePort()) });
   t.equal(await none.exited, 1);
   t.match(none.output(), /Nothing answers at nats:\/\/127.0.0.1:\d+\. Start a NATS server with JetStream/);
+  // A part of a distributed layout never runs a server of its own, even with autostart on: it says what is missing.
+  const dataDir = mkdtempSync(join(tmpdir(), 'darshak-data-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const role = darshak(['start', '--role', 'aggregate'], { NATS_URL: `nats://127.0.0.1:${port}`, DATA_DIR: dataDir });
+  t.equal(await role.exited, 1);
+  t.match(role.output(), /Nothing answers at nats:\/\/127.0.0.1:\d+\. Start a NATS server with JetStream/);
+  t.notMatch(role.output(), /started a local nats-server/);
 });
 
 t.test('with nothing at NATS_URL, start runs a nats-server under DATA_DIR/nats and stops it on exit', async (t) => {
