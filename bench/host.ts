@@ -52,16 +52,23 @@ export async function cli(prefix: string, args: string[]): Promise<Record<string
   return JSON.parse(r.stdout) as Record<string, unknown>;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
+/** A free port: any the system gives, or with `stable` one below Linux's ephemeral range (see below). */
+export async function freePort(stable = false): Promise<number> {
+  for (;;) {
+    // A server that is stopped and started again keeps its port. Its clients, reconnecting meanwhile, take source
+    // ports from the ephemeral range (32768 and up); one that picks the listener's own port connects to itself (a
+    // TCP self-connect) and holds the port, so the restart fails to bind. Ports below the range cannot be taken so.
+    const wanted = stable ? 20_000 + Math.floor(Math.random() * 12_000) : 0;
+    const port = await new Promise<number>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(-1));
+      srv.listen(wanted, '127.0.0.1', () => {
+        const addr = srv.address();
+        srv.close(() => resolve(typeof addr === 'object' && addr !== null ? addr.port : -1));
+      });
     });
-  });
+    if (port > 0) return port;
+  }
 }
 
 export async function natsServerVersion(): Promise<string> {

@@ -2,11 +2,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from 'nats';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { eventually, freePort } from './env.js';
+import { freePort } from './host.js';
 
 const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
 
-/** A private nats-server with JetStream (to kill and restart); `start` resolves once JetStream answers. */
+/** A private nats-server with JetStream (to kill and restart: tests and the soak); `start` resolves once JetStream answers. */
 export class PrivateNats {
   private child: ChildProcess | undefined;
   private exited: Promise<unknown> = Promise.resolve();
@@ -54,7 +54,7 @@ export class PrivateNats {
 
   /** Resolves once JetStream answers on this server. */
   async ready(): Promise<void> {
-    const ready = await eventually(
+    const ready = await poll(
       async () => {
         let nc: NatsConnection | undefined;
         try {
@@ -70,12 +70,19 @@ export class PrivateNats {
       15_000,
       100,
     );
-    if (ready < 0) throw new Error(`nats-server did not start on ${this.url}:\n${this.log}`);
+    if (!ready) throw new Error(`nats-server did not start on ${this.url}:\n${this.log}`);
   }
 
-  async kill(): Promise<void> {
+  /** Stop it: at once (SIGKILL, a crash) or as an operator does (SIGTERM: it closes its store first). */
+  async kill(signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
     if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGKILL');
+    this.child.kill(signal);
     await this.exited;
   }
+}
+
+/** True once `check` is, trying every `every` ms for `ms`. */
+async function poll(check: () => Promise<boolean>, ms: number, every: number): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, every))) if (await check()) return true;
+  return false;
 }

@@ -1,10 +1,8 @@
 // npm run simulate -- [options]: a live cricket final's audience against a running Darshak (docs/simulator.md).
 
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { defaultIncidents, ms, parseIncident, positive, UsageError } from './simulator/incidents.js';
+import { provision } from './simulator/provision.js';
 import { formatReport, simulate } from './simulator/run.js';
 
 const usage = `usage: npm run simulate -- [--viewers N] [--duration 30m] [--speed 1] [--seed 1]
@@ -13,20 +11,6 @@ const usage = `usage: npm run simulate -- [--viewers N] [--duration 30m] [--spee
        [--concurrency 64] [--settle 60s] [--out DIR]
 KIND: rebuffer | startup | errors | payments; START and LENGTH like 90s, 12m, 1h (from the first ball).
 Without --api-key, a new tenant is created through the darshak CLI (NATS_URL and NATS_PREFIX as the service's).`;
-
-async function provision(seed: number): Promise<{ tenant: string; apiKey: string; email: string; password: string }> {
-  const main = fileURLToPath(new URL('../src/main.js', import.meta.url));
-  const run = async (args: string[]): Promise<Record<string, unknown>> => {
-    const { stdout } = await promisify(execFile)(process.execPath, [main, ...args], { env: process.env });
-    return JSON.parse(stdout) as Record<string, unknown>;
-  };
-  const tenant = `sim-${seed}-${randomBytes(3).toString('hex')}`;
-  const email = `owner@${tenant}.example`;
-  const password = randomBytes(12).toString('base64url');
-  await run(['tenant', 'create', '--slug', tenant, '--name', `Simulated final ${seed}`, '--plan', 'enterprise', '--owner-email', email, '--owner-password', password]);
-  const key = await run(['apikey', 'create', '--tenant', tenant, '--name', 'simulator', '--environment', 'production']);
-  return { tenant, apiKey: String(key.key), email, password };
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -74,7 +58,7 @@ async function main(): Promise<void> {
     out: values.out,
     log: (line: string) => console.error(line),
   };
-  const account = given ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! } : await provision(run.seed);
+  const account = given ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! } : await provision(`sim-${run.seed}`, `Simulated final ${run.seed}`);
   if (!given) console.error(`created tenant ${account.tenant} (owner ${account.email}, password ${account.password})`);
   const options = { ...run, ...account };
   const result = await simulate(options);

@@ -5,6 +5,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Fleet, type Incident } from './fleet.js';
 import { answerPaths, checkAlerts, checkAnswers, groundTruth, truthAnswers, differences, type Alert, type AlertCheck, type AnswerCheck } from './report.js';
+import type { Oracle, OracleEvent } from './oracle.js';
 import { Sender, type SendStats } from './sender.js';
 
 const MINUTE = 60_000;
@@ -32,6 +33,12 @@ export interface SimulationOptions {
   /** Directory for truth.json, concurrency.csv and report.json; none when empty. */
   out: string;
   log?: (line: string) => void;
+  /** Attempts per request before it is given up (8 when absent). */
+  maxAttempts?: number;
+  /** Beacons retried as batches are (a browser sends one once; the soak must know every event's fate). */
+  retryBeacons?: boolean;
+  /** Called once every request has its answer, before the answers are awaited (the soak stops its faults here). */
+  onSent?: () => Promise<void>;
 }
 
 export interface SimulationResult {
@@ -47,9 +54,12 @@ export interface SimulationResult {
   alerts: AlertCheck[];
   otherAlerts: Record<string, number>;
   truthPeak: { value: number; at: string };
+  /** The events acknowledged to the client, and the oracle over them. */
+  accepted: readonly OracleEvent[];
+  oracle: Oracle;
 }
 
-async function login(apiUrl: string, email: string, password: string): Promise<string> {
+export async function login(apiUrl: string, email: string, password: string): Promise<string> {
   const res = await fetch(`${apiUrl}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
   const body = (await res.json()) as { access_token?: string };
   if (res.status !== 200 || typeof body.access_token !== 'string') throw new Error(`login as ${email} failed: ${res.status} ${JSON.stringify(body)}`);
@@ -65,7 +75,7 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   // Simulated time never passes the wall clock: events are never from the future.
   const simAt = (wall: number): number => Math.min(wall, startAt + (wall - realStart) * o.speed);
   const fleet = new Fleet({ tenant: o.tenant, viewers: o.viewers, startAt, durationMs: o.durationMs, seed: o.seed, incidents: o.incidents });
-  const sender = new Sender({ ingestUrls: o.ingestUrls, apiKey: o.apiKey, concurrency: o.concurrency, maxAttempts: 8 });
+  const sender = new Sender({ ingestUrls: o.ingestUrls, apiKey: o.apiKey, concurrency: o.concurrency, maxAttempts: o.maxAttempts ?? 8, retryBeacons: o.retryBeacons ?? false });
   // When each simulated second was sent: how old its events were on arrival.
   const arrivals: Array<[number, number]> = [];
 
@@ -82,6 +92,7 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
     if (deliveries.length === 0) await new Promise((r) => setTimeout(r, 20));
   }
   await sender.drain();
+  await o.onSent?.();
   const realMs = Date.now() - realStart;
   const endAt = fleet.endAt;
   log(`sent: ${sender.stats.accepted} events accepted in ${sender.stats.requests} requests; waiting for the answers`);
@@ -126,6 +137,8 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
     alerts: checks,
     otherAlerts: others,
     truthPeak: { value: peak[1], at: new Date(peak[0]).toISOString() },
+    accepted: sender.accepted,
+    oracle: truth.oracle,
   };
   if (o.out) {
     await mkdir(o.out, { recursive: true });
@@ -146,7 +159,8 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
       ),
     );
     await writeFile(join(o.out, 'concurrency.csv'), `ts,concurrent\n${truth.concurrency.map(([t, n]) => `${new Date(t).toISOString()},${n}`).join('\n')}\n`);
-    await writeFile(join(o.out, 'report.json'), JSON.stringify({ ...result, answers: answers.map(({ got: _got, ...a }) => a) }, null, 1));
+    const { accepted: _accepted, oracle: _oracle, ...report } = result;
+    await writeFile(join(o.out, 'report.json'), JSON.stringify({ ...report, answers: answers.map(({ got: _got, ...a }) => a) }, null, 1));
   }
   return result;
 }

@@ -1,7 +1,8 @@
 // Sends the fleet's requests to the real ingest API as player SDKs and a billing server would: batches to
 // `/v1/ingest/events` with `sent_at`, page-unload beacons to `/v1/ingest/beacon`, a cap on requests in flight, and
 // retries on 429 and 503 (and on a dropped connection) with exponential backoff and full jitter, honouring
-// `Retry-After`. A beacon is not retried: a browser sends it once, as the page goes away.
+// `Retry-After`. A beacon is not retried: a browser sends it once, as the page goes away (the soak retries it, to
+// know every event's fate).
 
 import type { Delivery } from './fleet.js';
 import type { OracleEvent } from './oracle.js';
@@ -14,6 +15,8 @@ export interface SenderOptions {
   concurrency: number;
   /** Attempts per batch before it is counted lost. */
   maxAttempts: number;
+  /** Beacons retried as batches are, rather than sent once as a browser does. */
+  retryBeacons: boolean;
 }
 
 export interface SendStats {
@@ -110,10 +113,12 @@ export class Sender {
         this.settle(d.events, body);
         return;
       }
-      const retryable = status === 429 || status === 503 || status === 0;
+      // A beacon always answers 200; `queued: false` says it was not kept.
+      const retryable = status === 429 || status === 503 || status === 0 || (beacon && status === 200);
       const reason = status === 0 ? 'network' : String(status);
-      if (!retryable || beacon || attempt >= this.o.maxAttempts) {
-        if (retryable || beacon) this.stats.lost += events.length;
+      const once = beacon && !this.o.retryBeacons;
+      if (!retryable || once || attempt >= this.o.maxAttempts) {
+        if (retryable || once) this.stats.lost += events.length;
         else {
           this.stats.rejected += events.length;
           this.count(this.stats.rejections, body.errors?.[0]?.code ?? reason);

@@ -10,7 +10,7 @@ import { readInputs } from '../../src/bus/passed-events.js';
 import { decodeOutput, encodeEvent, forEachPassed, frameMessage, inputsToRead, type WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { uniquePrefix } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 
 // An aggregator passes its input on to the raw stream by naming each input message with the indexes of the
 // duplicates it dropped; the flusher reads the events from the event stream and numbers them. Output is cut into

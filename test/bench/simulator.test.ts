@@ -93,7 +93,7 @@ t.test('the sender retries 429 and 503 no sooner than Retry-After, sends a beaco
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => server.close());
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const sender = new Sender({ ingestUrls: [url], apiKey: 'k', concurrency: 4, maxAttempts: 5 });
+  const sender = new Sender({ ingestUrls: [url], apiKey: 'k', concurrency: 4, maxAttempts: 5, retryBeacons: false });
   const e = (id: string): OracleEvent => ({ tenant: 'sim', ts: startAt, event_type: 'heartbeat', event_id: id, session_id: 's' });
   await sender.send({ via: 'events', events: [e('a'), e('b')] });
   await sender.send({ via: 'beacon', events: [e('c')] });

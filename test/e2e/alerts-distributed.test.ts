@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { eventually, freePort, makeTenant, post, RoleProcesses, startService } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 import { Receiver } from '../helpers/receiver.js';
 
 // The alerts role as separate processes: two of them, one holding the lease. The holder is killed with -9; the other

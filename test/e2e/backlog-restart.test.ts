@@ -6,7 +6,7 @@ import { Bus } from '../../src/bus/bus.js';
 import { decodeOutput, encodeEvent, frameMessage, type WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { drained, eventually, freePort, RoleProcesses, uniquePrefix } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 
 // A restart behind a large backlog comes back. Overload is what makes backlogs: at a final's peak ingest coalesces
 // events into messages of ~100 KB, and a shard that reads (or rebuilds from) hundreds of MB of them must bound what

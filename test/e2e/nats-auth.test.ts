@@ -10,7 +10,7 @@ import { Store } from '../../src/store/store.js';
 import { call, login } from '../helpers/api.js';
 import { compareWithOracle, sendScenario, storeAnswers } from '../helpers/compare.js';
 import { cli, drained, eventually, freePort, ready, RoleProcesses, uniquePrefix } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 import { Receiver } from '../helpers/receiver.js';
 import { makeScenario } from '../helpers/scenario.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { connect } from 'nats';
 import t from 'tap';
 import { drained, eventually, freePort, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 
 // The distributed layout's bus: a three-server JetStream cluster, STREAM_REPLICAS=3. Every stream, KV bucket and
 // object store Darshak makes is kept on all three servers; when one of them is killed, ingest goes on, losing

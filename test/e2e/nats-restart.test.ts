@@ -14,7 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { select } from '../../src/store/queries/range.js';
 import { Store } from '../../src/store/store.js';
 import { cli, drained, eventually, makeTenant, readEventStream, RoleProcesses, startService, type Service, freePort } from '../helpers/env.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 import { engineTest } from '../helpers/engines.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -10,7 +10,7 @@ import { eventLine, insertEvents } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
 import { uniquePrefix } from '../helpers/env.js';
 import { eventAt } from '../helpers/pipeline.js';
-import { PrivateNats } from '../helpers/private-nats.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 
 // A recalled session can be larger than a NATS message: the flush role answers in pages cut under the server's
 // max_payload, and the aggregator asks page after page. Against a private nats-server with a 64 KiB max_payload.

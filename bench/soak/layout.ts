@@ -1,0 +1,163 @@
+// The distributed layout the soak runs and breaks: a private nats-server, two ingest processes, two aggregators
+// (shards 0,1 and 2,3), flush with the API (the embedded store is one process's: docs/deployment.md), alerts and
+// webhooks, each `darshak start --role …` of the built service. It restarts what the fault schedule stops, and
+// records any process that exits on its own (a crash is a finding, then restarted as a supervisor would).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { freePort, mainJs } from '../host.js';
+import { PrivateNats } from '../private-nats.js';
+
+export interface RoleSpec {
+  name: string;
+  args: string[];
+  env: Record<string, string>;
+  /** Its HTTP listener, whose /readyz says it is up. */
+  url?: string;
+}
+
+interface Running {
+  spec: RoleSpec;
+  child: ChildProcess;
+  /** Set before the soak stops it, so its exit is not taken for a crash. */
+  stopping: boolean;
+  log: string;
+}
+
+const keptLog = 20_000;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class Layout {
+  private readonly running = new Map<string, Running>();
+  /** Exits nobody asked for: the role, its exit and the tail of its log. */
+  readonly crashes: string[] = [];
+  private closed = false;
+
+  private constructor(
+    readonly nats: PrivateNats,
+    readonly prefix: string,
+    readonly roles: readonly RoleSpec[],
+    private readonly env: Record<string, string>,
+    private readonly say: (line: string) => void,
+  ) {}
+
+  /** Every role started and ready. */
+  static async start(dir: string, prefix: string, say: (line: string) => void): Promise<Layout> {
+    const nats = new PrivateNats(await freePort(true), join(dir, 'nats'));
+    await nats.start();
+    const [ingestA, ingestB, api] = [await freePort(true), await freePort(true), await freePort(true)];
+    const url = (port: number): string => `http://127.0.0.1:${port}`;
+    const roles: RoleSpec[] = [
+      { name: 'ingest-1', args: ['--role', 'ingest'], env: { INGEST_PORT: String(ingestA), DATA_DIR: join(dir, 'ingest-1') }, url: url(ingestA) },
+      { name: 'ingest-2', args: ['--role', 'ingest'], env: { INGEST_PORT: String(ingestB), DATA_DIR: join(dir, 'ingest-2') }, url: url(ingestB) },
+      { name: 'aggregate-a', args: ['--role', 'aggregate', '--shards', '0,1'], env: {} },
+      { name: 'aggregate-b', args: ['--role', 'aggregate', '--shards', '2,3'], env: {} },
+      { name: 'flush-api', args: ['--role', 'flush,api'], env: { BASE_PORT: String(api), DATA_DIR: join(dir, 'store') }, url: url(api) },
+      { name: 'alerts', args: ['--role', 'alerts'], env: {} },
+      { name: 'webhooks', args: ['--role', 'webhooks'], env: { DATA_DIR: join(dir, 'webhooks') } },
+    ];
+    const env = { NATS_URL: nats.url, NATS_PREFIX: prefix, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
+    const layout = new Layout(nats, prefix, roles, env, say);
+    for (const r of roles) layout.launch(r);
+    await layout.ready();
+    return layout;
+  }
+
+  /** The environment the CLI needs to reach this layout's NATS namespace. */
+  get cliEnv(): NodeJS.ProcessEnv {
+    return { ...process.env, ...this.env };
+  }
+
+  get ingestUrls(): string[] {
+    return this.roles.filter((r) => r.name.startsWith('ingest')).map((r) => r.url!);
+  }
+
+  get apiUrl(): string {
+    return this.roles.find((r) => r.name === 'flush-api')!.url!;
+  }
+
+  isUp(name: string): boolean {
+    return this.running.has(name);
+  }
+
+  private launch(spec: RoleSpec): void {
+    const child = spawn(process.execPath, [mainJs, 'start', ...spec.args], { env: { ...process.env, ...this.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const entry: Running = { spec, child, stopping: false, log: '' };
+    const keep = (d: Buffer): void => {
+      entry.log = (entry.log + d.toString()).slice(-keptLog);
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    this.running.set(spec.name, entry);
+    child.once('exit', (code, signal) => {
+      if (this.running.get(spec.name) === entry) this.running.delete(spec.name);
+      if (entry.stopping || this.closed) return;
+      const line = `${spec.name} exited on its own (${signal ?? `code ${code}`})`;
+      // A role that cannot reach NATS as it starts says so and exits; its supervisor starts it again (docker-compose's
+      // `restart: unless-stopped`). Any other exit is a crash.
+      if (/cannot reach NATS|Nothing answers at/.test(entry.log.slice(-2000))) this.say(`${line}: NATS unreachable at its start; restarted`);
+      else {
+        this.crashes.push(`${line}; its log's tail:\n${entry.log.slice(-4000)}`);
+        this.say(`!! ${line}: restarted; its last words: ${entry.log.trim().split('\n').slice(-2).join(' | ').slice(0, 600)}`);
+      }
+      setTimeout(() => {
+        if (!this.closed && !this.running.has(spec.name)) this.launch(spec);
+      }, 1000);
+    });
+  }
+
+  /** Stop one role (SIGKILL: a crash; SIGTERM: a drain) and wait for its exit. */
+  async stop(name: string, signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
+    const entry = this.running.get(name);
+    if (!entry) return;
+    entry.stopping = true;
+    const exited = new Promise((r) => entry.child.once('exit', r));
+    entry.child.kill(signal);
+    await exited;
+  }
+
+  /** Start a stopped role again. */
+  restart(name: string): void {
+    const spec = this.roles.find((r) => r.name === name);
+    if (!spec) throw new Error(`no role ${name}`);
+    if (!this.running.has(name)) this.launch(spec);
+  }
+
+  /** Resolves once every role runs and each listener answers /readyz (throws after `ms`). */
+  async ready(ms = 120_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (const spec of this.roles) {
+      for (;;) {
+        const up = this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`).catch(() => null))?.ok === true);
+        if (up) break;
+        if (Date.now() > deadline) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.running.get(spec.name)?.log.slice(-4000) ?? '(not running)'}`);
+        await sleep(200);
+      }
+    }
+  }
+
+  /** Start NATS again after a fault stopped it; a start that fails is a finding, and is tried again. */
+  async startNats(): Promise<void> {
+    for (;;) {
+      try {
+        return await this.nats.start();
+      } catch (err) {
+        const message = (err as Error).message;
+        this.crashes.push(`nats-server did not start again: ${message.slice(-2000)}`);
+        this.say(`!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]}): trying again`);
+        await this.nats.kill();
+      }
+    }
+  }
+
+  /** The tail of one role's log. */
+  log(name: string): string {
+    return this.running.get(name)?.log ?? '';
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.running.keys()].map((name) => this.stop(name, 'SIGKILL')));
+    await this.nats.kill();
+  }
+}

@@ -1,0 +1,245 @@
+// One soak (docs/soak.md): the distributed layout under simulated matches while a seeded fault schedule kills and
+// restarts its parts. The run is cut into segments, one tenant's match each: at the end of each (the checkpoint) the
+// faults pause and that tenant's answers must equal the oracle over exactly the events acknowledged to the client.
+// At the end every tenant's answers are compared again, and events, alerts, webhook deliveries and consumers counted.
+
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { connect } from 'nats';
+import { createLogger } from '../../src/log.js';
+import { Store } from '../../src/store/store.js';
+import type { Oracle, OracleEvent } from '../simulator/oracle.js';
+import { provision, type Account } from '../simulator/provision.js';
+import { checkAnswers, type Alert } from '../simulator/report.js';
+import { login, simulate } from '../simulator/run.js';
+import { FaultRunner, schedule, type Fault } from './faults.js';
+import { Layout } from './layout.js';
+import { Receiver } from './receiver.js';
+
+export interface SoakOptions {
+  /** Traffic time in all, shared by the segments. */
+  durationMs: number;
+  segments: number;
+  /** Faults per minute of traffic, on average. */
+  faultRate: number;
+  seed: number;
+  /** Viewers at each match's peak. */
+  viewers: number;
+  /** Working directory: the layout's stores and NATS. */
+  dir: string;
+  /** Where the schedule and the report go; none when empty. */
+  out: string;
+  say: (line: string) => void;
+}
+
+export interface SoakResult {
+  seed: number;
+  faults: Array<Fault & { skipped: boolean }>;
+  segments: Array<{ tenant: string; accepted: number; sessions: number }>;
+  /** Answers unlike the oracle's, at a checkpoint or at the end. */
+  answers: string[];
+  events: { accepted: number; lost: number; storedTwice: number };
+  /** Sessions with acknowledged events and no `session_hours` row. */
+  sessionsWithoutRow: string[];
+  alerts: { expected: number; lost: string[]; duplicated: string[] };
+  webhooks: { expected: number; undelivered: string[]; repeatedAfterSuccess: string[] };
+  stuckConsumers: string[];
+  crashes: string[];
+  ok: boolean;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const category = 'content.new_release_detected';
+
+/** Waits until `check` holds, up to `ms`; returns whether it did. */
+async function until(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  for (const end = Date.now() + ms; ; await sleep(500)) {
+    if (await check()) return true;
+    if (Date.now() > end) return false;
+  }
+}
+
+interface Segment {
+  account: Account;
+  token: string;
+  accepted: readonly OracleEvent[];
+  oracle: Oracle;
+  sessions: number;
+}
+
+export async function soak(o: SoakOptions): Promise<SoakResult> {
+  const say = o.say;
+  const prefix = `soak${o.seed}`;
+  const layout = await Layout.start(o.dir, prefix, say);
+  const receiver = await Receiver.start();
+  try {
+    const faults = schedule(o.seed, o.durationMs, o.faultRate, layout.roles.map((r) => r.name));
+    if (o.out) {
+      await mkdir(o.out, { recursive: true });
+      await writeFile(join(o.out, 'schedule.json'), JSON.stringify({ seed: o.seed, duration_ms: o.durationMs, fault_rate: o.faultRate, faults }, null, 1));
+    }
+    say(`soak seed ${o.seed}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`);
+    const runner = new FaultRunner(faults, { layout, failWebhooks: (u) => receiver.fail(u) }, say);
+    const api = (token: string) => async (path: string, init: RequestInit = {}): Promise<unknown> => {
+      const res = await fetch(`${layout.apiUrl}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
+      if (res.status >= 300) throw new Error(`${init.method ?? 'GET'} ${path}: ${res.status} ${await res.text()}`);
+      return res.json();
+    };
+    const answers: string[] = [];
+    const segments: Segment[] = [];
+    const segmentMs = Math.floor(o.durationMs / o.segments);
+    for (let k = 0; k < o.segments; k++) {
+      const account = await provision(`soak-${k}`, `Soak match ${k}`, layout.cliEnv);
+      const token = await login(layout.apiUrl, account.email, account.password);
+      await api(token)('/v1/webhooks', { method: 'POST', body: JSON.stringify({ url: `${receiver.url}/${account.tenant}`, categories: [category] }) });
+      runner.resume();
+      const r = await simulate({
+        ingestUrls: layout.ingestUrls,
+        apiUrl: layout.apiUrl,
+        ...account,
+        viewers: o.viewers,
+        durationMs: segmentMs,
+        speed: 1,
+        seed: o.seed * 1000 + k,
+        incidents: [],
+        concurrency: 16,
+        settleMs: 90_000,
+        out: '',
+        maxAttempts: 10_000,
+        retryBeacons: true,
+        onSent: () => runner.pause(),
+      });
+      for (const a of r.answers) if (!a.exact) answers.push(`checkpoint ${k} (${account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
+      say(`checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged, ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`);
+      segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions });
+    }
+
+    say('traffic over: comparing every tenant again, then alerts, deliveries, consumers and the store');
+    for (const s of segments) {
+      for (const a of await checkAnswers(api(s.token), s.oracle, s.account.tenant)) if (!a.exact) answers.push(`end (${s.account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
+    }
+    const alerts = await countAlerts(segments, api);
+    const webhooks = await countDeliveries(segments, receiver);
+    const stuckConsumers = await stuck(layout);
+    // The store is the flush process's: stopped (drained) so this process can open it and count rows.
+    await layout.stop('flush-api', 'SIGTERM');
+    const { events, sessionsWithoutRow } = await countRows(join(o.dir, 'store'), segments);
+    const result: SoakResult = {
+      seed: o.seed,
+      faults: runner.done,
+      segments: segments.map((s) => ({ tenant: s.account.tenant, accepted: s.accepted.length, sessions: s.sessions })),
+      answers,
+      events,
+      sessionsWithoutRow,
+      alerts,
+      webhooks,
+      stuckConsumers,
+      crashes: layout.crashes,
+      ok: false,
+    };
+    result.ok =
+      answers.length === 0 &&
+      events.lost === 0 &&
+      events.storedTwice === 0 &&
+      sessionsWithoutRow.length === 0 &&
+      alerts.lost.length + alerts.duplicated.length === 0 &&
+      webhooks.undelivered.length + webhooks.repeatedAfterSuccess.length === 0 &&
+      stuckConsumers.length === 0 &&
+      layout.crashes.length === 0;
+    if (o.out) await writeFile(join(o.out, 'report.json'), JSON.stringify(result, null, 1));
+    return result;
+  } finally {
+    await layout.close();
+    await receiver.close();
+  }
+}
+
+/** What a tenant's first plays should raise: one new-release alert per content id it played. */
+function releases(s: Segment): string[] {
+  return [...new Set(s.accepted.filter((e) => e.event_type === 'play_start' && e.content_id).map((e) => e.content_id!))].sort();
+}
+
+async function countAlerts(segments: readonly Segment[], api: (token: string) => (path: string) => Promise<unknown>): Promise<SoakResult['alerts']> {
+  const lost: string[] = [];
+  const duplicated: string[] = [];
+  let expected = 0;
+  for (const s of segments) {
+    const want = releases(s);
+    expected += want.length;
+    let raised: string[] = [];
+    await until(async () => {
+      const list = (await api(s.token)('/v1/analytics/alerts?limit=200')) as Alert[];
+      raised = list.filter((a) => a.category === category).map((a) => String(a.data.content_id));
+      return want.every((c) => raised.includes(c));
+    }, 30_000);
+    for (const c of want) {
+      const n = raised.filter((x) => x === c).length;
+      if (n === 0) lost.push(`${s.account.tenant}/${c}`);
+      if (n > 1) duplicated.push(`${s.account.tenant}/${c} x${n}`);
+    }
+  }
+  return { expected, lost, duplicated };
+}
+
+async function countDeliveries(segments: readonly Segment[], receiver: Receiver): Promise<SoakResult['webhooks']> {
+  const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
+  const delivered = (): Set<string> => new Set(receiver.receipts.filter((r) => r.answered === 200 && r.type === category).map((r) => `${r.tenant}/${String(r.data.content_id)}`));
+  // A delivery that failed in an outage is retried 30 s later, and 2 min after that if it failed again.
+  await until(async () => want.every((w) => delivered().has(w)), 200_000);
+  const got = delivered();
+  return { expected: want.length, undelivered: want.filter((w) => !got.has(w)), repeatedAfterSuccess: receiver.repeatedAfterSuccess() };
+}
+
+/** Durable consumers of the soak's streams with messages still pending a minute after the traffic ended. */
+async function stuck(layout: Layout): Promise<string[]> {
+  const nc = await connect({ servers: layout.nats.url });
+  try {
+    const jsm = await nc.jetstreamManager();
+    let behind: string[] = [];
+    await until(async () => {
+      behind = [];
+      for (const stream of await jsm.streams.list().next()) {
+        if (!stream.config.name.startsWith(layout.prefix)) continue;
+        for (const c of await jsm.consumers.list(stream.config.name).next()) {
+          if (!c.config.durable_name) continue;
+          const pending = c.num_pending + c.num_ack_pending;
+          if (pending > 0) behind.push(`${stream.config.name}/${c.name}: ${c.num_pending} pending, ${c.num_ack_pending} unacknowledged`);
+        }
+      }
+      return behind.length === 0;
+    }, 60_000);
+    return behind;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** Acknowledged events missing from the `events` table or stored twice, and sessions without a `session_hours` row. */
+async function countRows(dataDir: string, segments: readonly Segment[]): Promise<{ events: SoakResult['events']; sessionsWithoutRow: string[] }> {
+  const store = await Store.open({ clickhouse_url: '', data_dir: dataDir, events_retention_days: 400 }, createLogger('silent'));
+  try {
+    const tenants = segments.map((s) => s.account.tenant);
+    const rows = async <T>(query: string): Promise<T[]> => (await store.client.query({ query, query_params: { tenants }, format: 'JSONEachRow' })).json<T>();
+    const stored = new Map<string, number>();
+    for (const r of await rows<{ tenant: string; event_id: string; n: string }>('SELECT tenant, event_id, count() AS n FROM events WHERE tenant IN {tenants:Array(String)} GROUP BY tenant, event_id')) {
+      stored.set(`${r.tenant} ${r.event_id}`, Number(r.n));
+    }
+    const sessions = new Set((await rows<{ tenant: string; session_id: string }>('SELECT DISTINCT tenant, session_id FROM session_hours WHERE tenant IN {tenants:Array(String)}')).map((r) => `${r.tenant} ${r.session_id}`));
+    let accepted = 0;
+    let lost = 0;
+    let storedTwice = 0;
+    const sessionsWithoutRow = new Set<string>();
+    for (const s of segments) {
+      for (const e of s.accepted) {
+        accepted++;
+        const n = stored.get(`${e.tenant} ${e.event_id}`) ?? 0;
+        if (n === 0) lost++;
+        if (n > 1) storedTwice++;
+        if (e.session_id !== undefined && !sessions.has(`${e.tenant} ${e.session_id}`)) sessionsWithoutRow.add(`${e.tenant} ${e.session_id}`);
+      }
+    }
+    return { events: { accepted, lost, storedTwice }, sessionsWithoutRow: [...sessionsWithoutRow] };
+  } finally {
+    await store.close();
+  }
+}
