@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
 
-export const root = fileURLToPath(new URL('../../', import.meta.url));
+// The repository: two levels up from dist/bench/host.js, one from bench/host.ts (a test runs the source).
+export const root = fileURLToPath(new URL(import.meta.url.includes('/dist/bench/') ? '../../' : '../', import.meta.url));
 export const mainJs = join(root, 'dist/src/main.js');
 export const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 

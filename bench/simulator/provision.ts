@@ -3,8 +3,8 @@
 
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { mainJs } from '../host.js';
 
 export interface Account {
   tenant: string;
@@ -15,9 +15,8 @@ export interface Account {
 
 /** A new enterprise tenant `<slugBase>-<random>`, its owner and a production ingest key. */
 export async function provision(slugBase: string, name: string, env: NodeJS.ProcessEnv = process.env): Promise<Account> {
-  const main = fileURLToPath(new URL('../../src/main.js', import.meta.url));
   const run = async (args: string[]): Promise<Record<string, unknown>> => {
-    const { stdout } = await promisify(execFile)(process.execPath, [main, ...args], { env });
+    const { stdout } = await promisify(execFile)(process.execPath, [mainJs, ...args], { env });
     return JSON.parse(stdout) as Record<string, unknown>;
   };
   const tenant = `${slugBase}-${randomBytes(3).toString('hex')}`;

@@ -29,6 +29,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 export class Layout {
   private readonly running = new Map<string, Running>();
+  /** The log of each role's latest process, kept after it exits. */
+  private readonly logs = new Map<string, Running>();
   /** Exits nobody asked for: the role, its exit and the tail of its log. */
   readonly crashes: string[] = [];
   private closed = false;
@@ -58,8 +60,13 @@ export class Layout {
     ];
     const env = { NATS_URL: nats.url, NATS_PREFIX: prefix, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
     const layout = new Layout(nats, prefix, roles, env, say);
-    for (const r of roles) layout.launch(r);
-    await layout.ready();
+    try {
+      for (const r of roles) layout.launch(r);
+      await layout.ready();
+    } catch (err) {
+      await layout.close();
+      throw err;
+    }
     return layout;
   }
 
@@ -89,6 +96,7 @@ export class Layout {
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     this.running.set(spec.name, entry);
+    this.logs.set(spec.name, entry);
     child.once('exit', (code, signal) => {
       if (this.running.get(spec.name) === entry) this.running.delete(spec.name);
       if (entry.stopping || this.closed) return;
@@ -130,7 +138,7 @@ export class Layout {
       for (;;) {
         const up = this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`).catch(() => null))?.ok === true);
         if (up) break;
-        if (Date.now() > deadline) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.running.get(spec.name)?.log.slice(-4000) ?? '(not running)'}`);
+        if (Date.now() > deadline) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
         await sleep(200);
       }
     }
@@ -152,7 +160,7 @@ export class Layout {
 
   /** The tail of one role's log. */
   log(name: string): string {
-    return this.running.get(name)?.log ?? '';
+    return this.logs.get(name)?.log ?? '';
   }
 
   async close(): Promise<void> {
