@@ -73,6 +73,11 @@ export class PrivateNats {
     if (!ready) throw new Error(`nats-server did not start on ${this.url}:\n${this.log}`);
   }
 
+  /** Kill it without waiting (from an `exit` handler). */
+  killNow(): void {
+    this.child?.kill('SIGKILL');
+  }
+
   /** Stop it: at once (SIGKILL, a crash) or as an operator does (SIGTERM: it closes its store first). */
   async kill(signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
     if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return;

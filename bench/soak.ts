@@ -1,4 +1,4 @@
-// npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak]
+// npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak] [--keep]
 // The distributed layout under simulated matches and a seeded schedule of faults (docs/soak.md); exits 1 when
 // anything was lost, counted twice, stuck or crashed.
 
@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { ms, positive, UsageError } from './simulator/incidents.js';
 import { soak, type SoakResult } from './soak/run.js';
 
-const usage = 'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak]';
+const usage = 'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak] [--keep]';
 
 function summary(r: SoakResult): string {
   const applied = r.faults.filter((f) => !f.skipped);
@@ -40,6 +40,7 @@ async function main(): Promise<void> {
       segments: { type: 'string' },
       viewers: { type: 'string', default: '150' },
       out: { type: 'string', default: 'soak' },
+      keep: { type: 'boolean', default: false },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -67,9 +68,13 @@ async function main(): Promise<void> {
     if (values.out) console.log(`schedule and report: ${values.out}/schedule.json, ${values.out}/report.json`);
     if (!result.ok) process.exitCode = 1;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (values.keep) console.log(`the layout's stores and NATS's are kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
+
+// Stopped by a signal: exit, so that the layout's `exit` handler kills its processes.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 
 main().catch((err: Error) => {
   console.error(err.stack ?? err.message);

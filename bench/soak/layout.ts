@@ -29,8 +29,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 export class Layout {
   private readonly running = new Map<string, Running>();
-  /** The log of each role's latest process, kept after it exits. */
-  private readonly logs = new Map<string, Running>();
+  /** Each role's log over all its processes (the tail), kept after they exit. */
+  private readonly logs = new Map<string, string>();
   /** Exits nobody asked for: the role, its exit and the tail of its log. */
   readonly crashes: string[] = [];
   private closed = false;
@@ -58,8 +58,10 @@ export class Layout {
       { name: 'alerts', args: ['--role', 'alerts'], env: {} },
       { name: 'webhooks', args: ['--role', 'webhooks'], env: { DATA_DIR: join(dir, 'webhooks') } },
     ];
-    const env = { NATS_URL: nats.url, NATS_PREFIX: prefix, LOG_LEVEL: 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
+    const env = { NATS_URL: nats.url, NATS_PREFIX: prefix, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
     const layout = new Layout(nats, prefix, roles, env, say);
+    // A soak stopped by a signal or an error must not leave its processes behind, reconnecting for ever.
+    process.once('exit', layout.killAll);
     try {
       for (const r of roles) layout.launch(r);
       await layout.ready();
@@ -92,11 +94,12 @@ export class Layout {
     const entry: Running = { spec, child, stopping: false, log: '' };
     const keep = (d: Buffer): void => {
       entry.log = (entry.log + d.toString()).slice(-keptLog);
+      this.logs.set(spec.name, ((this.logs.get(spec.name) ?? '') + d.toString()).slice(-10 * keptLog));
     };
+    this.logs.set(spec.name, `${this.logs.get(spec.name) ?? ''}--- started at ${new Date().toISOString()}\n`);
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
     this.running.set(spec.name, entry);
-    this.logs.set(spec.name, entry);
     child.once('exit', (code, signal) => {
       if (this.running.get(spec.name) === entry) this.running.delete(spec.name);
       if (entry.stopping || this.closed) return;
@@ -160,11 +163,19 @@ export class Layout {
 
   /** The tail of one role's log. */
   log(name: string): string {
-    return this.logs.get(name)?.log ?? '';
+    return this.logs.get(name) ?? '';
   }
+
+  /** Kill every process at once, synchronously (from an `exit` handler). */
+  readonly killAll = (): void => {
+    this.closed = true;
+    for (const { child } of this.running.values()) child.kill('SIGKILL');
+    this.nats.killNow();
+  };
 
   async close(): Promise<void> {
     this.closed = true;
+    process.off('exit', this.killAll);
     await Promise.all([...this.running.keys()].map((name) => this.stop(name, 'SIGKILL')));
     await this.nats.kill();
   }

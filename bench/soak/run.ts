@@ -111,6 +111,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
       });
       for (const a of r.answers) if (!a.exact) answers.push(`checkpoint ${k} (${account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
       say(`checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged, ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`);
+      for (const a of r.answers) if (!a.exact) say(`  ${a.answer} differs: ${a.differences.slice(0, 3).join('; ')}`);
       segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions });
     }
 
@@ -146,7 +147,11 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
       webhooks.undelivered.length + webhooks.repeatedAfterSuccess.length === 0 &&
       stuckConsumers.length === 0 &&
       layout.crashes.length === 0;
-    if (o.out) await writeFile(join(o.out, 'report.json'), JSON.stringify(result, null, 1));
+    if (o.out) {
+      await writeFile(join(o.out, 'report.json'), JSON.stringify(result, null, 1));
+      // What each role's latest process said last, to read beside a failure.
+      await writeFile(join(o.out, 'logs.txt'), layout.roles.map((r) => `--- ${r.name}\n${layout.log(r.name)}`).join('\n'));
+    }
     return result;
   } finally {
     await layout.close();
