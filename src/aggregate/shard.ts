@@ -144,6 +144,14 @@ export class ShardAggregator {
   private pendingInputBytes = 0;
   private sealTimer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> = Promise.resolve();
+  /**
+   * The last sequences of the shard's raw and signals subjects, as this shard last read or wrote them; every publish
+   * expects them. A publish that a lost connection held past its timeout is sent when nats.js reconnects, after the
+   * shard has taken it for failed and rebuilt: landing after the rebuild's own batches, which pass the same input
+   * on with other bounds, it would count that input twice. Expected sequences make the server refuse whichever of
+   * the two comes second (a rebuild that finds the stale one landed first reads it as the last output).
+   */
+  private readonly lastSeq = { raw: 0, signals: 0 };
   private inflight = 0;
   /** Wakes input waiting for room among the batches in flight. */
   private onBatchDone: (() => void) | undefined;
@@ -192,8 +200,9 @@ export class ShardAggregator {
     this.pending = [];
     this.pendingInputBytes = 0;
     const last = await this.lastOutput();
+    const signalled = await this.lastSignalled();
     // The last input whose batch is wholly out, signals included.
-    const done = last.complete && (await this.lastSignalled()) >= last.upTo ? last.upTo : last.from;
+    const done = last.complete && signalled >= last.upTo ? last.upTo : last.from;
     const checkpoint = await this.loadCheckpoint();
     // A checkpoint ahead of the raw stream (the stream was purged) describes output that no longer exists.
     const usable = checkpoint !== null && checkpoint.passed_up_to <= done ? checkpoint : null;
@@ -237,12 +246,14 @@ export class ShardAggregator {
   /** Where output stands: the mark of the last message of the shard's raw subject (its batch, and which part). */
   private async lastOutput(): Promise<OutputMark> {
     const m = await this.lastMessage(this.bus.names.rawStream, this.bus.names.rawSubject(this.shard));
+    this.lastSeq.raw = m?.seq ?? 0;
     return m ? outputMark(m.header) : { from: 0, upTo: 0, part: 0, complete: true };
   }
 
   /** The last input whose signals are published. */
   private async lastSignalled(): Promise<number> {
     const m = await this.lastMessage(this.bus.names.signalsStream, this.bus.names.signalsSubject(this.shard));
+    this.lastSeq.signals = m?.seq ?? 0;
     return m ? decodeSignals(m.data).up_to : 0;
   }
 
@@ -493,9 +504,11 @@ export class ShardAggregator {
       const h = natsHeaders();
       h.set(inputSeqHeader, String(batch.upTo));
       h.set(batchHeader, `${batch.from}:${i}/${n}`);
-      await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i]!, { msgID: `${this.shard}:${batch.upTo}:${i}`, headers: h });
+      const ack = await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i]!, { msgID: `${this.shard}:${batch.upTo}:${i}`, headers: h, expect: { lastSubjectSequence: this.lastSeq.raw } });
+      this.lastSeq.raw = ack.seq;
     }
-    await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, { msgID: `${this.shard}:${batch.upTo}:s` });
+    const ack = await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, { msgID: `${this.shard}:${batch.upTo}:s`, expect: { lastSubjectSequence: this.lastSeq.signals } });
+    this.lastSeq.signals = ack.seq;
     batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
     this.passedUpTo = batch.upTo;
     if (batch.checkpoint) await this.writeCheckpoint(batch.upTo, batch.checkpoint);

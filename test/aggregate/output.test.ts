@@ -109,3 +109,56 @@ t.test('raw-stream messages of earlier releases, which carried their events (v 2
   t.same(carried, [[e.event_id, 9, 4], [f.event_id, 9, 5]], 'numbered from the slice\'s first index, the dropped one left out');
   t.same(inputsToRead(v3), [], 'nothing to read from the event stream');
 });
+
+t.test('a publish that lands after the shard gave it up (a slow server) does not pass its input on twice', async (t) => {
+  // Found by the soak (docs/soak.md): a shard's publish timed out while the server still had it queued; the shard
+  // rebuilt from the last output it could read, passed the same input on in a batch of other bounds (another message
+  // id), and then the late publish was stored too: its input counted twice. Here the first output publish is held
+  // back and reported failed, and is let through right after the rebuilt shard's first publish lands.
+  const slow = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, log);
+  t.teardown(() => slow.close());
+  await slow.ensureStreams(1, 1);
+  const input = (from: number): Buffer => {
+    const encoded = Array.from({ length: 10 }, (_, i) => encodeEvent(event(from + i, randomUUID(), 0)));
+    return frameMessage(encoded, encoded.reduce((n, b) => n + b.length, 0));
+  };
+  for (let m = 0; m < 3; m++) await slow.js.publish(slow.names.eventsSubject(0), input(10 * m));
+  const publish = slow.js.publish.bind(slow.js);
+  let late: (() => Promise<unknown>) | undefined;
+  let held = false;
+  let landed: Promise<unknown> = Promise.resolve();
+  slow.js.publish = async (subject, data, opts) => {
+    if (subject !== slow.names.rawSubject(0)) return publish(subject, data, opts);
+    if (!held) {
+      held = true;
+      late = () => publish(subject, data, opts);
+      // More input arrives meanwhile, so the rebuilt shard's batch has other bounds.
+      await publish(slow.names.eventsSubject(0), input(30));
+      throw new Error('TIMEOUT');
+    }
+    const ack = await publish(subject, data, opts);
+    if (late) {
+      landed = late().catch((err: Error) => err);
+      late = undefined;
+    }
+    return ack;
+  };
+  const shard = new ShardAggregator(slow, 0, { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 200, maxInflight: 4, sessionRetainMs: 86_400_000 }, log);
+  await shard.start();
+  t.teardown(() => shard.stop());
+  const named: number[] = [];
+  const consumer = await slow.reader(slow.names.rawStream, slow.names.rawSubject(0), { seq: 1 });
+  for (let done = false; !done; ) {
+    for await (const m of await consumer.fetch({ max_messages: 100, expires: 1000 })) {
+      named.push(...inputsToRead(decodeOutput(m.data)));
+      if (outputMark(m.headers!).upTo === 4) done = true;
+    }
+  }
+  t.ok(held, 'the first output publish was held back');
+  const outcome = await landed;
+  t.comment(`the late publish: ${outcome instanceof Error ? outcome.message : 'stored'}`);
+  // Whatever else the late publish did, the raw stream passes each input on once.
+  const last = await slow.jsm.streams.getMessage(slow.names.rawStream, { last_by_subj: slow.names.rawSubject(0) });
+  for (let seq = named.length + 1; seq <= last.seq; seq++) named.push(...inputsToRead(decodeOutput((await slow.jsm.streams.getMessage(slow.names.rawStream, { seq })).data)));
+  t.same(named, [1, 2, 3, 4], 'each input message named once');
+});
