@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, fetchMessagesCap, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeSignals, encodeSignals, frameInput, frameOutput, inputSeqHeader, outputOverhead, type WireEvent } from '../bus/wire.js';
+import { decodeSignals, encodeSignals, frameInput, frameOutput, inputSeqHeader, outputOverhead, tableFraming, type WireEvent } from '../bus/wire.js';
 import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -483,10 +483,15 @@ export class ShardAggregator {
     }
     for (const { name, first, count } of rows.tables) {
       for (let i = first; i < first + count; i++) {
-        room(rows.size(i));
+        // A row that starts the table's run in this part brings the table's framing (a part cut here starts one).
+        const starts = runs[runs.length - 1]?.[0] !== name;
+        room(rows.size(i) + (starts ? tableFraming(name) : 0));
         const run = runs[runs.length - 1];
         if (run?.[0] === name) run[2]++;
-        else runs.push([name, i, 1]);
+        else {
+          if (!starts) bytes += tableFraming(name);
+          runs.push([name, i, 1]);
+        }
       }
     }
     cut();

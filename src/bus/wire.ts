@@ -79,14 +79,18 @@ export function encodeEvent(event: WireEvent): Buffer {
 
 const head = Buffer.from([0x82, 0xa1, 0x76, wireVersion, 0xa6, ...Buffer.from('events')]);
 
-function arrayHeader(n: number): Buffer {
-  if (n < 16) return Buffer.from([0x90 | n]);
-  if (n < 0x10000) return Buffer.from([0xdc, n >> 8, n & 0xff]);
+/** A MessagePack array (`fix` 0x90, 0xdc, 0xdd) or map (0x80, 0xde, 0xdf) header for `n` entries. */
+function header(n: number, [fix, x16, x32]: readonly [number, number, number]): Buffer {
+  if (n < 16) return Buffer.from([fix | n]);
+  if (n < 0x10000) return Buffer.from([x16, n >> 8, n & 0xff]);
   const b = Buffer.alloc(5);
-  b[0] = 0xdd;
+  b[0] = x32;
   b.writeUInt32BE(n, 1);
   return b;
 }
+
+const arrayHeader = (n: number): Buffer => header(n, [0x90, 0xdc, 0xdd]);
+const mapHeader = (n: number): Buffer => header(n, [0x80, 0xde, 0xdf]);
 
 /** Frame already-encoded events as one message without re-encoding them. */
 export function frameMessage(encoded: readonly Buffer[], bytes: number): Buffer {
@@ -167,13 +171,16 @@ export const frameInput = (seq: number, dropped: readonly number[]): Buffer => p
 export function frameOutput(inputs: readonly Buffer[], rows: readonly EncodedTableRows[]): Buffer {
   const parts: Uint8Array[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
   parts.push(...inputs);
-  parts.push(packr.pack('rows'), Buffer.from([0x80 | rows.length]));
+  parts.push(packr.pack('rows'), mapHeader(rows.length));
   for (const [table, count, bytes] of rows) parts.push(packr.pack(table), arrayHeader(count), bytes);
   return Buffer.concat(parts);
 }
 
-/** Bytes `frameOutput` adds around its inputs and rows, at most (with up to 15 tables of 40-character names). */
-export const outputOverhead = 64 + 15 * 48;
+/** Bytes `frameOutput` adds around its inputs and rows, at most, less each table's `tableFraming`. */
+export const outputOverhead = 64;
+
+/** Bytes `frameOutput` adds for one table's rows, at most: its name and their array header. */
+export const tableFraming = (table: string): number => Buffer.byteLength(table) + 16;
 
 export function decodeOutput(data: Uint8Array): OutputMessage {
   return packr.unpack(data) as OutputMessage;

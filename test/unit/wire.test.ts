@@ -1,6 +1,6 @@
 import { Unpackr } from 'msgpackr';
 import t from 'tap';
-import { decodeMessage, encodeEvent, frameMessage, partitionKey, shardOf, type WireEvent } from '../../src/bus/wire.js';
+import { decodeMessage, decodeOutput, encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, partitionKey, shardOf, type WireEvent } from '../../src/bus/wire.js';
 
 const event = (i: number): WireEvent => ({
   tenant: 'acme',
@@ -24,6 +24,16 @@ t.test('framed messages are plain MessagePack: a generic decoder reads them', as
     const framed = frameMessage(encoded, encoded.reduce((s, b) => s + b.length, 0));
     t.same(decodeMessage(framed), { v: 1, events }, `${n} events`);
     t.same(generic.unpack(framed), { v: 1, events }, 'no msgpackr extension needed');
+  }
+});
+
+t.test('an output message holds rows of any number of tables (a map header past 15 entries)', async (t) => {
+  for (const tables of [1, 15, 16, 40]) {
+    const rows = Array.from({ length: tables }, (_, i) => encodeRows(`table_${i}`, [['acme', i, 1]]));
+    const out = decodeOutput(frameOutput([frameInput(7, [])], rows));
+    t.same(Object.keys(out.rows ?? {}).length, tables, `${tables} tables`);
+    t.same(out.rows?.[`table_${tables - 1}`], [['acme', tables - 1, 1]]);
+    t.same(new Unpackr({ useRecords: false }).unpack(frameOutput([], rows)), { v: 4, inputs: [], rows: out.rows }, 'plain MessagePack');
   }
 });
 
