@@ -1,9 +1,8 @@
-// The soak's webhook receiver: it logs every delivery attempt and what it answered, and fails for a while when the
-// fault schedule says so (alternately a 503 and a dropped connection), so that the soak can count deliveries lost
-// and deliveries repeated after they had succeeded.
+// The soak's webhook receiver: the tests' receiver, failing for a while when the fault schedule says so (alternately
+// a 503 and a dropped connection), and read back as deliveries, so that the soak can count deliveries lost and
+// deliveries repeated after they had succeeded.
 
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Receiver } from '../webhook-receiver.js';
 
 export interface Receipt {
   delivery: string;
@@ -14,38 +13,20 @@ export interface Receipt {
   answered: number;
 }
 
-export class Receiver {
-  readonly receipts: Receipt[] = [];
+export class SoakReceiver {
   private failingUntil = 0;
   private failures = 0;
 
-  private constructor(
-    private readonly server: Server,
-    readonly url: string,
-  ) {}
+  private constructor(private readonly receiver: Receiver) {
+    receiver.respond = () => ({ status: Date.now() >= this.failingUntil ? 200 : this.failures++ % 2 === 0 ? 503 : 0 });
+  }
 
-  static async start(): Promise<Receiver> {
-    let self: Receiver | undefined;
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        let body: { type?: string; tenant_slug?: string; data?: Record<string, unknown> } = {};
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString()) as typeof body;
-        } catch {
-          // Logged with an empty type: the soak reports it as a delivery of nothing it expected.
-        }
-        const failing = Date.now() < self!.failingUntil;
-        const answered = failing ? (self!.failures++ % 2 === 0 ? 503 : 0) : 200;
-        self!.receipts.push({ delivery: String(req.headers['x-service-delivery'] ?? ''), tenant: body.tenant_slug ?? '', type: body.type ?? '', data: body.data ?? {}, answered });
-        if (answered === 0) req.socket.destroy();
-        else res.writeHead(answered).end();
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    self = new Receiver(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    return self;
+  static async start(): Promise<SoakReceiver> {
+    return new SoakReceiver(await Receiver.start());
+  }
+
+  get url(): string {
+    return this.receiver.url;
   }
 
   /** Fail every delivery until `until` (ms since the epoch). */
@@ -53,11 +34,24 @@ export class Receiver {
     this.failingUntil = until;
   }
 
+  /** Every delivery attempt so far, with what it was answered. */
+  receipts(): Receipt[] {
+    return this.receiver.received.map((r) => {
+      let body: { type?: string; tenant_slug?: string; data?: Record<string, unknown> } = {};
+      try {
+        body = JSON.parse(r.body) as typeof body;
+      } catch {
+        // Kept with an empty type: the soak counts it as a delivery of nothing it expected.
+      }
+      return { delivery: String(r.headers['x-service-delivery'] ?? ''), tenant: body.tenant_slug ?? '', type: body.type ?? '', data: body.data ?? {}, answered: r.answered ?? 0 };
+    });
+  }
+
   /** Deliveries answered 200 and then sent again: what a receiver that does not de-duplicate would count twice. */
   repeatedAfterSuccess(): string[] {
     const succeeded = new Set<string>();
     const repeated = new Set<string>();
-    for (const r of this.receipts) {
+    for (const r of this.receipts()) {
       if (succeeded.has(r.delivery)) repeated.add(r.delivery);
       if (r.answered === 200) succeeded.add(r.delivery);
     }
@@ -65,7 +59,6 @@ export class Receiver {
   }
 
   close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((r) => this.server.close(() => r()));
+    return this.receiver.close();
   }
 }

@@ -14,7 +14,7 @@ import { checkAnswers, type Alert } from '../simulator/report.js';
 import { login, simulate } from '../simulator/run.js';
 import { FaultRunner, schedule, type Fault } from './faults.js';
 import { Layout } from './layout.js';
-import { Receiver } from './receiver.js';
+import { SoakReceiver } from './receiver.js';
 
 export interface SoakOptions {
   /** Traffic time in all, shared by the segments. */
@@ -71,7 +71,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
   const say = o.say;
   const prefix = `soak${o.seed}`;
   const layout = await Layout.start(o.dir, prefix, say);
-  const receiver = await Receiver.start();
+  const receiver = await SoakReceiver.start();
   try {
     const faults = schedule(o.seed, o.durationMs, o.faultRate, layout.roles.map((r) => r.name));
     if (o.out) {
@@ -186,9 +186,9 @@ async function countAlerts(segments: readonly Segment[], api: (token: string) =>
   return { expected, lost, duplicated };
 }
 
-async function countDeliveries(segments: readonly Segment[], receiver: Receiver): Promise<SoakResult['webhooks']> {
+async function countDeliveries(segments: readonly Segment[], receiver: SoakReceiver): Promise<SoakResult['webhooks']> {
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
-  const delivered = (): Set<string> => new Set(receiver.receipts.filter((r) => r.answered === 200 && r.type === category).map((r) => `${r.tenant}/${String(r.data.content_id)}`));
+  const delivered = (): Set<string> => new Set(receiver.receipts().filter((r) => r.answered === 200 && r.type === category).map((r) => `${r.tenant}/${String(r.data.content_id)}`));
   // A delivery that failed in an outage is retried 30 s later, and 2 min after that if it failed again.
   await until(async () => want.every((w) => delivered().has(w)), 200_000);
   const got = delivered();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { eventually, freePort, makeTenant, post, RoleProcesses, startService } from '../helpers/env.js';
 import { PrivateNats } from '../../bench/private-nats.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 
 // The alerts role as separate processes: two of them, one holding the lease. The holder is killed with -9; the other
 // takes over, reads the signals after the last checkpoint, and raises what came meanwhile, once. What was raised

@@ -9,7 +9,7 @@ import { call, login } from '../helpers/api.js';
 import { loadThresholds } from '../../src/alerts/thresholds.js';
 import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
 import { validateComponent } from '../helpers/openapi.js';
-import { Receiver, type Received } from '../helpers/receiver.js';
+import { Receiver, type Received } from '../../bench/webhook-receiver.js';
 import { normal, playback, sendEvents } from '../helpers/traffic.js';
 import { detect } from '../../bench/simulator/detect.js';
 

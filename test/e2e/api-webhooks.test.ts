@@ -6,7 +6,7 @@ import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { call, login } from '../helpers/api.js';
 import { eventually, makeTenant, startService } from '../helpers/env.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 
 // Webhook endpoints over HTTP as a customer would use them, delivered to a real receiver by the webhooks role;
 // every answer is checked against docs/openapi.json by `call`.

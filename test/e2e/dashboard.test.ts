@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { call, login } from '../helpers/api.js';
 import { sendScenario } from '../helpers/compare.js';
 import { cli, eventually, freePort, makeTenant, post, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 import { normal, playback, sendEvents } from '../helpers/traffic.js';
 import { makeScenario } from '../helpers/scenario.js';
 

@@ -11,7 +11,7 @@ import { call, login } from '../helpers/api.js';
 import { compareWithOracle, sendScenario, storeAnswers } from '../helpers/compare.js';
 import { cli, drained, eventually, freePort, ready, RoleProcesses, uniquePrefix } from '../helpers/env.js';
 import { PrivateNats } from '../../bench/private-nats.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 import { makeScenario } from '../helpers/scenario.js';
 
 // NATS as a trust root (docs/security.md): a nats-server running the generated authorization block, every role its

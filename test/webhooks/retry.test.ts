@@ -3,7 +3,7 @@ import { deliveryId } from '../../src/webhooks/events.js';
 import { readLog, type AttemptLog } from '../../src/webhooks/log.js';
 import { maxAttempts, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { eventually } from '../helpers/env.js';
-import { Receiver, type Answer } from '../helpers/receiver.js';
+import { Receiver, type Answer } from '../../bench/webhook-receiver.js';
 import { startHarness, startMailbox } from '../helpers/webhooks.js';
 
 // The retry schedule on real JetStream with the service's clock injected: the test moves time, the service parks

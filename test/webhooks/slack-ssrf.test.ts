@@ -2,7 +2,7 @@ import t from 'tap';
 import { deliveryId } from '../../src/webhooks/events.js';
 import { readLog } from '../../src/webhooks/log.js';
 import { eventually } from '../helpers/env.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 import { startHarness } from '../helpers/webhooks.js';
 
 const receiver = await Receiver.start();

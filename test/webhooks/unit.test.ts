@@ -13,7 +13,7 @@ import { newSecret } from '../../src/control/webhook-store.js';
 import { deliveryHeaders, signature } from '../../src/webhooks/sign.js';
 import { slackMessage, SlackPacer } from '../../src/webhooks/slack.js';
 import { AddressGuard, unmapIpv4 } from '../../src/webhooks/ssrf.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 
 t.test('the schedule: the seed\'s steps, jitter only adds and stays under 10 %, Retry-After up to twice the step', async (t) => {
   t.same(retryStepsMs, [30_000, 120_000, 600_000, 3_600_000, 21_600_000, 86_400_000]);

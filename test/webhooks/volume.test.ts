@@ -3,7 +3,7 @@ import { deliveryId } from '../../src/webhooks/events.js';
 import { readLog } from '../../src/webhooks/log.js';
 import { newMaxAckPending } from '../../src/webhooks/streams.js';
 import { eventually } from '../helpers/env.js';
-import { Receiver } from '../helpers/receiver.js';
+import { Receiver } from '../../bench/webhook-receiver.js';
 import { startHarness } from '../helpers/webhooks.js';
 
 // Volume on real JetStream with the real clock: parked retries must not stop new deliveries, and the log keeps 200.

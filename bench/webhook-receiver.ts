@@ -6,14 +6,20 @@ export interface Received {
   path: string;
   /** Real time of arrival (ms). */
   at: number;
+  /** The status it was answered with (0: the connection was dropped). */
+  answered?: number;
 }
 
 export interface Answer {
+  /** 0 drops the connection without an answer. */
   status: number;
   headers?: Record<string, string>;
 }
 
-/** A real HTTP server that records every webhook it receives and answers what `respond` says (200 by default). */
+/**
+ * A real HTTP server that records every webhook it receives and answers what `respond` says (200 by default): the
+ * tests' receiver, and the soak's (docs/soak.md).
+ */
 export class Receiver {
   readonly received: Received[] = [];
   respond: (r: Received) => Answer = () => ({ status: 200 });
@@ -31,7 +37,9 @@ export class Receiver {
         const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), path: req.url ?? '', at: Date.now() };
         self?.received.push(r);
         const answer = self?.respond(r) ?? { status: 200 };
-        res.writeHead(answer.status, answer.headers).end('ok');
+        r.answered = answer.status;
+        if (answer.status === 0) req.socket.destroy();
+        else res.writeHead(answer.status, answer.headers).end('ok');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
