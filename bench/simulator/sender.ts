@@ -81,7 +81,10 @@ export class Sender {
   }
 
   private async deliver(d: Delivery): Promise<void> {
-    const events = d.events.map(toIngest);
+    // What is still to send: the batch, then those of its events ingest answered `ingest_degraded` (not acknowledged
+    // by the bus, maybe stored: sent again, their ids make a second copy count once).
+    let pending = d.events;
+    let events = pending.map(toIngest);
     this.stats.sent += events.length;
     const beacon = d.via === 'beacon';
     if (beacon) this.stats.beacons++;
@@ -110,12 +113,14 @@ export class Sender {
         status = 0;
       }
       if (status === 200 && (body.queued !== false || !beacon)) {
-        this.settle(d.events, body);
-        return;
+        pending = this.settle(pending, body);
+        if (pending.length === 0) return;
+        events = pending.map(toIngest);
       }
       // A beacon always answers 200; `queued: false` says it was not kept.
-      const retryable = status === 429 || status === 503 || status === 0 || (beacon && status === 200);
-      const reason = status === 0 ? 'network' : String(status);
+      const degraded = status === 200 && (body.queued !== false || !beacon);
+      const retryable = degraded || status === 429 || status === 503 || status === 0 || (beacon && status === 200);
+      const reason = degraded ? 'ingest_degraded' : status === 0 ? 'network' : String(status);
       const once = beacon && !this.o.retryBeacons;
       if (!retryable || once || attempt >= this.o.maxAttempts) {
         if (retryable || once) this.stats.lost += events.length;
@@ -133,19 +138,24 @@ export class Sender {
     }
   }
 
-  /** A 200: every event is accepted except those its `errors` name by index. */
-  private settle(events: readonly OracleEvent[], body: IngestAnswer): void {
+  /** A 200: every event is accepted except those its `errors` name by index; answers those to send again. */
+  private settle(events: readonly OracleEvent[], body: IngestAnswer): OracleEvent[] {
     const refused = new Set<number>();
+    const again = new Set<number>();
     for (const e of body.errors ?? []) {
       if (typeof e.index !== 'number') continue;
-      refused.add(e.index);
-      this.count(this.stats.rejections, e.code ?? 'unknown');
+      if (e.code === 'ingest_degraded') again.add(e.index);
+      else {
+        refused.add(e.index);
+        this.count(this.stats.rejections, e.code ?? 'unknown');
+      }
     }
     events.forEach((e, i) => {
-      if (!refused.has(i)) this.accepted.push(e);
+      if (!refused.has(i) && !again.has(i)) this.accepted.push(e);
     });
-    this.stats.accepted += events.length - refused.size;
+    this.stats.accepted += events.length - refused.size - again.size;
     this.stats.rejected += refused.size;
+    return events.filter((_, i) => again.has(i));
   }
 
   private count(into: Record<string, number>, key: string): void {

@@ -106,3 +106,27 @@ t.test('the sender retries 429 and 503 no sooner than Retry-After, sends a beaco
   t.same(sender.accepted.map((x) => x.event_id), ['a'], 'only what the answer accepted');
   t.match(sender.stats, { accepted: 1, rejected: 1, lost: 1, retries: { '429': 1, '503': 1 }, rejections: { invalid_field: 1 } });
 });
+
+t.test('the sender sends again, with their ids, the events a 200 lists as ingest_degraded, and only those', async (t) => {
+  const bodies: string[] = [];
+  const server = createServer((req: IncomingMessage, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      bodies.push(body);
+      const answer = bodies.length === 1
+        ? { accepted: 2, rejected: 1, queued: true, errors: [{ index: 1, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' }] }
+        : { accepted: 1, rejected: 0, queued: true, errors: [] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const sender = new Sender({ ingestUrls: [`http://127.0.0.1:${(server.address() as AddressInfo).port}`], apiKey: 'k', concurrency: 1, maxAttempts: 5, retryBeacons: false });
+  const e = (id: string): OracleEvent => ({ tenant: 'sim', ts: startAt, event_type: 'heartbeat', event_id: id, session_id: 's' });
+  await sender.send({ via: 'events', events: [e('a'), e('b'), e('c')] });
+  await sender.drain();
+  t.same(bodies.map((b) => (JSON.parse(b) as { events: Array<{ event_id: string }> }).events.map((x) => x.event_id)), [['a', 'b', 'c'], ['b']]);
+  t.same(sender.accepted.map((x) => x.event_id), ['a', 'c', 'b'], 'each accepted once it was acknowledged');
+  t.match(sender.stats, { accepted: 3, rejected: 0, retries: { ingest_degraded: 1 } });
+});
