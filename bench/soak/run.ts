@@ -12,6 +12,7 @@ import type { Oracle, OracleEvent } from '../simulator/oracle.js';
 import { provision, type Account } from '../simulator/provision.js';
 import { checkAnswers, type Alert } from '../simulator/report.js';
 import { login, simulate } from '../simulator/run.js';
+import type { SendStats } from '../simulator/sender.js';
 import { FaultRunner, schedule, type Fault } from './faults.js';
 import { Layout } from './layout.js';
 import { SoakReceiver } from './receiver.js';
@@ -35,7 +36,7 @@ export interface SoakOptions {
 export interface SoakResult {
   seed: number;
   faults: Array<Fault & { skipped: boolean }>;
-  segments: Array<{ tenant: string; accepted: number; sessions: number }>;
+  segments: Array<{ tenant: string; accepted: number; sessions: number; send: SendStats }>;
   /** Answers unlike the oracle's, at a checkpoint or at the end. */
   answers: string[];
   events: { accepted: number; lost: number; storedTwice: number };
@@ -61,6 +62,7 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<boolean
 
 interface Segment {
   account: Account;
+  send: SendStats;
   token: string;
   accepted: readonly OracleEvent[];
   oracle: Oracle;
@@ -110,9 +112,10 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         onSent: () => runner.pause(),
       });
       for (const a of r.answers) if (!a.exact) answers.push(`checkpoint ${k} (${account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
-      say(`checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged, ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`);
+      const retries = Object.entries(r.send.retries).map(([why, n]) => `${why} x${n}`).join(', ') || 'none';
+      say(`checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged (retries: ${retries}), ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`);
       for (const a of r.answers) if (!a.exact) say(`  ${a.answer} differs: ${a.differences.slice(0, 3).join('; ')}`);
-      segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions });
+      segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions, send: r.send });
     }
 
     say('traffic over: comparing every tenant again, then alerts, deliveries, consumers and the store');
@@ -128,7 +131,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     const result: SoakResult = {
       seed: o.seed,
       faults: runner.done,
-      segments: segments.map((s) => ({ tenant: s.account.tenant, accepted: s.accepted.length, sessions: s.sessions })),
+      segments: segments.map((s) => ({ tenant: s.account.tenant, accepted: s.accepted.length, sessions: s.sessions, send: s.send })),
       answers,
       events,
       sessionsWithoutRow,
