@@ -120,7 +120,7 @@ export class Sender {
       // A beacon always answers 200; `queued: false` says it was not kept.
       const degraded = status === 200 && (body.queued !== false || !beacon);
       const retryable = degraded || status === 429 || status === 503 || status === 0 || (beacon && status === 200);
-      const reason = degraded ? 'ingest_degraded' : status === 0 ? 'network' : String(status);
+      const reason = degraded ? 'ingest_degraded' : status === 0 ? 'network' : status === 200 ? 'beacon not queued' : String(status);
       const once = beacon && !this.o.retryBeacons;
       if (!retryable || once || attempt >= this.o.maxAttempts) {
         if (retryable || once) this.stats.lost += events.length;
