@@ -1,4 +1,5 @@
 import { AckPolicy, connect, DeliverPolicy, StorageType, DiscardPolicy, RetentionPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection, type ObjectStore, type StreamConfig } from 'nats';
+import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { natsConnectOptions, type NatsAccess } from './connect-options.js';
@@ -25,6 +26,21 @@ async function patiently<T>(what: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+/**
+ * A stream's identity, kept in its description: set when the stream is made and kept by every update, so a stream
+ * made again (its sequences restarting at 1) has another. Not its creation time: nats-server 2.9 forgets that when it
+ * restarts after an update (every process start updates the streams), and takes the restart's time instead; the
+ * flusher's de-duplication tokens, named after it, then changed under messages written again (the soak found rows
+ * stored twice).
+ */
+export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'>): string {
+  const id = /^darshak stream ([0-9a-z]+)$/.exec(config.description ?? '')?.[1];
+  if (!id) throw new Error(`stream ${config.name} has no identity in its description: a process that runs ensureStreams gives it one`);
+  return id;
+}
+
+const newStreamIdentity = (): string => `darshak stream ${randomBytes(8).toString('hex')}`;
 
 export class BusUnavailableError extends Error {
   override name = 'BusUnavailableError';
@@ -145,11 +161,11 @@ export class Bus {
   private async ensureStreamOnce(stream: Partial<StreamConfig> & { name: string }): Promise<void> {
     const config = { ...stream, num_replicas: this.replicas };
     try {
-      await this.jsm.streams.info(config.name);
-      await this.jsm.streams.update(config.name, config);
+      const info = await this.jsm.streams.info(config.name);
+      await this.jsm.streams.update(config.name, { ...config, description: info.config.description ?? newStreamIdentity() });
     } catch (err) {
       if (!/stream not found/i.test((err as Error).message)) throw err;
-      await this.jsm.streams.add(config).catch((e: Error) => {
+      await this.jsm.streams.add({ ...config, description: newStreamIdentity() }).catch((e: Error) => {
         // Another process created it meanwhile.
         if (!/already in use|already exists/i.test(e.message)) throw e;
       });

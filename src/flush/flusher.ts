@@ -3,7 +3,7 @@ import { Counter, Histogram } from 'prom-client';
 import { retiredTables, snapshotTables } from '../../pipelines/index.js';
 import type { Cell, RetiredTable, TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
-import type { Bus } from '../bus/bus.js';
+import { streamIdentity, type Bus } from '../bus/bus.js';
 import { readInputs } from '../bus/passed-events.js';
 import { encodeFlushed, flushedInputs } from '../bus/progress.js';
 import { decodeOutput, forEachPassed } from '../bus/wire.js';
@@ -57,8 +57,8 @@ export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 
  *
  * - Messages are written in groups, one insert per table per group: while groups are being written, arriving messages
  *   gather into the next, so a busy store gets fewer, larger inserts, and an idle one writes a message at once.
- * - Each insert's de-duplication token names the table, the stream (its creation time: a stream made again, whose
- *   sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are recorded in
+ * - Each insert's de-duplication token names the table, the stream (its identity, `streamIdentity`: a stream made
+ *   again, whose sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are recorded in
  *   NATS before they are written (flush/groups.ts), so a message sent again is written again with its group, under
  *   the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, under the
  *   per-message token earlier versions used.
@@ -107,7 +107,7 @@ export class Flusher {
     });
     const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, name);
     const stream = await this.bus.jsm.streams.info(this.bus.names.rawStream);
-    this.streamId = Date.parse(stream.created).toString(36);
+    this.streamId = streamIdentity(stream.config);
     // A record is needed while its messages can come back, which is at most as long as the stream keeps them.
     this.groups = new FlushGroups(await this.bus.kv(this.bus.names.flushGroupsBucket, stream.config.max_age / 1_000_000 || undefined), this.streamId);
     // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its

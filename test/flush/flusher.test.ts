@@ -5,7 +5,7 @@ import { AckPolicy, type JsMsg } from 'nats';
 import t, { type Test } from 'tap';
 import { quotaMinutes } from '../../pipelines/quota.js';
 import { minuteOf } from '../../src/aggregate/pipeline.js';
-import { Bus } from '../../src/bus/bus.js';
+import { Bus, streamIdentity } from '../../src/bus/bus.js';
 import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
 import { Flusher } from '../../src/flush/flusher.js';
 import { FlushGroups, groupToken } from '../../src/flush/groups.js';
@@ -13,6 +13,8 @@ import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
 import { Store } from '../../src/store/store.js';
 import { eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { PrivateNats } from '../../bench/private-nats.js';
+import { freePort } from '../../bench/host.js';
 
 // The flusher writes several raw-stream messages in one insert per table. A message sent again must be written with
 // the group it was first written in, under the same tokens, or what a killed flusher had stored would be stored twice.
@@ -46,6 +48,44 @@ t.test('group records: compare-and-set per span, a message in one group only', a
   t.equal(groupToken('quota_minutes', 's1', [1, 2, 3]), 'quota_minutes:s1:g1');
 });
 
+t.test("the raw stream's identity, which the tokens name, outlives a NATS restart after an update; a stream made again gets another", async (t) => {
+  // nats-server 2.9 takes a stream's creation time from its restart after an update (every process start updates
+  // the streams): the flusher named its tokens after that time, and wrote messages sent again under new ones.
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-identity-'));
+  const nats = new PrivateNats(await freePort(true), join(dir, 'js'));
+  await nats.start();
+  t.teardown(async () => {
+    await nats.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const prefix = uniquePrefix();
+  const open = async (): Promise<Bus> => {
+    const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: prefix }, log);
+    await bus.ensureStreams(4, 24);
+    return bus;
+  };
+  const info = async (bus: Bus) => bus.jsm.streams.info(bus.names.rawStream);
+  let bus = await open();
+  const first = await info(bus);
+  await bus.close();
+  // A crash of the server, a process start (an update), another crash: the sequence that changed the creation time
+  // in a scratch run.
+  await nats.kill();
+  await nats.start();
+  bus = await open();
+  await bus.close();
+  await nats.kill();
+  await nats.start();
+  bus = await open();
+  const after = await info(bus);
+  t.comment(`creation time ${first.created} then ${after.created}`);
+  t.equal(streamIdentity(after.config), streamIdentity(first.config), 'the same identity after the restart');
+  await bus.jsm.streams.delete(bus.names.rawStream);
+  await bus.ensureStreams(4, 24);
+  t.not(streamIdentity((await info(bus)).config), streamIdentity(first.config), 'a stream made again is another');
+  await bus.close();
+});
+
 t.test('a group recorded and half written by a flusher that died is completed, not doubled', async (t) => {
   const bus = await namespace(t);
   await bus.ensureStreams(4, 24);
@@ -68,7 +108,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
     events.push(e);
   }
   const stream = await bus.jsm.streams.info(bus.names.rawStream);
-  const streamId = Date.parse(stream.created).toString(36);
+  const streamId = streamIdentity(stream.config);
   const first = stream.state.first_seq;
 
   // The flusher that died: it took the first eight messages, recorded 1-6 as a group and 7-8 as another, stored the
