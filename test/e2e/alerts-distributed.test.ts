@@ -64,7 +64,7 @@ t.test('kill -9 of the active alerts process: the standby takes over, nothing is
 t.test('NATS killed and restarted: the alerts role recovers by itself, raising what came after once and nothing twice', async (t) => {
   const natsDir = mkdtempSync(join(tmpdir(), 'darshak-alerts-nats-'));
   t.teardown(() => rmSync(natsDir, { recursive: true, force: true }));
-  const nats = new PrivateNats(await freePort(), natsDir);
+  const nats = new PrivateNats(await freePort(true), natsDir);
   await nats.start();
   t.teardown(() => nats.kill());
   const own = await startService({ nats_url: nats.url, data_dir: mkdtempSync(join(tmpdir(), 'darshak-alerts-nr-')), webhook_allow_hosts: ['127.0.0.0/8'] }, 'ingest,aggregate,alerts,webhooks');

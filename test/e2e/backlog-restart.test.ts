@@ -62,7 +62,7 @@ t.test('kill -9 of an aggregator behind a backlog of ~300 MB: the restart comes 
   const dir = mkdtempSync(join(tmpdir(), 'darshak-backlog-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'nats.conf'), `max_pending: ${32 * 1024 * 1024}\n`);
-  const nats = new PrivateNats(await freePort(), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
+  const nats = new PrivateNats(await freePort(true), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
   await nats.start();
   t.teardown(() => nats.kill());
   const natsUrl = nats.url;

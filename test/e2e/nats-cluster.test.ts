@@ -13,8 +13,8 @@ import { PrivateNats } from '../../bench/private-nats.js';
 t.test('three NATS servers, replicas 3: everything replicated; one server lost, no accepted event lost, every shard catches up', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const ports = await Promise.all([0, 1, 2].map(() => freePort()));
-  const routesPorts = await Promise.all([0, 1, 2].map(() => freePort()));
+  const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
+  const routesPorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
   const routes = routesPorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
   const servers = ports.map(
     (port, i) =>

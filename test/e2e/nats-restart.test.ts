@@ -81,7 +81,7 @@ const engines = (process.env.NATS_RESTART_ENGINES ?? 'uws,node').split(',') as A
 for (const engine of engines) {
   t.test(`NATS killed and restarted under ingest load (${engine})`, engineTest(engine), async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'darshak-nats-'));
-    const nats = new PrivateNats(await freePort(), dir);
+    const nats = new PrivateNats(await freePort(true), dir);
     let svc: Service | undefined;
     let nc: NatsConnection | undefined;
     // One teardown, in order: the client and the service while NATS is still up, then the server, then its store.

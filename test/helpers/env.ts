@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connect, type ConnectionOptions } from 'nats';
 import type { Test } from 'tap';
@@ -252,16 +251,7 @@ export async function eventually(check: () => Promise<boolean>, ms = 5000, every
 }
 
 /** A TCP port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../bench/host.js';
 
 /**
  * True when the pipeline has caught up: every shard's aggregator has published a complete batch through the last
