@@ -146,8 +146,8 @@ export class ShardAggregator {
   private publishing: Promise<void> = Promise.resolve();
   /**
    * The last sequences of the shard's raw and signals subjects, as this shard last read or wrote them; every publish
-   * expects them. A publish that a lost connection held past its timeout is sent when nats.js reconnects, after the
-   * shard has taken it for failed and rebuilt: landing after the rebuild's own batches, which pass the same input
+   * expects them. A publish the shard gave up on (its acknowledgement late: the server slow, the connection lost) can
+   * still be stored after the shard has rebuilt: landing after the rebuild's own batches, which pass the same input
    * on with other bounds, it would count that input twice. Expected sequences make the server refuse whichever of
    * the two comes second (a rebuild that finds the stale one landed first reads it as the last output).
    */

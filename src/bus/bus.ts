@@ -35,11 +35,12 @@ async function patiently<T>(what: () => Promise<T>): Promise<T> {
  * stored twice).
  */
 export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'>): string {
-  const id = /^darshak stream ([0-9a-z]+)$/.exec(config.description ?? '')?.[1];
+  const id = identityPattern.exec(config.description ?? '')?.[1];
   if (!id) throw new Error(`stream ${config.name} has no identity in its description: a process that runs ensureStreams gives it one`);
   return id;
 }
 
+const identityPattern = /^darshak stream ([0-9a-f]+)$/;
 const newStreamIdentity = (): string => `darshak stream ${randomBytes(8).toString('hex')}`;
 
 export class BusUnavailableError extends Error {
@@ -162,7 +163,8 @@ export class Bus {
     const config = { ...stream, num_replicas: this.replicas };
     try {
       const info = await this.jsm.streams.info(config.name);
-      await this.jsm.streams.update(config.name, { ...config, description: info.config.description ?? newStreamIdentity() });
+      const kept = info.config.description;
+      await this.jsm.streams.update(config.name, { ...config, description: kept !== undefined && identityPattern.test(kept) ? kept : newStreamIdentity() });
     } catch (err) {
       if (!/stream not found/i.test((err as Error).message)) throw err;
       await this.jsm.streams.add({ ...config, description: newStreamIdentity() }).catch((e: Error) => {

@@ -58,9 +58,9 @@ export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 
  * - Messages are written in groups, one insert per table per group: while groups are being written, arriving messages
  *   gather into the next, so a busy store gets fewer, larger inserts, and an idle one writes a message at once.
  * - Each insert's de-duplication token names the table, the stream (its identity, `streamIdentity`: a stream made
- *   again, whose sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are recorded in
- *   NATS before they are written (flush/groups.ts), so a message sent again is written again with its group, under
- *   the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, under the
+ *   again, whose sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are
+ *   recorded in NATS before they are written (flush/groups.ts), so a message sent again is written again with its
+ *   group, under the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, under the
  *   per-message token earlier versions used.
  * - A message is acknowledged only once every insert of its group has returned.
  */

@@ -42,7 +42,7 @@ export class FlushGroups {
 
   constructor(
     private readonly kv: KV,
-    /** The raw stream's identity (its creation time): a stream made again restarts its sequences. */
+    /** The raw stream's identity (`streamIdentity`): a stream made again restarts its sequences. */
     private readonly streamId: string,
   ) {}
 
