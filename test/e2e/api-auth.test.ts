@@ -11,6 +11,8 @@ import { cli, eventually, makeTenant, natsUrl, post, startService } from '../hel
 
 // Login, tokens, service accounts and API keys at {base_url}, driven over HTTP and the CLI as a user would.
 
+// Its lockouts are waited out in real seconds: 90 s of a file alone, past tap's default 120 s on a loaded machine.
+t.setTimeout(300_000);
 const dataDir = mkdtempSync(join(tmpdir(), 'darshak-api-auth-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
