@@ -25,10 +25,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics, threadCpu } from './host.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics, sleep, threadCpu } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------------------------
 // The generator (child mode): viewers of one tenant, open loop.

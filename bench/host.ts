@@ -14,6 +14,16 @@ export const root = fileURLToPath(new URL(import.meta.url.includes('/dist/bench/
 export const mainJs = join(root, 'dist/src/main.js');
 export const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** True once `check` is, trying every `every` ms for about `ms`. */
+export async function poll(check: () => Promise<boolean>, ms: number, every: number): Promise<boolean> {
+  for (const end = Date.now() + ms; ; await sleep(every)) {
+    if (await check()) return true;
+    if (Date.now() > end) return false;
+  }
+}
+
 export function run(cmd: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });

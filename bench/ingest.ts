@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { encodeCmcd, type Cmcd } from '@svta/cml-cmcd';
 import { connect } from 'nats';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run, scrapeMetrics } from './host.js';
+import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run, scrapeMetrics, sleep } from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const ingestPath = '/v1/ingest/events';
@@ -368,7 +368,6 @@ const hasCommand = (cmd: string, args: string[]): boolean => {
 const haveTaskset = hasCommand('taskset', ['--version']);
 const pinned = (core: number, cmd: string, args: string[]): [string, string[]] => (haveTaskset ? ['taskset', ['-c', String(core), cmd, ...args]] : [cmd, args]);
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 interface RunningService {
   child: ChildProcess;

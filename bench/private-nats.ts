@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from 'nats';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from './host.js';
+import { freePort, poll } from './host.js';
 
 const natsServerBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
 
@@ -84,10 +84,4 @@ export class PrivateNats {
     this.child.kill(signal);
     await this.exited;
   }
-}
-
-/** True once `check` is, trying every `every` ms for `ms`. */
-async function poll(check: () => Promise<boolean>, ms: number, every: number): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, every))) if (await check()) return true;
-  return false;
 }

@@ -31,7 +31,7 @@ import { parseArgs } from 'node:util';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { freePort } from './host.js';
+import { freePort, sleep } from './host.js';
 import { createLogger } from '../src/log.js';
 import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type Range, type RangeName } from '../src/store/queries/index.js';
 import { sessionHistory } from '../src/store/events.js';
@@ -87,7 +87,6 @@ const int = (s: string | undefined, name: string): number => {
 const fmt = (n: number): string => n.toLocaleString('en-US');
 const ms1 = (n: number): string => (n >= 100 ? fmt(Math.round(n)) : n.toFixed(1));
 const secs = (t0: number): string => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parent: the machine, then one child process per size.

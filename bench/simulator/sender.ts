@@ -5,6 +5,7 @@
 // know every event's fate).
 
 import type { Delivery } from './fleet.js';
+import { sleep } from '../host.js';
 import type { OracleEvent } from './oracle.js';
 
 export interface SenderOptions {
@@ -50,7 +51,6 @@ export function toIngest(e: OracleEvent): Record<string, unknown> {
   };
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class Sender {
   readonly stats: SendStats = { requests: 0, beacons: 0, sent: 0, accepted: 0, rejected: 0, lost: 0, retries: {}, rejections: {} };
@@ -112,15 +112,16 @@ export class Sender {
       } catch {
         status = 0;
       }
-      if (status === 200 && (body.queued !== false || !beacon)) {
+      // A beacon always answers 200; `queued: false` says it was not kept.
+      const answered = status === 200 && (body.queued !== false || !beacon);
+      if (answered) {
         pending = this.settle(pending, body);
         if (pending.length === 0) return;
         events = pending.map(toIngest);
       }
-      // A beacon always answers 200; `queued: false` says it was not kept.
-      const degraded = status === 200 && (body.queued !== false || !beacon);
-      const retryable = degraded || status === 429 || status === 503 || status === 0 || (beacon && status === 200);
-      const reason = degraded ? 'ingest_degraded' : status === 0 ? 'network' : status === 200 ? 'beacon not queued' : String(status);
+      // A 200 here left events to send again (`ingest_degraded`), or was a beacon not kept.
+      const retryable = status === 200 || status === 429 || status === 503 || status === 0;
+      const reason = answered ? 'ingest_degraded' : status === 0 ? 'network' : status === 200 ? 'beacon not queued' : String(status);
       const once = beacon && !this.o.retryBeacons;
       if (!retryable || once || attempt >= this.o.maxAttempts) {
         if (retryable || once) this.stats.lost += events.length;

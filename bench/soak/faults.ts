@@ -2,6 +2,7 @@
 // plays it on the layout while traffic flows. Time in the schedule is traffic time: the runner's clock stops while
 // the soak compares answers, when every role is up again.
 
+import { sleep } from '../host.js';
 import { Rng } from '../simulator/rng.js';
 import type { Layout } from './layout.js';
 
@@ -45,7 +46,6 @@ export interface FaultTarget {
   failWebhooks(until: number): void;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Plays a schedule: `resume` while traffic flows, `pause` to stop the clock with every part up again. */
 export class FaultRunner {

@@ -5,7 +5,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { freePort, mainJs } from '../host.js';
+import { freePort, mainJs, poll } from '../host.js';
 import { PrivateNats } from '../private-nats.js';
 
 export interface RoleSpec {
@@ -25,7 +25,6 @@ interface Running {
 }
 
 const keptLog = 20_000;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class Layout {
   private readonly running = new Map<string, Running>();
@@ -138,12 +137,8 @@ export class Layout {
   async ready(ms = 120_000): Promise<void> {
     const deadline = Date.now() + ms;
     for (const spec of this.roles) {
-      for (;;) {
-        const up = this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`).catch(() => null))?.ok === true);
-        if (up) break;
-        if (Date.now() > deadline) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
-        await sleep(200);
-      }
+      const up = async (): Promise<boolean> => this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`).catch(() => null))?.ok === true);
+      if (!(await poll(up, deadline - Date.now(), 200))) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
     }
   }
 

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { connect } from 'nats';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
+import { poll } from '../host.js';
 import type { Oracle, OracleEvent } from '../simulator/oracle.js';
 import { provision, type Account } from '../simulator/provision.js';
 import { checkAnswers, type Alert } from '../simulator/report.js';
@@ -49,16 +50,7 @@ export interface SoakResult {
   ok: boolean;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const category = 'content.new_release_detected';
-
-/** Waits until `check` holds, up to `ms`; returns whether it did. */
-async function until(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  for (const end = Date.now() + ms; ; await sleep(500)) {
-    if (await check()) return true;
-    if (Date.now() > end) return false;
-  }
-}
 
 interface Segment {
   account: Account;
@@ -175,11 +167,11 @@ async function countAlerts(segments: readonly Segment[], api: (token: string) =>
     const want = releases(s);
     expected += want.length;
     let raised: string[] = [];
-    await until(async () => {
+    await poll(async () => {
       const list = (await api(s.token)('/v1/analytics/alerts?limit=200')) as Alert[];
       raised = list.filter((a) => a.category === category).map((a) => String(a.data.content_id));
       return want.every((c) => raised.includes(c));
-    }, 30_000);
+    }, 30_000, 500);
     for (const c of want) {
       const n = raised.filter((x) => x === c).length;
       if (n === 0) lost.push(`${s.account.tenant}/${c}`);
@@ -193,7 +185,7 @@ async function countDeliveries(segments: readonly Segment[], receiver: SoakRecei
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
   const delivered = (): Set<string> => new Set(receiver.receipts().filter((r) => r.answered === 200 && r.type === category).map((r) => `${r.tenant}/${String(r.data.content_id)}`));
   // A delivery that failed in an outage is retried 30 s later, and 2 min after that if it failed again.
-  await until(async () => want.every((w) => delivered().has(w)), 200_000);
+  await poll(async () => want.every((w) => delivered().has(w)), 200_000, 500);
   const got = delivered();
   return { expected: want.length, undelivered: want.filter((w) => !got.has(w)), repeatedAfterSuccess: receiver.repeatedAfterSuccess() };
 }
@@ -204,7 +196,7 @@ async function stuck(layout: Layout): Promise<string[]> {
   try {
     const jsm = await nc.jetstreamManager();
     let behind: string[] = [];
-    await until(async () => {
+    await poll(async () => {
       behind = [];
       for (const stream of await jsm.streams.list().next()) {
         if (!stream.config.name.startsWith(layout.prefix)) continue;
@@ -215,7 +207,7 @@ async function stuck(layout: Layout): Promise<string[]> {
         }
       }
       return behind.length === 0;
-    }, 60_000);
+    }, 60_000, 500);
     return behind;
   } finally {
     await nc.close();

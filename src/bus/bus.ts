@@ -27,6 +27,9 @@ async function patiently<T>(what: () => Promise<T>): Promise<T> {
   }
 }
 
+const identityPattern = /^darshak stream ([0-9a-f]+)$/;
+const newStreamIdentity = (): string => `darshak stream ${randomBytes(8).toString('hex')}`;
+
 /**
  * A stream's identity, kept in its description: set when the stream is made and kept by every update, so a stream
  * made again (its sequences restarting at 1) has another. Not its creation time: nats-server 2.9 forgets that when it
@@ -39,9 +42,6 @@ export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'
   if (!id) throw new Error(`stream ${config.name} has no identity in its description: a process that runs ensureStreams gives it one`);
   return id;
 }
-
-const identityPattern = /^darshak stream ([0-9a-f]+)$/;
-const newStreamIdentity = (): string => `darshak stream ${randomBytes(8).toString('hex')}`;
 
 export class BusUnavailableError extends Error {
   override name = 'BusUnavailableError';
@@ -163,8 +163,8 @@ export class Bus {
     const config = { ...stream, num_replicas: this.replicas };
     try {
       const info = await this.jsm.streams.info(config.name);
-      const kept = info.config.description;
-      await this.jsm.streams.update(config.name, { ...config, description: kept !== undefined && identityPattern.test(kept) ? kept : newStreamIdentity() });
+      const kept = info.config.description ?? '';
+      await this.jsm.streams.update(config.name, { ...config, description: identityPattern.test(kept) ? kept : newStreamIdentity() });
     } catch (err) {
       if (!/stream not found/i.test((err as Error).message)) throw err;
       await this.jsm.streams.add({ ...config, description: newStreamIdentity() }).catch((e: Error) => {
