@@ -5,7 +5,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { freePort, mainJs, poll } from '../host.js';
+import { freePort, mainJs, poll, sleep } from '../host.js';
 import { PrivateNats } from '../private-nats.js';
 
 export interface RoleSpec {
@@ -25,6 +25,7 @@ interface Running {
 }
 
 const keptLog = 20_000;
+const graceMs = 30_000;
 
 export class Layout {
   private readonly running = new Map<string, Running>();
@@ -32,6 +33,8 @@ export class Layout {
   private readonly logs = new Map<string, string>();
   /** Exits nobody asked for: the role, its exit and the tail of its log. */
   readonly crashes: string[] = [];
+  /** Roles that did not stop within the grace period after SIGTERM. */
+  readonly slowStops: string[] = [];
   private closed = false;
 
   private constructor(
@@ -116,13 +119,20 @@ export class Layout {
     });
   }
 
-  /** Stop one role (SIGKILL: a crash; SIGTERM: a drain) and wait for its exit. */
+  /**
+   * Stop one role (SIGKILL: a crash; SIGTERM: a drain) and wait for its exit. A drain gets what a supervisor gives
+   * (Kubernetes' default grace period); one that takes longer is a finding, and the role is killed as it would be.
+   */
   async stop(name: string, signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
     const entry = this.running.get(name);
     if (!entry) return;
     entry.stopping = true;
-    const exited = new Promise((r) => entry.child.once('exit', r));
+    const exited = new Promise<boolean>((r) => entry.child.once('exit', () => r(true)));
     entry.child.kill(signal);
+    if (signal === 'SIGKILL' || (await Promise.race([exited, sleep(graceMs).then(() => false)]))) return void (await exited);
+    this.slowStops.push(`${name} still running ${graceMs / 1000} s after SIGTERM; its log's tail:\n${entry.log.slice(-4000)}`);
+    this.say(`!! ${name} did not stop within ${graceMs / 1000} s of SIGTERM: killed`);
+    entry.child.kill('SIGKILL');
     await exited;
   }
 
@@ -137,21 +147,22 @@ export class Layout {
   async ready(ms = 120_000): Promise<void> {
     const deadline = Date.now() + ms;
     for (const spec of this.roles) {
-      const up = async (): Promise<boolean> => this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`).catch(() => null))?.ok === true);
+      const up = async (): Promise<boolean> => this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => null))?.ok === true);
       if (!(await poll(up, deadline - Date.now(), 200))) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
     }
   }
 
-  /** Start NATS again after a fault stopped it; a start that fails is a finding, and is tried again. */
+  /** Start NATS again after a fault stopped it; a start that fails is a finding, and is tried again a few times. */
   async startNats(): Promise<void> {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       try {
         return await this.nats.start();
       } catch (err) {
         const message = (err as Error).message;
         this.crashes.push(`nats-server did not start again: ${message.slice(-2000)}`);
-        this.say(`!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]}): trying again`);
+        this.say(`!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]})${attempt < 5 ? ': trying again' : ''}`);
         await this.nats.kill();
+        if (attempt === 5) throw new Error(`nats-server did not start again after ${attempt} tries`);
       }
     }
   }

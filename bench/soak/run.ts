@@ -47,6 +47,7 @@ export interface SoakResult {
   webhooks: { expected: number; undelivered: string[]; repeatedAfterSuccess: string[] };
   stuckConsumers: string[];
   crashes: string[];
+  slowStops: string[];
   ok: boolean;
 }
 
@@ -75,7 +76,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     say(`soak seed ${o.seed}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`);
     const runner = new FaultRunner(faults, { layout, failWebhooks: (u) => receiver.fail(u) }, say);
     const api = (token: string) => async (path: string, init: RequestInit = {}): Promise<unknown> => {
-      const res = await fetch(`${layout.apiUrl}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
+      const res = await fetch(`${layout.apiUrl}${path}`, { ...init, signal: AbortSignal.timeout(30_000), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
       if (res.status >= 300) throw new Error(`${init.method ?? 'GET'} ${path}: ${res.status} ${await res.text()}`);
       return res.json();
     };
@@ -131,6 +132,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
       webhooks,
       stuckConsumers,
       crashes: layout.crashes,
+      slowStops: layout.slowStops,
       ok: false,
     };
     result.ok =
@@ -141,7 +143,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
       alerts.lost.length + alerts.duplicated.length === 0 &&
       webhooks.undelivered.length + webhooks.repeatedAfterSuccess.length === 0 &&
       stuckConsumers.length === 0 &&
-      layout.crashes.length === 0;
+      layout.crashes.length + layout.slowStops.length === 0;
     if (o.out) {
       await writeFile(join(o.out, 'report.json'), JSON.stringify(result, null, 1));
       // What each role's latest process said last, to read beside a failure.

@@ -13,9 +13,8 @@ t.setTimeout(600_000);
 t.test('a short soak: faults pile up, and every answer still equals the oracle with nothing lost or stuck', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-soak-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const lines: string[] = [];
-  const r = await soak({ durationMs: 100_000, segments: 2, faultRate: 8, seed: 4, viewers: 150, dir, out: '', say: (line) => lines.push(line) });
-  t.comment(lines.join('\n'));
+  // Each line as it happens: a run that hangs shows where.
+  const r = await soak({ durationMs: 100_000, segments: 2, faultRate: 8, seed: 4, viewers: 150, dir, out: '', say: (line) => t.comment(line) });
   const applied = r.faults.filter((f) => !f.skipped);
   t.ok(applied.length >= 8, `${applied.length} faults applied`);
   t.ok(new Set(applied.map((f) => f.kind)).size >= 3, `of kinds ${[...new Set(applied.map((f) => f.kind))].join(', ')}`);
@@ -28,5 +27,6 @@ t.test('a short soak: faults pile up, and every answer still equals the oracle w
   t.same([r.webhooks.undelivered, r.webhooks.repeatedAfterSuccess], [[], []], 'every alert delivered, none again after a 200');
   t.same(r.stuckConsumers, [], 'no consumer stuck');
   t.same(r.crashes, [], 'no process exited on its own');
+  t.same(r.slowStops, [], 'every SIGTERM drained within the grace period');
   t.ok(r.ok);
 });
