@@ -36,19 +36,21 @@ class Samples {
       this.payments.set(minute, (this.payments.get(minute) ?? 0) + 1);
       return;
     }
-    const region = e.context?.region;
-    if (region === undefined) return;
+    const c = e.context;
+    if (c?.region === undefined) return;
     const minute = Math.floor(e.ts / 60_000);
-    if (e.event_type === 'play_start') this.starts.set(`${region}/${minute}`, (this.starts.get(`${region}/${minute}`) ?? 0) + 1);
-    else if (e.event_type === 'heartbeat') {
-      const k = `${region}/${e.context?.pop ?? ''}/${minute}`;
-      this.beats.set(k, (this.beats.get(k) ?? 0) + 1);
-    }
+    // The scope's count, and each injectable cohort's (the simulator's incidents hit a device type or an app version).
+    const scopes = e.event_type === 'play_start' ? `${c.region}/${minute}` : e.event_type === 'heartbeat' ? `${c.region}/${c.pop ?? ''}/${minute}` : undefined;
+    if (scopes === undefined) return;
+    const counts = e.event_type === 'play_start' ? this.starts : this.beats;
+    for (const k of [scopes, `${scopes}/device=${c.device_type ?? ''}`, `${scopes}/app_version=${c.app_version ?? ''}`]) counts.set(k, (counts.get(k) ?? 0) + 1);
   }
 
   /**
    * Whether the incident's scope had the sample its detector needs, at the least: 25 sessions a minute in the pop
    * (rebuffering), 25 starts in the first 5 minutes (startup, errors), 10 failures expected in 15 minutes (payments).
+   * An incident of one cohort is judged by the cohort's own condition: 25 of its sessions in two minutes in the pop,
+   * or 25 of its starts in 5 minutes in the region.
    */
   enough(i: Incident, at: number): boolean {
     const first = Math.floor(at / 60_000);
@@ -57,13 +59,14 @@ class Samples {
       for (let m = first; m < first + 15; m++) all += this.payments.get(m) ?? 0;
       return all * (i.magnitude ?? 0.7) >= 10;
     }
+    const cohort = i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content' ? `/${i.cohort.dimension}=${i.cohort.value}` : '';
     if (i.kind === 'rebuffer') {
       let beats = 0;
-      for (let m = first; m < first + 5; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}`) ?? 0;
-      return beats / 6 / 5 >= 25;
+      for (let m = first; m < first + 5; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}${cohort}`) ?? 0;
+      return beats / 6 / 5 >= (cohort ? 12.5 : 25);
     }
     let starts = 0;
-    for (let m = first; m < first + 5; m++) starts += this.starts.get(`${i.region}/${m}`) ?? 0;
+    for (let m = first; m < first + 5; m++) starts += this.starts.get(`${i.region}/${m}${cohort}`) ?? 0;
     return starts >= 25;
   }
 }

@@ -1,6 +1,6 @@
 import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { binomialTail, cohortField, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, type WindowDetector } from '../src/alerts/detector.js';
+import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -110,6 +110,10 @@ function cohortOf(c: Cohort | null, w: Window, what: string, mean = false): { da
   return { data, words, sentence };
 }
 
+/** A cohort that crossed its own condition (`cohortSpike`), in words. */
+const cohortSpikeWords = (c: Cohort, w: Window, verb: string, what: string): string =>
+  `Sessions of ${cohortName(c, w)} ${verb} in ${c.current} of every 100 session-minutes against ${c.baseline} before (${Math.round(c.share * 100)} % of the ${what})`;
+
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
 export function startupPercentile(f: Fields, p: number): number {
   const buckets = Object.keys(f)
@@ -164,11 +168,13 @@ export const rebufferSpike: WindowDetector = {
     min_sessions: 'sessions with an event in the minute, at least',
     baseline_minutes: 'the baseline is the median of the per-minute rates of this many minutes before',
     min_baseline_minutes: 'minutes with watch time the baseline needs, at least',
+    cohort_min_stalled: 'a cohort alone (a device type, an app version, a player, a title): stalled sessions in the two minutes, at least',
+    cohort_max_chance: 'and so many would stall by chance at its own baseline rate less often than this (a negative binomial tail)',
   },
   evaluate(w) {
     const t = w.thresholds;
     const cur = w.at(w.bucket);
-    if (!cur || (cur.sessions ?? 0) < t.min_sessions! || !cur.watch_ms) return null;
+    if (!cur || !cur.watch_ms) return null;
     const rate = pct(cur.rebuffer_ms ?? 0, cur.watch_ms);
     const [from, to] = baselineRange(w, 1);
     const rates: number[] = [];
@@ -178,15 +184,25 @@ export const rebufferSpike: WindowDetector = {
     }
     if (rates.length < t.min_baseline_minutes!) return null;
     const base = median(rates);
-    if (rate < t.ratio! * base || rate < base + t.min_points!) return null;
-    const [region, pop] = w.key;
-    const severity = severityOf(rate, base);
+    const popHolds = (cur.sessions ?? 0) >= t.min_sessions! && rate >= t.ratio! * base && rate >= base + t.min_points!;
+    // A cohort cannot cross on its own with fewer stalled sessions in the pop: the cohorts' sums are not read then.
+    if (!popHolds && (cur.stalled ?? 0) + (w.at(w.bucket - minute)?.stalled ?? 0) < t.cohort_min_stalled!) return null;
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
-    const cohort = cohortOf(explain(sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), sumFields(w, from, to, true, 'cohorts'), 's', 'a', 'rate'), w, 'of the stalled sessions');
+    const cohorts = { cur: sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), base: sumFields(w, from, to, true, 'cohorts') };
+    // A cohort alone: in this minute, or, while it has too few sessions yet, with the minute before. (The two
+    // minutes alone dilute a spike's first minute with the one before it, which delays the alert by a minute.)
+    const condition = { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.cohort_min_stalled!, maxChance: t.cohort_max_chance! };
+    const spike = popHolds ? null : (cohortSpike(w.cohorts(w.bucket) ?? {}, cohorts.base, 's', 'a', condition) ?? cohortSpike(cohorts.cur, cohorts.base, 's', 'a', condition));
+    if (!popHolds && !spike) return null;
+    const [region, pop] = w.key;
+    const cohort = cohortOf(spike ?? explain(cohorts.cur, cohorts.base, 's', 'a', 'rate'), w, 'of the stalled sessions');
+    const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, base);
     return {
       severity,
-      title: `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
-      description: `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${cohort.sentence}`,
+      title: spike ? `Rebuffering spike in ${region} / ${pop} for ${cohortName(spike, w)}` : `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
+      description: spike
+        ? `${cohortSpikeWords(spike, w, 'stalled', 'stalled sessions')}, while the pop's rebuffer rate is ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.`
+        : `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${cohort.sentence}`,
       // Stalled sessions of the minute, or of the minute before when more (this one may have just begun).
       data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0), cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)) },
     };
@@ -257,6 +273,7 @@ export const errorSpike: WindowDetector = {
     min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
     baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
     max_chance: "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
+    cohort_max_chance: 'a cohort alone (a pop, a device type, an app version, a player, a title) whose fatal sessions per session-minute cross ratio, min_points, min_sessions and min_errors against its own baseline, and would come by chance less often than this',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -274,27 +291,38 @@ export const errorSpike: WindowDetector = {
     // Sessions playing in the window: those seen in its first minute, and those that started after it.
     const first = w.bucket - (span - 1) * minute;
     const sessions = Math.max(fatal, (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0));
-    if (sessions < t.min_sessions! || fatal < t.min_errors! || baseExposure < t.min_sessions!) return null;
     const baseFatal = base.fatal ?? 0;
     // The window's exposure against the baseline's, as starts or as session-minutes: the larger.
     const scale = Math.max(starts / Math.max(1, baseStarts), exposure / baseExposure);
     const rate = pct(fatal, sessions);
     const baseRate = pct(scale * baseFatal, sessions);
-    if (rate < t.ratio! * baseRate || rate < baseRate + t.min_points!) return null;
     // A handful of errors among a few dozen sessions is ordinary noise, and a baseline of a few errors says little
     // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
-    if (negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) >= t.max_chance!) return null;
+    const regionHolds =
+      sessions >= t.min_sessions! &&
+      fatal >= t.min_errors! &&
+      baseExposure >= t.min_sessions! &&
+      rate >= t.ratio! * baseRate &&
+      rate >= baseRate + t.min_points! &&
+      negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance!;
+    if (!regionHolds && fatal < t.min_errors!) return null;
+    // Fatal sessions per session-minute, by cohort.
+    const cohorts = windowAndBaseline(w, span, 'cohorts');
+    const spike = regionHolds
+      ? null
+      : cohortSpike(cohorts.cur, cohorts.base, 'f', 'a', { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.min_errors!, maxChance: t.cohort_max_chance! });
+    if (!regionHolds && !spike) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
     const [region] = w.key;
-    const severity = severityOf(rate, baseRate);
-    // Fatal sessions per session-minute, by cohort.
-    const cohorts = windowAndBaseline(w, span, 'cohorts');
-    const cohort = cohortOf(explain(cohorts.cur, cohorts.base, 'f', 'a', 'rate'), w, 'of the failed sessions');
+    const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, baseRate);
+    const cohort = cohortOf(spike ?? explain(cohorts.cur, cohorts.base, 'f', 'a', 'rate'), w, 'of the failed sessions');
     return {
       severity,
-      title: `Playback error spike in ${region}${cohort.words}`,
-      description: `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
+      title: spike ? `Playback error spike in ${region} for ${cohortName(spike, w)}` : `Playback error spike in ${region}${cohort.words}`,
+      description: spike
+        ? `${cohortSpikeWords(spike, w, 'failed', 'failed sessions')}, while fatal errors in the region are ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.`
+        : `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
       data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: fatal, top_error_code: top.slice(5) || null, cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)) },
     };
   },

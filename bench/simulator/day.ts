@@ -152,9 +152,10 @@ export function incidentDay(o: { seed: number; hours: number; perKind: number; n
         const incident: DayIncident = { kind, start, length, magnitude, nearMiss };
         if (kind !== 'payments') incident.region = place.region;
         if (kind === 'rebuffer') incident.pop = place.pops[0]!;
-        // Every other rebuffer and error incident hits one cohort only, which its alert should name. (A startup
-        // regression of a cohort under half the region's startups does not move the region's median: not injected.)
-        if (!nearMiss && (kind === 'rebuffer' || kind === 'errors') && n % 2 === 1) incident.cohort = rng.pick(cohorts);
+        // Every other rebuffer and error incident, and near miss, hits one cohort only, which its alert should name.
+        // (A startup regression of a cohort under half the region's startups does not move the region's median: not
+        // injected.)
+        if ((kind === 'rebuffer' || kind === 'errors') && n % 2 === 1) incident.cohort = rng.pick(cohorts);
         out.push(incident);
         break;
       }

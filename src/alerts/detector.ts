@@ -203,23 +203,8 @@ export interface Cohort {
   exposure: number;
 }
 
-/** A named cohort explains at least this part of what the window has above its baseline... */
-export const cohortMinShare = 0.5;
-/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike). */
-export const cohortMinConcentration = 1.5;
-
-/**
- * Contribution analysis (as Adtributor, or Conviva's cohort alerts): which single cohort, among every dimension's
- * values, holds what the window has above its baseline. For each value, excess = bad − exposure × its own baseline
- * rate (shrunk toward its dimension's rate by `prior` units of exposure, so a cohort new to the baseline is judged by
- * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
- * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it; of
- * those, the most concentrated, the narrowest explanation. None, when the whole scope moved alike: a region-wide
- * incident, in which every cohort's count grew by the same factor whatever its own level.
- * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
- */
-export function explain(cur: Fields, base: Fields, bad: string, exposure: string, kind: 'rate' | 'mean'): Cohort | null {
-  // Per dimension, per value: bad and exposure in the window, then in the baseline.
+/** Per dimension, per value: the `bad` and `exposure` counts of the window, then of the baseline. */
+function cohortCounts(cur: Fields, base: Fields, bad: string, exposure: string): Map<string, Map<string, [number, number, number, number]>> {
   const dims = new Map<string, Map<string, [number, number, number, number]>>();
   const take = (f: Fields, offset: number): void => {
     for (const k in f) {
@@ -238,41 +223,36 @@ export function explain(cur: Fields, base: Fields, bad: string, exposure: string
   };
   take(cur, 0);
   take(base, 2);
+  return dims;
+}
+
+/** A named cohort explains at least this part of what the window has above its baseline... */
+export const cohortMinShare = 0.5;
+/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike). */
+export const cohortMinConcentration = 1.5;
+
+/**
+ * Contribution analysis (as Adtributor, or Conviva's cohort alerts): which single cohort, among every dimension's
+ * values, holds what the window has above its baseline. For each value, excess = bad − exposure × its own baseline
+ * rate (shrunk toward its dimension's rate by `prior` units of exposure, so a cohort new to the baseline is judged by
+ * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
+ * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it; of
+ * those, the most concentrated, the narrowest explanation. None, when the whole scope moved alike: a region-wide
+ * incident, in which every cohort's count grew by the same factor whatever its own level.
+ * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
+ */
+export function explain(cur: Fields, base: Fields, bad: string, exposure: string, kind: 'rate' | 'mean'): Cohort | null {
+  const dims = cohortCounts(cur, base, bad, exposure);
   let best: Cohort | null = null;
   let bestConcentration = 0;
   for (const [dimension, values] of dims) {
-    let curBad = 0;
-    let curExposure = 0;
-    let baseBad = 0;
-    let baseExposure = 0;
-    for (const [cb, ce, bb, be] of values.values()) {
-      curBad += cb;
-      curExposure += ce;
-      baseBad += bb;
-      baseExposure += be;
-    }
-    if (baseExposure <= 0 || curExposure <= 0) continue;
-    // A count's rate is smoothed by one event, so a baseline without any still expects each value its exposure's part.
-    const dimRate = kind === 'rate' ? (baseBad + 1) / (baseExposure + 1) : baseBad / baseExposure;
-    const prior = kind === 'rate' ? 3 / dimRate : 3;
-    // What each value's own baseline expects of its exposure in the window, and what it has beyond that.
-    const expected = new Map<string, number>();
-    let allExpected = 0;
-    let total = 0;
-    for (const [value, [cb, ce, bb, be]] of values) {
-      const e = ce * ((bb + prior * dimRate) / (be + prior));
-      expected.set(value, e);
-      allExpected += e;
-      if (cb > e) total += cb - e;
-    }
-    if (total <= 0 || curBad <= 0 || allExpected <= 0) continue;
+    const x = expectations(values, kind);
+    if (!x) continue;
     for (const [value, [cb, ce]] of values) {
-      const e = expected.get(value)!;
+      const e = x.expected.get(value)!;
       if (value === '' || cb <= e || ce <= 0) continue;
-      const share = (cb - e) / total;
-      // Its part of what the window has, against its part of what the baselines expect: about 1 for every value
-      // when the whole scope moved alike (each by the same factor), however their own levels differ.
-      const concentration = cb / curBad / (e / allExpected);
+      const share = (cb - e) / x.excess;
+      const concentration = cb / x.bad / (e / x.allExpected);
       if (share < cohortMinShare || concentration < cohortMinConcentration || concentration <= bestConcentration) continue;
       const scale = kind === 'rate' ? 100 : 1;
       bestConcentration = concentration;
@@ -281,9 +261,83 @@ export function explain(cur: Fields, base: Fields, bad: string, exposure: string
         value,
         current: round((cb / ce) * scale),
         baseline: round((e / ce) * scale),
-        share: round(kind === 'rate' ? cb / curBad : share),
+        share: round(kind === 'rate' ? cb / x.bad : share),
         exposure: ce,
       };
+    }
+  }
+  return best;
+}
+
+/**
+ * What each value of a dimension has in the window beyond what its own baseline expects of its exposure there: the
+ * window's bad, each value's expected count, their sum, and the sum of the values' excess; null when the dimension has
+ * nothing to compare. A value's part of the window's bad against its part of the expected (its concentration) is
+ * about 1 for every value when the whole scope moved alike (each by the same factor), however their own levels differ.
+ */
+function expectations(values: Map<string, [number, number, number, number]>, kind: 'rate' | 'mean'): { bad: number; expected: Map<string, number>; allExpected: number; excess: number } | null {
+  let bad = 0;
+  let curExposure = 0;
+  let baseBad = 0;
+  let baseExposure = 0;
+  for (const [cb, ce, bb, be] of values.values()) {
+    bad += cb;
+    curExposure += ce;
+    baseBad += bb;
+    baseExposure += be;
+  }
+  if (baseExposure <= 0 || curExposure <= 0) return null;
+  // A count's rate is smoothed by one event, so a baseline without any still expects each value its exposure's part.
+  const dimRate = kind === 'rate' ? (baseBad + 1) / (baseExposure + 1) : baseBad / baseExposure;
+  const prior = kind === 'rate' ? 3 / dimRate : 3;
+  const expected = new Map<string, number>();
+  let allExpected = 0;
+  let excess = 0;
+  for (const [value, [cb, ce, bb, be]] of values) {
+    const e = ce * ((bb + prior * dimRate) / (be + prior));
+    expected.set(value, e);
+    allExpected += e;
+    if (cb > e) excess += cb - e;
+  }
+  return excess <= 0 || bad <= 0 || allExpected <= 0 ? null : { bad, expected, allExpected, excess };
+}
+
+/** What a cohort's own rate must do for `cohortSpike` to find it. */
+export interface CohortCondition {
+  /** Its rate (bad per 100 of exposure) at least this many times its baseline's... */
+  ratio: number;
+  /** ...and at least this many points above it... */
+  minPoints: number;
+  /** ...over at least this much exposure in the window, and this many bad... */
+  minExposure: number;
+  minBad: number;
+  /** ...that would come by chance at its baseline's rate less often than this (a negative binomial tail). */
+  maxChance: number;
+}
+
+/**
+ * A cohort whose own rate crossed its condition against its own baseline, for the finding its scope's condition does
+ * not make: a device type or an app version of a fifth of a pop that stalls twenty times as often moves the pop's rate
+ * less than its floor (Conviva alerts cohorts for this reason). Of the cohorts that cross, the least likely by chance;
+ * every cohort of every dimension is tested each minute, so `maxChance` is smaller than a scope's.
+ */
+export function cohortSpike(cur: Fields, base: Fields, bad: string, exposure: string, c: CohortCondition): Cohort | null {
+  let best: Cohort | null = null;
+  let bestChance = c.maxChance;
+  for (const [dimension, values] of cohortCounts(cur, base, bad, exposure)) {
+    const x = expectations(values, 'rate');
+    if (!x) continue;
+    for (const [value, [cb, ce, bb, be]] of values) {
+      if (value === '' || ce < c.minExposure || cb < c.minBad || be <= 0) continue;
+      const rate = (cb / ce) * 100;
+      const baseRate = (bb / be) * 100;
+      if (rate < c.ratio * baseRate || rate < baseRate + c.minPoints) continue;
+      // It must stand out of its scope: when the whole scope moved alike, the scope's own condition speaks for it.
+      if (cb / x.bad / (x.expected.get(value)! / x.allExpected) < cohortMinConcentration) continue;
+      const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
+      if (chance >= bestChance) continue;
+      bestChance = chance;
+      best = { dimension, value, current: round(rate), baseline: round(baseRate), share: round(cb / x.bad), exposure: ce };
     }
   }
   return best;

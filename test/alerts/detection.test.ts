@@ -99,8 +99,9 @@ t.test('an incident in one cohort of a region is named by it: the app version wh
   const cohort = e[0]!.row.data.cohort as { share: number; current_rate: number; baseline_rate: number };
   t.ok(cohort.share >= 0.8, `it holds ${cohort.share} of the failed sessions`);
   t.ok(cohort.current_rate > 5 * cohort.baseline_rate);
-  t.match(e[0]!.row.title, 'Playback error spike in Maharashtra, mostly app version 5.13.0');
-  t.match(e[0]!.row.description, /app version 5\.13\.0 holds \d+ % of the failed sessions/);
+  // Its own condition holds a minute or two before the region's does: it raises the alert, and says so.
+  t.equal(e[0]!.row.title, 'Playback error spike in Maharashtra for app version 5.13.0');
+  t.match(e[0]!.row.description, /^Sessions of app version 5\.13\.0 failed in [\d.]+ of every 100 session-minutes against [\d.]+ before \(\d+ % of the failed sessions\)/);
 
   const stalls = detect(playback({ ...audience(where(40, 48, 'Maharashtra', { stallChance: 0.9, stallMs: 8000 })), appVersions: versions }, t0, t0 + 55 * minute));
   const r = of(stalls.raised, 'qos.rebuffer_spike');
@@ -108,6 +109,33 @@ t.test('an incident in one cohort of a region is named by it: the app version wh
   for (const a of r) t.match(a.row.data.cohort, { dimension: 'app_version', value: '5.13.0' }, `${String(a.row.data.pop)} names the version`);
 });
 
+t.test("a cohort's own spike under its pop's floor is alerted by the cohort; a near miss in a cohort is not", async (t) => {
+  // Five app versions, a fifth of the sessions each; one stalls ten times as often in one pop: the pop's rebuffer rate
+  // stays under baseline + 2 points.
+  const versions = ['5.10.0', '5.11.0', '5.12.0', '5.12.1', '5.13.0'];
+  const inCohort = (stallChance: number): Audience => ({
+    tenant: 'acme',
+    places: { Maharashtra: ['mum1'] },
+    perPop: 150,
+    contents,
+    appVersions: versions,
+    conditions: (ts, _region, _pop, app) => (ts >= t0 + 40 * minute && ts < t0 + 50 * minute && app === '5.13.0' ? { ...normal, stallChance } : normal),
+  });
+  const spike = of(detect(playback(inCohort(0.3), t0, t0 + 56 * minute)).raised, 'qos.rebuffer_spike');
+  t.equal(spike.length, 1, 'raised once');
+  const a = spike[0]!;
+  t.ok(a.at - (t0 + 40 * minute) <= 2 * minute, `raised ${(a.at - t0 - 40 * minute) / 1000} s after the spike began`);
+  t.equal(a.row.title, 'Rebuffering spike in Maharashtra / mum1 for app version 5.13.0');
+  const rates = (a.row.data.series as { values: Array<number | null> }).values.slice(-3).map(Number);
+  t.ok(Math.max(...rates) < (a.row.data.baseline_rate as number) + 2, `the pop's rate (${rates.join(', ')} %) stayed under its floor`);
+  t.match(a.row.data.cohort, { dimension: 'app_version', value: '5.13.0' });
+  const c = a.row.data.cohort as { current_rate: number; baseline_rate: number; share: number };
+  t.ok(c.current_rate >= 2 * c.baseline_rate && c.share > 0.5, `the version stalled in ${c.current_rate} of 100 session-minutes against ${c.baseline_rate}, ${c.share} of the stalls`);
+  t.match(a.row.description, /^Sessions of app version 5\.13\.0 stalled in [\d.]+ of every 100 session-minutes/);
+
+  const nearMiss = detect(playback(inCohort(0.045), t0, t0 + 56 * minute)).raised.filter((r) => r.category.startsWith('qos.'));
+  t.same(nearMiss.map((r) => r.row.title), [], 'one and a half times its rate raises nothing');
+});
 
 t.test('events more than 10 minutes old on arrival feed baselines but raise nothing', async (t) => {
   const spike = injected(40, 48, (_r, pop) => pop === 'mum2', { stallChance: 0.6, stallMs: 6000 });
