@@ -11,7 +11,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { subscriptionUsers } from '../pipelines/billing.js';
 import { viewerWindows } from '../pipelines/viewers.js';
-import { completionFromSessions } from '../src/store/migrations/0005-completion-minutes.js';
 import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
 
 export const benchTenant = 'bench';
@@ -389,9 +388,15 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
   progress('sum tables and session_hours merged');
-  // From session_hours, by the statements replay and the migrations use.
+  // From session_hours: viewer windows by the statement replay uses; completion sums each session in the row of its
+  // first hour, under the minute it started (as pipelines/content.ts writes them).
   await run(viewerWindows.rebuild!(false));
-  await run(completionFromSessions('content_minute_sums'));
+  await run(`INSERT INTO content_minute_sums (tenant, ts, content_id, furthest_sec, sessions, completion_sum) SETTINGS ${noDedup}
+    SELECT tenant, toStartOfMinute(first_ts) AS m, content_id, if(known, -1, furthest_sec) AS f, toInt64(count()),
+      sum(if(known, if(ended = 1, 100, least(100, furthest_sec / assumeNotNull(duration_sec) * 100)), 0))
+    FROM (SELECT *, ended = 1 OR ifNull(duration_sec, 0) > 0 AS known FROM session_hours FINAL
+          WHERE hour = toStartOfHour(first_ts) AND notEmpty(content_id))
+    GROUP BY tenant, m, content_id, f`);
   for (const t of ['viewer_windows', 'content_minute_sums']) await run(`OPTIMIZE TABLE ${t} FINAL`);
   progress('viewer_windows, content_minute_sums');
 }

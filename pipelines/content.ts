@@ -1,19 +1,6 @@
-import { minuteOf, timeRollups, type Cell, type Pipeline, type RetiredTable, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, timeRollups, type Cell, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
-
-/** Watch time per content and minute, until `content_minute_sums` took it over (migration 9): no longer written. */
-export const contentMinutes: TableSpec = {
-  name: 'content_minutes',
-  engine: 'sum',
-  key: [
-    ['tenant', 'LowCardinality(String)'],
-    ['ts', 'DateTime'],
-    ['content_id', 'String'],
-  ],
-  values: [['watch_ms', 'Int64']],
-  projections: timeRollups(['content_id'], ['watch_ms']),
-};
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */
 export const contentCatalog: TableSpec = {
@@ -61,18 +48,6 @@ const minuteFurthestKey: TableSpec['key'] = [
   ['furthest_sec', 'Float64'],
 ];
 
-/** The completion of the sessions that started in each minute, until `content_minute_sums` took it over: no longer written. */
-export const completionMinutes: TableSpec = {
-  name: 'completion_minutes',
-  engine: 'sum',
-  key: minuteFurthestKey,
-  values: [
-    ['sessions', 'Int64'],
-    ['completion_sum', 'Float64'],
-  ],
-  projections: timeRollups(['content_id', 'furthest_sec'], ['sessions', 'completion_sum']),
-};
-
 /**
  * Per content and minute, what top content sums over a range (docs/store.md "Completion"): watch time (`watch_ms`,
  * under the minute it was watched), and the completion of the sessions that started in the minute (`sessions`,
@@ -91,12 +66,6 @@ export const contentMinuteSums: TableSpec = {
   ],
   projections: timeRollups(['content_id', 'furthest_sec'], ['watch_ms', 'sessions', 'completion_sum']),
 };
-
-/** Where rows of the two tables `content_minute_sums` replaced, still in the raw stream at an upgrade, go. */
-const retired: readonly RetiredTable[] = [
-  { spec: contentMinutes, successor: contentMinuteSums, row: ([tenant, ts, id, ms]) => [tenant!, ts!, id!, -1, ms!, 0, 0] },
-  { spec: completionMinutes, successor: contentMinuteSums, row: ([tenant, ts, id, furthest, n, sum]) => [tenant!, ts!, id!, furthest!, 0, n!, sum!] },
-];
 
 /** First playback (or publication) of a content id the cluster has never seen. */
 export const newRelease: OnceDetector = {
@@ -175,7 +144,6 @@ function sumValues(watchMs: number, sessions: number, completionSum: number): re
 export const content: Pipeline = {
   name: 'content',
   tables: [contentMinuteSums, contentCatalog],
-  retired,
   detectors: [newRelease, completionDrop],
   sessionReads: ['tenant', 'content_id', 'ended', 'furthest_sec', 'duration_sec', 'closed_at', 'first_minute'],
   session(a, sign, out) {

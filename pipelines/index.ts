@@ -1,4 +1,4 @@
-import type { Pipeline, RetiredTable, TableSpec } from '../src/aggregate/pipeline.js';
+import type { Pipeline, TableSpec } from '../src/aggregate/pipeline.js';
 import { audience } from './audience.js';
 import { billing } from './billing.js';
 import { concurrency } from './concurrency.js';
@@ -13,4 +13,3 @@ export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, cont
 
 export const snapshotTables: readonly TableSpec[] = pipelines.flatMap((p) => p.tables);
 
-export const retiredTables: readonly RetiredTable[] = pipelines.flatMap((p) => p.retired ?? []);

@@ -110,20 +110,10 @@ export class DedupWindow {
     return { tenants: [...this.tenants], ids, other: [...this.other] };
   }
 
-  /**
-   * Start from a checkpoint's ids (oldest first), dropping any already past the window at `now`. Checkpoints before
-   * version 4 hold every id as [`tenant \0 id`, time].
-   */
-  load(saved: SavedDedup | ReadonlyArray<readonly [string, number]>, now: number): void {
+  /** Start from a checkpoint's ids (oldest first), dropping any already past the window at `now`. */
+  load(saved: SavedDedup, now: number): void {
     this.reset();
-    if (Array.isArray(saved)) {
-      for (const [key, at] of saved as ReadonlyArray<readonly [string, number]>) {
-        const cut = key.indexOf('\u0000');
-        if (now - at <= dedupWindowMs) this.firstSeen(key.slice(0, cut), key.slice(cut + 1), at);
-      }
-      return;
-    }
-    const { tenants, ids, other } = saved as SavedDedup;
+    const { tenants, ids, other } = saved;
     const view = new DataView(ids.buffer, ids.byteOffset, ids.byteLength);
     for (let o = 0; o + entryBytes <= ids.byteLength; o += entryBytes) {
       const at = view.getFloat64(o + 20, true);

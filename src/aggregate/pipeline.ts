@@ -173,21 +173,9 @@ export interface Emitter {
   signal(name: string, key: readonly string[], minute: number, fields: Fields): void;
 }
 
-/**
- * A table no pipeline writes any more, whose rows may still be in the raw stream when a new version starts: the
- * flusher writes them into the table that took it over, as `row` translates them (a table's rows in the spec's order).
- */
-export interface RetiredTable {
-  spec: TableSpec;
-  successor: TableSpec;
-  row(old: readonly Cell[]): Cell[];
-}
-
 export interface Pipeline {
   name: string;
   tables: readonly TableSpec[];
-  /** Tables this pipeline no longer writes (see `RetiredTable`). */
-  retired?: readonly RetiredTable[];
   /** A session segment's contribution, times `sign` (+1 added, -1 retracted). `seg` is only valid during the call. */
   segment?(attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter): void;
   /** A session's own contribution (from its attributes), times `sign`; called when the attributes change. */

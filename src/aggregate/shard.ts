@@ -95,8 +95,8 @@ export interface ShardOptions {
   sessionRetainMs: number;
 }
 
-/** Version 4 keeps de-duplicated ids in binary (`SavedDedup`); version 3, as `tenant \0 id` strings, still loads. */
-type Checkpoint = { shard: number; passed_up_to: number; state: SavedState } & ({ v: 4; ids: SavedDedup } | { v: 3; ids: Array<[string, number]> });
+/** A checkpoint of another version (an earlier build's) is not read: the shard rebuilds from the store (docs/compatibility.md). */
+type Checkpoint = { v: 4; shard: number; passed_up_to: number; state: SavedState; ids: SavedDedup };
 
 interface Batch {
   /** Input (from, upTo] is what it holds. */
@@ -240,7 +240,7 @@ export class ShardAggregator {
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
-    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => (cp.v === 3 || cp.v === 4) && cp.shard === this.shard, this.log) : null;
+    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => cp.v === 4 && cp.shard === this.shard, this.log) : null;
   }
 
   /** Where output stands: the mark of the last message of the shard's raw subject (its batch, and which part). */

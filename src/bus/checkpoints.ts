@@ -28,7 +28,9 @@ export async function readCheckpoint<T>(store: ObjectStore, name: string, accept
     const blob = await deadline(store.getBlob(name), 'reading the checkpoint');
     if (!blob) return null;
     const cp = codec.unpack(blob) as T;
-    return accept(cp) ? cp : null;
+    if (accept(cp)) return cp;
+    log.warn({ checkpoint: name, v: (cp as { v?: unknown }).v }, 'checkpoint of another version or owner (docs/compatibility.md); rebuilding from the stream');
+    return null;
   } catch (err) {
     log.warn({ err: (err as Error).message, checkpoint: name }, 'checkpoint unreadable; rebuilding from the stream');
     return null;

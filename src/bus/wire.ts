@@ -61,15 +61,12 @@ export interface WireMessage {
  */
 export type PassedInput = [seq: number, dropped: number[]];
 
-/** Version 3's: the input message's events came along, from the event at index `first` on. */
-export type CarriedInput = [seq: number, first: number, message: WireMessage, dropped: number[]];
-
 /** An aggregator's output message (raw stream): the input it passed on and snapshot rows per table. */
-export type OutputMessage =
-  | { v: 4; inputs: PassedInput[]; rows?: Record<string, unknown[][]> }
-  /** Written by earlier releases, which copied their input's bytes into their output; still read, so an upgrade loses nothing. */
-  | { v: 3; inputs: CarriedInput[]; rows?: Record<string, unknown[][]> }
-  | { v: 2; events: RawEvent[]; rows?: Record<string, unknown[][]> };
+export interface OutputMessage {
+  v: typeof outputVersion;
+  inputs: PassedInput[];
+  rows?: Record<string, unknown[][]>;
+}
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
@@ -123,33 +120,18 @@ export function partitionKey(e: Pick<WireEvent, 'session_id' | 'user_id' | 'anon
   return e.session_id ?? (e.user_id !== undefined ? `u:${e.user_id}` : e.anonymous_id !== undefined ? `a:${e.anonymous_id}` : `c:${e.content_id ?? ''}`);
 }
 
-/** An event of the raw stream: accepted, de-duplicated, and placed (its ingest message's sequence and index). */
-export interface RawEvent extends WireEvent {
-  ingest_seq: number;
-  ingest_index: number;
-}
-
-/**
- * Each event an output message passes on, with its place in the event stream, in input order. Version 4 names its
- * inputs by sequence only: `input(seq)` gives the event stream's message (bus/passed-events.ts reads them).
- */
+/** Each event an output message passes on, with its place in the event stream, in input order; `input(seq)` gives the event stream's message (bus/passed-events.ts reads them). */
 export function forEachPassed(out: OutputMessage, input: (seq: number) => WireMessage, fn: (e: WireEvent, seq: number, index: number) => void): void {
-  if (out.v === 2) {
-    for (const e of out.events) fn(e, e.ingest_seq, e.ingest_index);
-    return;
-  }
-  const pass = (seq: number, first: number, events: readonly WireEvent[], dropped: readonly number[]): void => {
+  for (const [seq, dropped] of out.inputs) {
     const skip = new Set(dropped);
-    events.forEach((e, i) => {
-      if (!skip.has(first + i)) fn(e, seq, first + i);
+    input(seq).events.forEach((e, i) => {
+      if (!skip.has(i)) fn(e, seq, i);
     });
-  };
-  if (out.v === 3) for (const [seq, first, message, dropped] of out.inputs) pass(seq, first, message.events, dropped);
-  else for (const [seq, dropped] of out.inputs) pass(seq, 0, input(seq).events, dropped);
+  }
 }
 
-/** The input sequences an output message names without carrying their events (version 4). */
-export const inputsToRead = (out: OutputMessage): number[] => (out.v === 4 ? out.inputs.map(([seq]) => seq) : []);
+/** The input sequences an output message names. */
+export const inputsToRead = (out: OutputMessage): number[] => out.inputs.map(([seq]) => seq);
 
 /** Header on every raw-stream message: the last ingest sequence whose events it completes. */
 export const inputSeqHeader = 'Darshak-Input-Seq';
@@ -182,8 +164,11 @@ export const outputOverhead = 64;
 /** Bytes `frameOutput` adds for one table's rows, at most: its name and their array header. */
 export const tableFraming = (table: string): number => Buffer.byteLength(table) + 16;
 
+/** An output message; one of another version (an earlier build's: docs/compatibility.md) is an error. */
 export function decodeOutput(data: Uint8Array): OutputMessage {
-  return packr.unpack(data) as OutputMessage;
+  const out = packr.unpack(data) as { v?: unknown };
+  if (out.v !== outputVersion) throw new Error(`a raw-stream message of version ${String(out.v)}: this build reads version ${outputVersion} only (docs/compatibility.md)`);
+  return out as OutputMessage;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
 import { Counter, Histogram } from 'prom-client';
-import { retiredTables, snapshotTables } from '../../pipelines/index.js';
-import type { Cell, RetiredTable, TableSpec } from '../aggregate/pipeline.js';
+import { snapshotTables } from '../../pipelines/index.js';
+import type { Cell, TableSpec } from '../aggregate/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { streamIdentity, type Bus } from '../bus/bus.js';
 import { readInputs } from '../bus/passed-events.js';
@@ -60,16 +60,14 @@ export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 
  * - Each insert's de-duplication token names the table, the stream (its identity, `streamIdentity`: a stream made
  *   again, whose sequences restart at 1, must not have its writes taken for the old one's) and the group. Groups are
  *   recorded in NATS before they are written (flush/groups.ts), so a message sent again is written again with its
- *   group, under the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, under the
- *   per-message token earlier versions used.
+ *   group, under the same tokens, and nothing is stored twice. A redelivered message not in any group is written alone, as
+ *   a group of one.
  * - A message is acknowledged only once every insert of its group has returned.
  */
 export class Flusher {
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
   private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
-  /** Tables an earlier version wrote, whose rows go to their successors (a message from before an upgrade). */
-  private readonly retired = new Map<string, RetiredTable>(retiredTables.map((r) => [r.spec.name, r]));
   private readonly options: FlusherOptions;
   /** Delivered and not yet acknowledged: kept alive by the heartbeat. */
   private readonly held = new Set<JsMsg>();
@@ -238,11 +236,10 @@ export class Flusher {
     for (const [seq, out] of outputs) {
       forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
-        const retired = this.retired.get(name);
-        const table = this.tables.get(name) ?? retired?.successor;
+        const table = this.tables.get(name);
         if (!table) throw new Error(`output message ${seq} has rows for unknown table ${name}`);
         const list = rows.get(table) ?? [];
-        for (const r of tableRows as Cell[][]) list.push(retired ? retired.row(r) : r);
+        for (const r of tableRows as Cell[][]) list.push(r);
         rows.set(table, list);
       }
     }

@@ -13,12 +13,9 @@ export const groupSpan = 100;
 
 export const spanOf = (seq: number): number => Math.floor(seq / groupSpan);
 
-/**
- * A group's de-duplication token for one table (`raw` for events). A group of one keeps the per-message token that
- * earlier versions used, so a message they half wrote is completed, not doubled, after an upgrade.
- */
+/** A group's de-duplication token for one table (`raw` for events): a group is named by its first sequence. */
 export function groupToken(table: string, streamId: string, group: readonly number[]): string {
-  return `${table}:${streamId}:${group.length === 1 ? '' : 'g'}${group[0]}`;
+  return `${table}:${streamId}:g${group[0]}`;
 }
 
 export interface Claim {

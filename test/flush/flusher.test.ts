@@ -44,7 +44,7 @@ t.test('group records: compare-and-set per span, a message in one group only', a
   t.same(await new FlushGroups(kv, 's2').claim([1], []), { created: [[1]], recorded: [] }, 'another stream, other records');
   t.same(await a.claim([100, 101], []), { created: [[100, 101]], recorded: [] }, 'the next span is another entry');
   await t.rejects(a.claim([99, 100], []), /across spans/);
-  t.equal(groupToken('raw', 's1', [7]), 'raw:s1:7', 'a group of one keeps the per-message token');
+  t.equal(groupToken('raw', 's1', [7]), 'raw:s1:g7');
   t.equal(groupToken('quota_minutes', 's1', [1, 2, 3]), 'quota_minutes:s1:g1');
 });
 

@@ -4,7 +4,7 @@ import { pipelines, snapshotTables } from '../../pipelines/index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
-import { migrate, migrations } from '../../src/store/migrate.js';
+import { migrate } from '../../src/store/migrate.js';
 import { devices, geo, overview, topContent } from '../../src/store/queries/index.js';
 import { changePct } from '../../src/store/queries/range.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
@@ -58,35 +58,8 @@ const specs: Spec[] = [
 const event = (s: Spec, type: string, ts: number): WireEvent =>
   eventAt(type, ts, { session_id: s.id, content_id: s.content, region: s.region, device: s.device, ...(s.viewer === '' ? {} : { user_id: s.viewer }) });
 
-t.test('the migration moves sessions rows into session_hours, a row per hour, and drops sessions', async (t) => {
-  await migrate(client, log, migrations.filter((m) => m.version < 3));
-  await client.command({
-    query: `CREATE TABLE sessions (tenant LowCardinality(String), session_id String, first_ts DateTime64(3, 'UTC'), last_ts DateTime64(3, 'UTC'),
-      viewer String, content_id String, region LowCardinality(String), country LowCardinality(String), pop LowCardinality(String),
-      device LowCardinality(String), events UInt64, furthest_sec Float64, duration_sec Nullable(Float64), ended UInt8, version UInt64)
-      ENGINE = ReplacingMergeTree(version) ORDER BY (tenant, session_id)`,
-  });
-  // Two versions of one session: the later, wider one is what moves, to 09:00, 10:00 and 11:00.
-  await client.command({
-    query: `INSERT INTO sessions SETTINGS insert_deduplication_token = '' VALUES
-      ('old', 'x', '2026-11-01 10:10:00', '2026-11-01 10:20:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 2, 0, NULL, 0, 1),
-      ('old', 'x', '2026-11-01 09:50:00', '2026-11-01 11:00:00', 'v', 'c', 'Goa', 'IN', '', 'tv', 9, 0, NULL, 0, 2)`,
-  });
-  t.same(await migrate(client, log, migrations.filter((m) => m.version <= 3)), [3]);
-  const rows = await (
-    await client.query({ query: `SELECT toString(hour) AS hour, toString(first_ts) AS first, events, viewer_key = cityHash64('v') AS keyed FROM session_hours FINAL WHERE tenant = 'old' ORDER BY hour`, format: 'JSONEachRow' })
-  ).json();
-  t.same(rows, [
-    { hour: '2026-11-01 09:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
-    { hour: '2026-11-01 10:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
-    { hour: '2026-11-01 11:00:00', first: '2026-11-01 09:50:00.000', events: '9', keyed: 1 },
-  ]);
-  const [left] = await (await client.query({ query: `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'sessions'`, format: 'JSONEachRow' })).json<{ n: string }>();
-  t.equal(Number(left!.n), 0, 'sessions is gone');
-  await client.command({ query: `DELETE FROM session_hours WHERE tenant = 'old'`, clickhouse_settings: { lightweight_deletes_sync: '2' } });
-});
-
 t.test('each session of the range counted once, wherever its hours fall', async (t) => {
+  await migrate(client, log);
   await ensureSnapshotTables(client, snapshotTables, 90);
   const agg = new Aggregation(pipelines, 86_400_000);
   const write = async (version: number): Promise<void> => {

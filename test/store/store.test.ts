@@ -1,15 +1,15 @@
 import { spawn } from 'node:child_process';
-import { Writable } from 'node:stream';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { sessionHours } from '../../pipelines/audience.js';
 import { Accumulator } from '../../src/aggregate/accumulator.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
-import { migrations } from '../../src/store/migrate.js';
+import { ForeignSchemaError, migrate, migrations } from '../../src/store/migrate.js';
 import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
 import { root } from '../helpers/env.js';
@@ -51,6 +51,25 @@ t.test('open applies migrations once, and the configured retention every time', 
   t.equal(Number(again[0]?.n), migrations.length, 'nothing applied twice');
   t.match(await showCreate(store), /toIntervalDay\(90\)/, 'a changed retention takes effect at start');
   await store.close();
+});
+
+t.test("a store an earlier build made is refused, not upgraded, with what to do (docs/compatibility.md)", async (t) => {
+  const store = await Store.open(config, log);
+  t.teardown(() => store.close());
+  await store.client.insert({ table: 'schema_migrations', values: [{ version: 10, name: 'drop-content-minutes', applied_at: Date.now() }], format: 'JSONEachRow' });
+  const err: unknown = await migrate(store.client, log).catch((e: unknown) => e);
+  t.ok(err instanceof ForeignSchemaError, 'refused');
+  t.match((err as Error).message, /its migration 10 "drop-content-minutes" is not one of this build's\. Before 1\.0 a store is not upgraded: start on an empty one/);
+  await store.client.command({ query: 'ALTER TABLE schema_migrations DELETE WHERE version = 10 SETTINGS mutations_sync = 2' });
+  t.same(await migrate(store.client, log), [], "this build's own store opens as before");
+});
+
+t.test('migrations are frozen text: none imports a pipeline or builds its DDL from a spec', async (t) => {
+  const dir = join(root, 'src/store/migrations');
+  for (const file of readdirSync(dir)) {
+    const imports = [...readFileSync(join(dir, file), 'utf8').matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1]);
+    t.same(imports, ['../migrate.js'], `${file} imports only the Migration type`);
+  }
 });
 
 t.test('rows keep every field; a batch written twice with its token is stored once', async (t) => {

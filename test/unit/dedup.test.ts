@@ -101,20 +101,3 @@ t.test('UUID ids: the same answers as a Map of strings through growth, re-use af
   t.equal(differ, 0, 'every answer and size as the model');
   t.ok(model.seen.size > 1_000, `${model.seen.size} ids remembered at the end`);
 });
-
-t.test('a version 3 checkpoint (ids as strings) loads', async (t) => {
-  const t0 = Date.UTC(2026, 10, 21);
-  const w = new DedupWindow();
-  w.load(
-    [
-      ['acme\u00000b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b', t0],
-      ['acme\u0000plain', t0 + 1],
-      ['demo\u00000b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b', t0 - dedupWindowMs],
-    ],
-    t0 + 10,
-  );
-  t.equal(w.size, 2, 'the one past its window dropped');
-  t.equal(w.firstSeen('acme', '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b', t0 + 20), false);
-  t.equal(w.firstSeen('acme', 'plain', t0 + 20), false);
-  t.equal(w.firstSeen('demo', '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b', t0 + 20), true);
-});
