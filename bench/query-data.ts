@@ -379,7 +379,7 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   await run(`INSERT INTO billing_events (tenant, ts, user_id, kind, amount_inr, plan) SETTINGS ${noDedup}
     SELECT tenant, ts, user_id, event_type, JSONExtractFloat(properties, 'amount_inr'), JSONExtractString(properties, 'plan')
     FROM events WHERE event_type IN ${billingKinds} AND user_id != ''`);
-  // From billing_events, by the statement its migration uses.
+  // From billing_events, by the table's own statement for every row.
   await run(subscriptionUsers.derivedFrom!.fill);
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);

@@ -62,7 +62,7 @@ export interface TableSpec {
   spanDays?: number;
   /**
    * An `INSERT … SELECT` recomputing the table from other snapshot tables, for rows whose own `ts` cannot bound what
-   * they hold (replay rewrites whole `ts` values with it; a migration fills a new table). Unscoped, every row;
+   * they hold (replay rewrites whole `ts` values with it; a bulk load fills the table). Unscoped, every row;
    * scoped, a tenant's rows with `ts` in [from_s, to_s), from parameters `{tenant:String}`, `{from_s:UInt32}` and
    * `{to_s:UInt32}` (Unix seconds).
    */
@@ -72,7 +72,7 @@ export interface TableSpec {
    * source's `by` column), recomputed from all the source's rows of those values. Every insert into the source
    * refreshes the values it wrote (store/snapshots.ts `insertSnapshotRows`), so a late row lands in place as it does
    * in the source. `refresh` is an `INSERT … SELECT` recomputing the rows of `{tenant:String}`'s `{keys:Array(String)}`,
-   * a value without source rows left included; `fill` recomputes every row (a migration). The source is an `append`
+   * a value without source rows left included; `fill` recomputes every row (a bulk load: bench/query-data.ts). The source is an `append`
    * or `sum` table (replay finds the keys it deletes by `ts`).
    */
   derivedFrom?: { table: string; by: string; refresh: string; fill: string };
