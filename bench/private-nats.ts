@@ -28,6 +28,48 @@ export class PrivateNats {
     return nats;
   }
 
+  /**
+   * Three servers as one JetStream cluster, each with its store under `dir`; resolves once the cluster places a
+   * three-replica stream. Each server answering is not yet a cluster that places them (its meta leader is elected
+   * after): on a busy machine a service's first stream creation timed out there.
+   */
+  static async cluster(dir: string): Promise<PrivateNats[]> {
+    const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
+    const routePorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
+    const routes = routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
+    const servers = ports.map(
+      (port, i) => new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routePorts[i]}`, '--routes', routes]),
+    );
+    try {
+      for (const s of servers) s.launch();
+      await Promise.all(servers.map((s) => s.ready()));
+      const url = servers.map((s) => s.url).join(',');
+      const placed = await poll(
+        async () => {
+          const nc = await connect({ servers: url, reconnect: false, timeout: 1000 }).catch(() => null);
+          if (!nc) return false;
+          try {
+            const jsm = await nc.jetstreamManager({ timeout: 2000 });
+            await jsm.streams.add({ name: 'cluster_probe', subjects: ['cluster.probe'], num_replicas: 3 });
+            await jsm.streams.delete('cluster_probe');
+            return true;
+          } catch {
+            return false;
+          } finally {
+            await nc.close().catch(() => undefined);
+          }
+        },
+        60_000,
+        250,
+      );
+      if (!placed) throw new Error('the three servers did not form a cluster that places replicated streams within 60 s');
+      return servers;
+    } catch (err) {
+      await Promise.all(servers.map((s) => s.kill()));
+      throw err;
+    }
+  }
+
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
   }

@@ -1,4 +1,4 @@
-// npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak] [--keep]
+// npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--cluster] [--out soak] [--keep]
 // The distributed layout under simulated matches and a seeded schedule of faults (docs/soak.md); exits 1 when
 // anything was lost, counted twice, stuck or crashed.
 
@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { ms, positive, UsageError } from './simulator/incidents.js';
 import { soak, type SoakResult } from './soak/run.js';
 
-const usage = 'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--out soak] [--keep]';
+const usage = 'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--cluster] [--out soak] [--keep]';
 
 function summary(r: SoakResult): string {
   const applied = r.faults.filter((f) => !f.skipped);
@@ -40,6 +40,7 @@ async function main(): Promise<void> {
       seed: { type: 'string', default: '1' },
       segments: { type: 'string' },
       viewers: { type: 'string', default: '150' },
+      cluster: { type: 'boolean', default: false },
       out: { type: 'string', default: 'soak' },
       keep: { type: 'boolean', default: false },
       help: { type: 'boolean' },
@@ -61,6 +62,7 @@ async function main(): Promise<void> {
       faultRate: positive(values['fault-rate'], 'fault-rate'),
       seed: Math.round(positive(values.seed, 'seed')),
       viewers: Math.round(positive(values.viewers, 'viewers')),
+      cluster: values.cluster,
       dir,
       out: values.out,
       say,

@@ -11,13 +11,13 @@ export type Fault =
   | { at: number; kind: 'kill'; role: string; down: number }
   /** SIGTERM (a drain, as a deploy does), started again after `down` ms. */
   | { at: number; kind: 'term'; role: string; down: number }
-  /** nats-server killed -9 and started again on its store after `down` ms. */
-  | { at: number; kind: 'nats'; down: number }
+  /** A nats-server (of a cluster, the `server`th) killed -9 and started again on its store after `down` ms. */
+  | { at: number; kind: 'nats'; server: number; down: number }
   /** The webhook receiver answers 503 or drops the connection for `down` ms. */
   | { at: number; kind: 'webhook'; down: number };
 
-/** `perMinute` faults a minute on average (a Poisson process) over `ms` of traffic, among `roles`. */
-export function schedule(seed: number, ms: number, perMinute: number, roles: readonly string[]): Fault[] {
+/** `perMinute` faults a minute on average (a Poisson process) over `ms` of traffic, among `roles` and `servers` NATS servers. */
+export function schedule(seed: number, ms: number, perMinute: number, roles: readonly string[], servers: number): Fault[] {
   const rng = new Rng(seed ^ 0x50a4);
   const faults: Fault[] = [];
   const between = (lo: number, hi: number): number => Math.round(lo + rng.next() * (hi - lo));
@@ -26,7 +26,7 @@ export function schedule(seed: number, ms: number, perMinute: number, roles: rea
     const when = Math.round(at);
     if (roll < 0.5) faults.push({ at: when, kind: 'kill', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 5000) });
     else if (roll < 0.7) faults.push({ at: when, kind: 'term', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 3000) });
-    else if (roll < 0.85) faults.push({ at: when, kind: 'nats', down: between(500, 5000) });
+    else if (roll < 0.85) faults.push({ at: when, kind: 'nats', server: servers > 1 ? rng.int(0, servers - 1) : 0, down: between(500, 5000) });
     else faults.push({ at: when, kind: 'webhook', down: between(2000, 20_000) });
   }
   return faults;
@@ -36,7 +36,7 @@ export function describe(f: Fault): string {
   const down = `${(f.down / 1000).toFixed(1)} s`;
   if (f.kind === 'kill') return `kill -9 ${f.role}, back after ${down}`;
   if (f.kind === 'term') return `SIGTERM ${f.role}, back after ${down}`;
-  if (f.kind === 'nats') return `kill -9 nats-server, back after ${down}`;
+  if (f.kind === 'nats') return `kill -9 nats-server n${f.server}, back after ${down}`;
   return `webhook receiver failing for ${down}`;
 }
 
@@ -54,7 +54,7 @@ export class FaultRunner {
   private since: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly underway = new Set<Promise<void>>();
-  /** Roles, and `nats`, that a fault has down now: another fault on them is skipped. */
+  /** Roles, and `nats` (any server of a cluster: two down would leave no quorum), that a fault has down now: another fault on them is skipped. */
   private readonly down = new Set<string>();
   readonly done: Array<Fault & { skipped: boolean }> = [];
 
@@ -107,9 +107,9 @@ export class FaultRunner {
       return sleep(f.down);
     }
     if (f.kind === 'nats') {
-      await layout.nats.kill();
+      await layout.nats[f.server]!.kill();
       await sleep(f.down);
-      return layout.startNats();
+      return layout.startNats(f.server);
     }
     await layout.stop(f.role, f.kind === 'kill' ? 'SIGKILL' : 'SIGTERM');
     await sleep(f.down);

@@ -1,4 +1,5 @@
-// The distributed layout the soak runs and breaks: a private nats-server, two ingest processes, two aggregators
+// The distributed layout the soak runs and breaks: a private nats-server (or a cluster of three, streams replicated
+// on all three), two ingest processes, two aggregators
 // (shards 0,1 and 2,3), flush with the API (the embedded store is one process's: docs/deployment.md), alerts and
 // webhooks, each `darshak start --role …` of the built service. It restarts what the fault schedule stops, and
 // records any process that exits on its own (a crash is a finding, then restarted as a supervisor would).
@@ -38,7 +39,8 @@ export class Layout {
   private closed = false;
 
   private constructor(
-    readonly nats: PrivateNats,
+    /** One server, or a cluster of three. */
+    readonly nats: readonly PrivateNats[],
     readonly prefix: string,
     readonly roles: readonly RoleSpec[],
     private readonly env: Record<string, string>,
@@ -46,9 +48,14 @@ export class Layout {
   ) {}
 
   /** Every role started and ready. */
-  static async start(dir: string, prefix: string, say: (line: string) => void): Promise<Layout> {
-    const nats = new PrivateNats(await freePort(true), join(dir, 'nats'));
-    await nats.start();
+  static async start(dir: string, prefix: string, say: (line: string) => void, cluster = false): Promise<Layout> {
+    let nats: PrivateNats[];
+    if (cluster) nats = await PrivateNats.cluster(join(dir, 'nats'));
+    else {
+      nats = [new PrivateNats(await freePort(true), join(dir, 'nats'))];
+      await nats[0]!.start();
+    }
+    const natsUrl = nats.map((s) => s.url).join(',');
     const [ingestA, ingestB, api] = [await freePort(true), await freePort(true), await freePort(true)];
     const url = (port: number): string => `http://127.0.0.1:${port}`;
     const roles: RoleSpec[] = [
@@ -60,7 +67,7 @@ export class Layout {
       { name: 'alerts', args: ['--role', 'alerts'], env: {} },
       { name: 'webhooks', args: ['--role', 'webhooks'], env: { DATA_DIR: join(dir, 'webhooks') } },
     ];
-    const env = { NATS_URL: nats.url, NATS_PREFIX: prefix, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
+    const env = { NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1', STREAM_REPLICAS: String(nats.length) };
     const layout = new Layout(nats, prefix, roles, env, say);
     // A soak stopped by a signal or an error must not leave its processes behind, reconnecting for ever.
     process.once('exit', layout.killAll);
@@ -77,6 +84,11 @@ export class Layout {
   /** The environment the CLI needs to reach this layout's NATS namespace. */
   get cliEnv(): NodeJS.ProcessEnv {
     return { ...process.env, ...this.env };
+  }
+
+  /** Every NATS server's address, as a client lists them. */
+  get natsUrl(): string {
+    return this.nats.map((s) => s.url).join(',');
   }
 
   get ingestUrls(): string[] {
@@ -152,16 +164,17 @@ export class Layout {
     }
   }
 
-  /** Start NATS again after a fault stopped it; a start that fails is a finding, and is tried again a few times. */
-  async startNats(): Promise<void> {
+  /** Start a NATS server again after a fault stopped it; a start that fails is a finding, and is tried again a few times. */
+  async startNats(server: number): Promise<void> {
+    const nats = this.nats[server]!;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.nats.start();
+        return await nats.start();
       } catch (err) {
         const message = (err as Error).message;
         this.crashes.push(`nats-server did not start again: ${message.slice(-2000)}`);
         this.say(`!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]})${attempt < 5 ? ': trying again' : ''}`);
-        await this.nats.kill();
+        await nats.kill();
         if (attempt === 5) throw new Error(`nats-server did not start again after ${attempt} tries`);
       }
     }
@@ -176,13 +189,13 @@ export class Layout {
   readonly killAll = (): void => {
     this.closed = true;
     for (const { child } of this.running.values()) child.kill('SIGKILL');
-    this.nats.killNow();
+    for (const s of this.nats) s.killNow();
   };
 
   async close(): Promise<void> {
     this.closed = true;
     process.off('exit', this.killAll);
     await Promise.all([...this.running.keys()].map((name) => this.stop(name, 'SIGKILL')));
-    await this.nats.kill();
+    await Promise.all(this.nats.map((s) => s.kill()));
   }
 }

@@ -27,6 +27,8 @@ export interface SoakOptions {
   seed: number;
   /** Viewers at each match's peak. */
   viewers: number;
+  /** NATS as a cluster of three servers (streams with three replicas, one server killed at a time) instead of one. */
+  cluster?: boolean;
   /** Working directory: the layout's stores and NATS. */
   dir: string;
   /** Where the schedule and the report go; none when empty. */
@@ -65,15 +67,15 @@ interface Segment {
 export async function soak(o: SoakOptions): Promise<SoakResult> {
   const say = o.say;
   const prefix = `soak${o.seed}`;
-  const layout = await Layout.start(o.dir, prefix, say);
+  const layout = await Layout.start(o.dir, prefix, say, o.cluster ?? false);
   const receiver = await SoakReceiver.start();
   try {
-    const faults = schedule(o.seed, o.durationMs, o.faultRate, layout.roles.map((r) => r.name));
+    const faults = schedule(o.seed, o.durationMs, o.faultRate, layout.roles.map((r) => r.name), layout.nats.length);
     if (o.out) {
       await mkdir(o.out, { recursive: true });
-      await writeFile(join(o.out, 'schedule.json'), JSON.stringify({ seed: o.seed, duration_ms: o.durationMs, fault_rate: o.faultRate, faults }, null, 1));
+      await writeFile(join(o.out, 'schedule.json'), JSON.stringify({ seed: o.seed, duration_ms: o.durationMs, fault_rate: o.faultRate, cluster: o.cluster ?? false, faults }, null, 1));
     }
-    say(`soak seed ${o.seed}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`);
+    say(`soak seed ${o.seed}${o.cluster ? ', NATS as a cluster of three' : ''}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`);
     const runner = new FaultRunner(faults, { layout, failWebhooks: (u) => receiver.fail(u) }, say);
     const api = (token: string) => async (path: string, init: RequestInit = {}): Promise<unknown> => {
       const res = await fetch(`${layout.apiUrl}${path}`, { ...init, signal: AbortSignal.timeout(30_000), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
@@ -194,7 +196,7 @@ async function countDeliveries(segments: readonly Segment[], receiver: SoakRecei
 
 /** Durable consumers of the soak's streams with messages still pending a minute after the traffic ended. */
 async function stuck(layout: Layout): Promise<string[]> {
-  const nc = await connect({ servers: layout.nats.url });
+  const nc = await connect({ servers: layout.natsUrl });
   try {
     const jsm = await nc.jetstreamManager();
     let behind: string[] = [];

@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'nats';
 import t from 'tap';
-import { drained, eventually, freePort, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
+import { drained, eventually, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
 import { PrivateNats } from '../../bench/private-nats.js';
 
 // The distributed layout's bus: a three-server JetStream cluster, STREAM_REPLICAS=3. Every stream, KV bucket and
@@ -13,39 +12,9 @@ import { PrivateNats } from '../../bench/private-nats.js';
 t.test('three NATS servers, replicas 3: everything replicated; one server lost, no accepted event lost, every shard catches up', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
-  const routesPorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
-  const routes = routesPorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
-  const servers = ports.map(
-    (port, i) =>
-      new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routesPorts[i]}`, '--routes', routes]),
-  );
+  const servers = await PrivateNats.cluster(dir);
   t.teardown(() => Promise.all(servers.map((s) => s.kill())));
-  for (const s of servers) s.launch();
-  await Promise.all(servers.map((s) => s.ready()));
   const url = servers.map((s) => s.url).join(',');
-  // Each server answering is not yet a cluster that places replicated streams (its meta leader is elected after):
-  // on a busy machine the service's first stream creation timed out there. Wait until a three-replica stream can be
-  // made.
-  const placed = await eventually(
-    async () => {
-      const nc = await connect({ servers: url, reconnect: false, timeout: 1000 }).catch(() => null);
-      if (!nc) return false;
-      try {
-        const jsm = await nc.jetstreamManager({ timeout: 2000 });
-        await jsm.streams.add({ name: 'cluster_probe', subjects: ['cluster.probe'], num_replicas: 3 });
-        await jsm.streams.delete('cluster_probe');
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await nc.close().catch(() => undefined);
-      }
-    },
-    60_000,
-    250,
-  );
-  if (placed < 0) throw new Error('the three servers did not form a cluster that places replicated streams within 60 s');
 
   const svc = await startService({ nats_url: url, stream_replicas: 3, data_dir: join(dir, 'node') }, 'ingest,aggregate');
   t.teardown(() => svc.stop());
