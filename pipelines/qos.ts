@@ -188,14 +188,15 @@ export const rebufferSpike: WindowDetector = {
     // A cohort cannot cross on its own with fewer stalled sessions in the pop: the cohorts' sums are not read then.
     if (!popHolds && (cur.stalled ?? 0) + (w.at(w.bucket - minute)?.stalled ?? 0) < t.cohort_min_stalled!) return null;
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
-    const cohorts = { cur: sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts'), base: sumFields(w, from, to, true, 'cohorts') };
+    const cur2 = sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts');
+    const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     // A cohort alone: in this minute, or, while it has too few sessions yet, with the minute before. (The two
     // minutes alone dilute a spike's first minute with the one before it, which delays the alert by a minute.)
     const condition = { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.cohort_min_stalled!, maxChance: t.cohort_max_chance! };
-    const spike = popHolds ? null : (cohortSpike(w.cohorts(w.bucket) ?? {}, cohorts.base, 's', 'a', condition) ?? cohortSpike(cohorts.cur, cohorts.base, 's', 'a', condition));
+    const spike = popHolds ? null : (cohortSpike(w.cohorts(w.bucket) ?? {}, baseOf, 's', 'a', condition) ?? cohortSpike(cur2, baseOf, 's', 'a', condition));
     if (!popHolds && !spike) return null;
     const [region, pop] = w.key;
-    const cohort = cohortOf(spike ?? explain(cohorts.cur, cohorts.base, 's', 'a', 'rate'), w, 'of the stalled sessions');
+    const cohort = cohortOf(spike ?? explain(cur2, baseOf(), 's', 'a', 'rate'), w, 'of the stalled sessions');
     const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, base);
     return {
       severity,
@@ -307,16 +308,18 @@ export const errorSpike: WindowDetector = {
       negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance!;
     if (!regionHolds && fatal < t.min_errors!) return null;
     // Fatal sessions per session-minute, by cohort.
-    const cohorts = windowAndBaseline(w, span, 'cohorts');
+    const [from, to] = baselineRange(w, span);
+    const cohortsCur = windowFields(w, span, 'cohorts');
+    const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     const spike = regionHolds
       ? null
-      : cohortSpike(cohorts.cur, cohorts.base, 'f', 'a', { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.min_errors!, maxChance: t.cohort_max_chance! });
+      : cohortSpike(cohortsCur, baseOf, 'f', 'a', { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.min_errors!, maxChance: t.cohort_max_chance! });
     if (!regionHolds && !spike) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
     const [region] = w.key;
     const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, baseRate);
-    const cohort = cohortOf(spike ?? explain(cohorts.cur, cohorts.base, 'f', 'a', 'rate'), w, 'of the failed sessions');
+    const cohort = cohortOf(spike ?? explain(cohortsCur, baseOf(), 'f', 'a', 'rate'), w, 'of the failed sessions');
     return {
       severity,
       title: spike ? `Playback error spike in ${region} for ${cohortName(spike, w)}` : `Playback error spike in ${region}${cohort.words}`,

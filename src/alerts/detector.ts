@@ -79,13 +79,16 @@ export interface OnceDetector {
 
 export type Detector = WindowDetector | OnceDetector;
 
-/** Σ of each field over buckets [from, to) (step apart), leaving out firing buckets when asked; of `w.cohorts` when asked. */
-export function sumFields(w: Window, from: number, to: number, skipFiring = false, read: 'at' | 'cohorts' = 'at'): Fields {
+/**
+ * Σ of each field over buckets [from, to) (step apart), leaving out firing buckets when asked; of `w.cohorts` when
+ * asked; of the fields `keep` keeps, when given.
+ */
+export function sumFields(w: Window, from: number, to: number, skipFiring = false, read: 'at' | 'cohorts' = 'at', keep?: (field: string) => boolean): Fields {
   const out: Fields = {};
   for (let b = from; b < to; b += w.step) {
     if (skipFiring && w.firing(b)) continue;
     const f = w[read](b);
-    if (f) for (const k in f) out[k] = (out[k] ?? 0) + f[k]!;
+    if (f) for (const k in f) if (!keep || keep(k)) out[k] = (out[k] ?? 0) + f[k]!;
   }
   return out;
 }
@@ -321,7 +324,16 @@ export interface CohortCondition {
  * less than its floor (Conviva alerts cohorts for this reason). Of the cohorts that cross, the least likely by chance;
  * every cohort of every dimension is tested each minute, so `maxChance` is smaller than a scope's.
  */
-export function cohortSpike(cur: Fields, base: Fields, bad: string, exposure: string, c: CohortCondition): Cohort | null {
+export function cohortSpike(cur: Fields, baseOf: (keep: (field: string) => boolean) => Fields, bad: string, exposure: string, c: CohortCondition): Cohort | null {
+  // The dimensions with a value that has the window's sample: only theirs are summed over the baseline (most minutes
+  // have none, and a baseline's cohort fields are thirty minutes of every value of every dimension).
+  const dims = new Set<string>();
+  for (const k in cur) {
+    if (k[0] !== bad || k.charCodeAt(1) !== 64 /* @ */ || cur[k]! < c.minBad || k.endsWith('=')) continue;
+    if ((cur[exposure + k.slice(1)] ?? 0) >= c.minExposure) dims.add(k.slice(2, k.indexOf('=')));
+  }
+  if (dims.size === 0) return null;
+  const base = baseOf((k) => dims.has(k.slice(2, k.indexOf('='))));
   let best: Cohort | null = null;
   let bestChance = c.maxChance;
   for (const [dimension, values] of cohortCounts(cur, base, bad, exposure)) {
