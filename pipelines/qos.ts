@@ -175,6 +175,9 @@ export const rebufferSpike: WindowDetector = {
     const t = w.thresholds;
     const cur = w.at(w.bucket);
     if (!cur || !cur.watch_ms) return null;
+    // The pop's condition needs its sessions, a cohort's its stalled sessions: most minutes of most pops have neither.
+    const stalled = (cur.stalled ?? 0) + (w.at(w.bucket - minute)?.stalled ?? 0);
+    if ((cur.sessions ?? 0) < t.min_sessions! && stalled < t.cohort_min_stalled!) return null;
     const rate = pct(cur.rebuffer_ms ?? 0, cur.watch_ms);
     const [from, to] = baselineRange(w, 1);
     const rates: number[] = [];
@@ -185,8 +188,13 @@ export const rebufferSpike: WindowDetector = {
     if (rates.length < t.min_baseline_minutes!) return null;
     const base = median(rates);
     const popHolds = (cur.sessions ?? 0) >= t.min_sessions! && rate >= t.ratio! * base && rate >= base + t.min_points!;
-    // A cohort cannot cross on its own with fewer stalled sessions in the pop: the cohorts' sums are not read then.
-    if (!popHolds && (cur.stalled ?? 0) + (w.at(w.bucket - minute)?.stalled ?? 0) < t.cohort_min_stalled!) return null;
+    if (!popHolds) {
+      // A cohort cannot cross on its own with fewer stalled sessions in the pop, nor (short of the others falling as
+      // it rises) while the pop stalls no more than its baseline expects: its sums are not read then.
+      const sessions = (cur.sessions ?? 0) + (w.at(w.bucket - minute)?.sessions ?? 0);
+      const counts = sumFields(w, from, to, true);
+      if (stalled < t.cohort_min_stalled! || stalled <= (sessions * (counts.stalled ?? 0)) / Math.max(1, counts.sessions ?? 0)) return null;
+    }
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
     const cur2 = sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts');
     const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
@@ -306,7 +314,9 @@ export const errorSpike: WindowDetector = {
       rate >= t.ratio! * baseRate &&
       rate >= baseRate + t.min_points! &&
       negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance!;
-    if (!regionHolds && fatal < t.min_errors!) return null;
+    // As for rebuffering: no cohort can cross alone with fewer fatal sessions, or while the region has no more than its
+    // baseline expects.
+    if (!regionHolds && (fatal < t.min_errors! || fatal <= scale * baseFatal)) return null;
     // Fatal sessions per session-minute, by cohort.
     const [from, to] = baselineRange(w, span);
     const cohortsCur = windowFields(w, span, 'cohorts');
