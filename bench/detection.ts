@@ -48,16 +48,29 @@ class Samples {
 
   /**
    * Whether the incident's scope had the sample its detector needs, at the least: 25 sessions a minute in the pop
-   * (rebuffering), 25 starts in the first 5 minutes (startup, errors), 10 failures expected in 15 minutes (payments).
+   * (rebuffering), 25 starts in the first 5 minutes (startup, errors), 10 failures expected in 5 minutes, or in 15 as
+   * 20 % of their payments (payments).
    * An incident of one cohort is judged by the cohort's own condition: 25 of its sessions in two minutes in the pop,
    * or 25 of its starts in 5 minutes in the region.
    */
   enough(i: Incident, at: number): boolean {
     const first = Math.floor(at / 60_000);
     if (i.kind === 'payments') {
-      let all = 0;
-      for (let m = first; m < first + 15; m++) all += this.payments.get(m) ?? 0;
-      return all * (i.magnitude ?? 0.7) >= 10;
+      // 10 failures in the first 5 minutes, or over the first 15 minutes as a fifth of their payments (an incident
+      // shorter than the window fails only its own minutes' payments).
+      const failing = (minutes: number): [failed: number, all: number] => {
+        let failed = 0;
+        let all = 0;
+        for (let m = first; m < first + minutes; m++) {
+          const n = this.payments.get(m) ?? 0;
+          all += n;
+          if (m < first + i.length / 60_000) failed += n * (i.magnitude ?? 0.7);
+        }
+        return [failed, all];
+      };
+      const [short] = failing(5);
+      const [failed, all] = failing(15);
+      return short >= 10 || (failed >= 10 && failed >= 0.2 * all);
     }
     const cohort = i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content' ? `/${i.cohort.dimension}=${i.cohort.value}` : '';
     if (i.kind === 'rebuffer') {
