@@ -6,6 +6,8 @@ import { normal, payments, playback, type Audience, type Conditions } from '../h
 
 // Detection on generated traffic, through the aggregator runtime and the alerts engine exactly as the roles wire
 // them (bench/simulator/detect.ts), on event time. Each problem is injected in one place of a steady audience.
+// About 60 s of one core alone: with three test files at once on two cores it passed tap's default 120 s.
+t.setTimeout(300_000);
 
 const t0 = Date.UTC(2026, 10, 20, 12, 0, 0);
 const minute = 60_000;
