@@ -344,8 +344,10 @@ export function cohortSpike(cur: Fields, baseOf: (keep: (field: string) => boole
       const rate = (cb / ce) * 100;
       const baseRate = (bb / be) * 100;
       if (rate < c.ratio * baseRate || rate < baseRate + c.minPoints) continue;
-      // It must stand out of its scope: when the whole scope moved alike, the scope's own condition speaks for it.
-      if (cb / x.bad / (x.expected.get(value)! / x.allExpected) < cohortMinConcentration) continue;
+      // It must stand out of its scope as `explain` names a cohort: most of its dimension's excess, and concentrated.
+      // When the whole scope moved alike, the scope's own condition speaks for it.
+      const e = x.expected.get(value)!;
+      if ((cb - e) / x.excess < cohortMinShare || cb / x.bad / (e / x.allExpected) < cohortMinConcentration) continue;
       const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
       if (chance >= bestChance) continue;
       bestChance = chance;
