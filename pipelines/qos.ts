@@ -181,9 +181,15 @@ export const rebufferSpike: WindowDetector = {
     const rate = pct(cur.rebuffer_ms ?? 0, cur.watch_ms);
     const [from, to] = baselineRange(w, 1);
     const rates: number[] = [];
+    // And the baseline's stalled sessions per session, for the cohorts' gate below, in the same pass.
+    let baseStalled = 0;
+    let baseSessions = 0;
     for (let b = from; b < to; b += minute) {
       const f = w.at(b);
-      if (f?.watch_ms && f.watch_ms > 0 && !w.firing(b)) rates.push(pct(f.rebuffer_ms ?? 0, f.watch_ms));
+      if (!f || w.firing(b)) continue;
+      baseStalled += f.stalled ?? 0;
+      baseSessions += f.sessions ?? 0;
+      if (f.watch_ms && f.watch_ms > 0) rates.push(pct(f.rebuffer_ms ?? 0, f.watch_ms));
     }
     if (rates.length < t.min_baseline_minutes!) return null;
     const base = median(rates);
@@ -192,8 +198,7 @@ export const rebufferSpike: WindowDetector = {
       // A cohort cannot cross on its own with fewer stalled sessions in the pop, nor (short of the others falling as
       // it rises) while the pop stalls no more than its baseline expects: its sums are not read then.
       const sessions = (cur.sessions ?? 0) + (w.at(w.bucket - minute)?.sessions ?? 0);
-      const counts = sumFields(w, from, to, true);
-      if (stalled < t.cohort_min_stalled! || stalled <= (sessions * (counts.stalled ?? 0)) / Math.max(1, counts.sessions ?? 0)) return null;
+      if (stalled < t.cohort_min_stalled! || stalled <= (sessions * baseStalled) / Math.max(1, baseSessions)) return null;
     }
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
     const cur2 = sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts');

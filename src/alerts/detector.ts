@@ -254,22 +254,29 @@ export function explain(cur: Fields, base: Fields, bad: string, exposure: string
     for (const [value, [cb, ce]] of values) {
       const e = x.expected.get(value)!;
       if (value === '' || cb <= e || ce <= 0) continue;
-      const share = (cb - e) / x.excess;
-      const concentration = cb / x.bad / (e / x.allExpected);
-      if (share < cohortMinShare || concentration < cohortMinConcentration || concentration <= bestConcentration) continue;
+      const s = standing(x, cb, e);
+      if (!s || s.concentration <= bestConcentration) continue;
       const scale = kind === 'rate' ? 100 : 1;
-      bestConcentration = concentration;
+      bestConcentration = s.concentration;
       best = {
         dimension,
         value,
         current: round((cb / ce) * scale),
         baseline: round((e / ce) * scale),
-        share: round(kind === 'rate' ? cb / x.bad : share),
+        share: round(kind === 'rate' ? cb / x.bad : s.share),
         exposure: ce,
       };
     }
   }
   return best;
+}
+
+/** A dimension's window against its values' baselines (`expectations`). */
+interface Expectations {
+  bad: number;
+  expected: Map<string, number>;
+  allExpected: number;
+  excess: number;
 }
 
 /**
@@ -278,7 +285,7 @@ export function explain(cur: Fields, base: Fields, bad: string, exposure: string
  * nothing to compare. A value's part of the window's bad against its part of the expected (its concentration) is
  * about 1 for every value when the whole scope moved alike (each by the same factor), however their own levels differ.
  */
-function expectations(values: Map<string, [number, number, number, number]>, kind: 'rate' | 'mean'): { bad: number; expected: Map<string, number>; allExpected: number; excess: number } | null {
+function expectations(values: Map<string, [number, number, number, number]>, kind: 'rate' | 'mean'): Expectations | null {
   let bad = 0;
   let curExposure = 0;
   let baseBad = 0;
@@ -303,6 +310,16 @@ function expectations(values: Map<string, [number, number, number, number]>, kin
     if (cb > e) excess += cb - e;
   }
   return excess <= 0 || bad <= 0 || allExpected <= 0 ? null : { bad, expected, allExpected, excess };
+}
+
+/**
+ * A value with `cb` bad of the window, `e` expected of it, as it stands in its dimension (`expectations`): its part of
+ * the dimension's excess and its concentration, when both reach what a named cohort needs; else null.
+ */
+function standing(x: Expectations, cb: number, e: number): { share: number; concentration: number } | null {
+  const share = (cb - e) / x.excess;
+  const concentration = cb / x.bad / (e / x.allExpected);
+  return share >= cohortMinShare && concentration >= cohortMinConcentration ? { share, concentration } : null;
 }
 
 /** What a cohort's own rate must do for `cohortSpike` to find it. */
@@ -346,8 +363,7 @@ export function cohortSpike(cur: Fields, baseOf: (keep: (field: string) => boole
       if (rate < c.ratio * baseRate || rate < baseRate + c.minPoints) continue;
       // It must stand out of its scope as `explain` names a cohort: most of its dimension's excess, and concentrated.
       // When the whole scope moved alike, the scope's own condition speaks for it.
-      const e = x.expected.get(value)!;
-      if ((cb - e) / x.excess < cohortMinShare || cb / x.bad / (e / x.allExpected) < cohortMinConcentration) continue;
+      if (!standing(x, cb, x.expected.get(value)!)) continue;
       const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
       if (chance >= bestChance) continue;
       bestChance = chance;
