@@ -95,10 +95,14 @@ export async function startModules(registry: ModuleRegistry, targets: readonly s
   const running: Array<[string, Running]> = [];
   const stop = async (): Promise<void> => {
     for (const [name, r] of running.reverse()) {
+      // A stop that hangs is killed by the supervisor after its grace period: the log says which module held it.
+      const slow = setTimeout(() => services.log.warn({ module: name }, 'module still stopping after 10 s'), 10_000);
       try {
         await r.stop();
       } catch (err) {
         services.log.error({ err, module: name }, 'module did not stop cleanly');
+      } finally {
+        clearTimeout(slow);
       }
     }
     running.length = 0;

@@ -89,6 +89,8 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
         /** Handle a pull's messages as they come; false once the loop stops. */
         const drain = async (current: ConsumerMessages): Promise<boolean> => {
           messages = current;
+          // Ended while it was being opened (a SIGTERM as the role starts): nothing may come to end it otherwise.
+          if (readEnded || stopped) current.stop();
           void watch(current, () => handling || current.getPending() > 0, options.log, endRead);
           received = 0;
           for await (const m of current) {
