@@ -34,12 +34,7 @@ export class PrivateNats {
    * after): on a busy machine a service's first stream creation timed out there.
    */
   static async cluster(dir: string): Promise<PrivateNats[]> {
-    const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
-    const routePorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
-    const routes = routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
-    const servers = ports.map(
-      (port, i) => new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routePorts[i]}`, '--routes', routes]),
-    );
+    const servers = await PrivateNats.clusterServers(dir);
     try {
       for (const s of servers) s.launch();
       await Promise.all(servers.map((s) => s.ready()));
@@ -68,6 +63,14 @@ export class PrivateNats {
       await Promise.all(servers.map((s) => s.kill()));
       throw err;
     }
+  }
+
+  /** The three servers of a cluster, not started (`cluster` starts them). */
+  static async clusterServers(dir: string): Promise<PrivateNats[]> {
+    const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
+    const routePorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
+    const routes = routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
+    return ports.map((port, i) => new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routePorts[i]}`, '--routes', routes]));
   }
 
   get url(): string {

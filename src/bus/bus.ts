@@ -20,8 +20,7 @@ async function patiently<T>(what: () => Promise<T>): Promise<T> {
     try {
       return await what();
     } catch (err) {
-      const timedOut = (err as { code?: unknown }).code === 'TIMEOUT' || /timeout/i.test((err as Error).message);
-      if (!timedOut || attempt >= adminTries) throw err;
+      if (!isPassingBusError(err) || attempt >= adminTries) throw err;
       await new Promise((r) => setTimeout(r, 1000 * attempt));
     }
   }
@@ -45,6 +44,24 @@ export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'
 
 export class BusUnavailableError extends Error {
   override name = 'BusUnavailableError';
+  constructor(
+    message: string,
+    /** JetStream did not answer in time (a cluster electing its leaders): trying again later may succeed. */
+    readonly passing = false,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A NATS failure that passes: a request that timed out (a cluster without its leaders yet, a server just restarted)
+ * or JetStream saying it is temporarily unavailable. Not one that needs an operator: no JetStream at all, a refused
+ * sign-in or permission.
+ */
+export function isPassingBusError(err: unknown): boolean {
+  if (err instanceof BusUnavailableError) return err.passing;
+  const e = err as { code?: unknown; message?: unknown; api_error?: { err_code?: unknown } } | null;
+  return e?.code === 'TIMEOUT' || e?.api_error?.err_code === 10008 || /timeout|temporarily unavailable/i.test(String(e?.message));
 }
 
 /** One NATS connection per process, shared by every role in it. */
@@ -90,6 +107,7 @@ export class Bus {
     }
     const jsm = await nc.jetstreamManager({ timeout: 5_000 }).catch((err: Error) => {
       void nc.close();
+      if (isPassingBusError(err)) throw new BusUnavailableError(`JetStream at ${config.nats_url} did not answer within 5 s (a cluster still electing its leaders?): ${err.message}`, true);
       throw new BusUnavailableError(`NATS at ${config.nats_url} has no JetStream (start nats-server with -js): ${err.message}`);
     });
     return new Bus(nc, nc.jetstream(), jsm, busNames(config.nats_prefix), log.child({ module: 'bus' }), config.stream_replicas ?? 1);

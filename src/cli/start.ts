@@ -1,7 +1,8 @@
 import { ensureLocalNats } from '../bus/local-server.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { resolveTargets, Services, startModules } from '../modules.js';
+import { isPassingBusError } from '../bus/bus.js';
+import { resolveTargets, Services, startModules, type Started } from '../modules.js';
 import { registry } from '../registry.js';
 import { flags } from './args.js';
 
@@ -27,14 +28,17 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
     // Only the single-machine mode runs its own NATS: a process of a distributed layout that found NATS down for a
     // moment (a restart) would otherwise take its address with a server of its own, and split the layout.
     const single = targets.length === resolveTargets(registry, 'all').length;
-    const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
-    const services = new Services(config, log);
     let started = false;
-    services.checks.push({ name: 'roles', ready: () => started });
+    const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
     try {
-      const running = await startModules(registry, targets, services);
+      const running = await startPatiently(() => {
+        const services = new Services(config, log);
+        services.checks.push({ name: 'roles', ready: () => started });
+        return startModules(registry, targets, services);
+      }, log, stopRequested);
+      if (!running) return log.info({ signal: signalled }, 'stopped while starting');
       started = true;
-      log.info({ roles: targets, modules: running.modules, listeners: Object.fromEntries(services.listeners) }, 'darshak started');
+      log.info({ roles: targets, modules: running.modules, listeners: Object.fromEntries(running.services.listeners) }, 'darshak started');
       await stopRequested;
       log.info({ signal: signalled }, 'stopping');
       await running.stop();
@@ -45,5 +49,33 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
   } finally {
     process.off('SIGINT', onInt);
     process.off('SIGTERM', onTerm);
+  }
+}
+
+/** How long a start is tried again while JetStream does not answer. */
+const startPatienceMs = 120_000;
+
+/**
+ * Start the roles, and start them again while JetStream does not answer yet (a cluster electing its leaders after
+ * it formed or lost a server): a role that exited would only be started again by its supervisor, a crash in its
+ * log. Other failures, and a JetStream still silent after two minutes, end the start. Undefined when a signal came
+ * meanwhile.
+ */
+async function startPatiently(start: () => Promise<Started>, log: Logger, stopRequested: Promise<void>): Promise<Started | undefined> {
+  const since = Date.now();
+  let stop = false;
+  void stopRequested.then(() => (stop = true));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (err) {
+      const waitMs = Math.min(1000 * 2 ** (attempt - 1), 10_000);
+      if (stop || !isPassingBusError(err) || Date.now() - since + waitMs > startPatienceMs) throw err;
+      log.warn({ err: (err as Error).message, attempt, retry_in_ms: waitMs }, 'JetStream did not answer as the roles started; starting them again');
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([stopRequested, new Promise((r) => (timer = setTimeout(r, waitMs)))]);
+      clearTimeout(timer);
+      if (stop) return undefined;
+    }
   }
 }

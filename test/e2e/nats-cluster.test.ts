@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { drained, eventually, makeTenant, post, readEventStream, startService } from '../helpers/env.js';
+import { drained, eventually, makeTenant, post, readEventStream, ready, RoleProcesses, startService, uniquePrefix } from '../helpers/env.js';
+import { freePort } from '../../bench/host.js';
 import { PrivateNats } from '../../bench/private-nats.js';
 
 // The distributed layout's bus: a three-server JetStream cluster, STREAM_REPLICAS=3. Every stream, KV bucket and
@@ -55,4 +56,26 @@ t.test('three NATS servers, replicas 3: everything replicated; one server lost, 
   );
   t.not(read, -1, 'the events stream can be read with two servers');
   t.equal(new Set(events.flatMap((m) => m.events.map((e) => String(e.session_id)))).size, 41, 'every accepted event is in the replicated events stream');
+});
+
+t.test('a role started while its cluster has no quorum waits for it, then starts', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const servers = await PrivateNats.clusterServers(dir);
+  t.teardown(() => Promise.all(servers.map((s) => s.kill())));
+  // One server of three: it takes connections, but JetStream answers nothing until a second one joins.
+  servers[0]!.launch();
+  const port = await freePort();
+  const procs = new RoleProcesses({ NATS_URL: servers.map((s) => s.url).join(','), NATS_PREFIX: uniquePrefix(), STREAM_REPLICAS: '3', INGEST_PORT: String(port) }, t);
+  t.teardown(() => procs.stopAll());
+  const ingest = procs.start(['--role', 'ingest']);
+  let exit: number | string | null = null;
+  ingest.once('exit', (code, signal) => (exit = code ?? signal));
+  t.not(await eventually(async () => /starting them again/.test(procs.logs()), 30_000, 200), -1, 'it says it starts again');
+  t.equal(exit, null, 'and is still running');
+  for (const s of servers.slice(1)) s.launch();
+  t.ok(await ready(`http://127.0.0.1:${port}`, 90_000), 'ready once the cluster has its leaders');
+  t.equal(exit, null, 'never exited');
+  await procs.stop(ingest, 'SIGTERM');
+  t.equal(exit, 0, 'and drains on SIGTERM');
 });
