@@ -7,6 +7,7 @@ import { snapshotTables } from '../../pipelines/index.js';
 import { migrate } from './migrate.js';
 import { ensureSnapshotTables } from './snapshots.js';
 import { registerEmbedded } from './tsv.js';
+import { forgetUncommittedTokens } from './uncommitted-tokens.js';
 
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
@@ -47,6 +48,9 @@ export class Store {
     if (embedded) {
       const path = resolve(config.data_dir, 'clickhouse');
       mkdirSync(path, { recursive: true });
+      // Before the engine loads the tables: inserts a kill left half done must be stored when they come again.
+      const forgotten = forgetUncommittedTokens(path);
+      if (forgotten > 0) storeLog.warn({ tokens: forgotten }, 'insert tokens whose parts were never committed (the last stop was a crash) forgotten: those inserts are stored when written again');
       // Loaded only when used: roles that never touch the store do not pay for a 500 MB engine.
       const { createChdbConnection } = await import('chdb/connection');
       try {
