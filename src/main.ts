@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { ControlError } from './control/control-plane.js';
-import { ConfigError, loadConfig } from './config/load.js';
-import { BusUnavailableError } from './bus/bus.js';
+import { loadConfig } from './config/load.js';
+import { OperatorError } from './operator-error.js';
 import { createLogger } from './log.js';
 import { runAdmin } from './cli/admin.js';
 import { UsageError } from './cli/args.js';
@@ -57,7 +57,7 @@ async function main(argv: string[]): Promise<number> {
       return 1;
     }
     // Errors that say what to do: no stack trace.
-    if (err instanceof BusUnavailableError || err instanceof ConfigError || (err instanceof Error && ['ReplayError', 'StoreUnavailableError'].includes(err.name))) {
+    if (err instanceof OperatorError) {
       process.stderr.write(`darshak: ${err.message}\n`);
       return 1;
     }

@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { natsConnectOptions, type NatsAccess } from './connect-options.js';
 import { busNames, type BusNames } from './names.js';
+import { OperatorError } from '../operator-error.js';
 
 const nanos = (ms: number): number => ms * 1_000_000;
 
@@ -42,7 +43,7 @@ export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'
   return id;
 }
 
-export class BusUnavailableError extends Error {
+export class BusUnavailableError extends OperatorError {
   override name = 'BusUnavailableError';
   constructor(
     message: string,

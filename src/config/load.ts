@@ -2,8 +2,9 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { configKeys, configSchema, type Config } from './schema.js';
+import { OperatorError } from '../operator-error.js';
 
-export class ConfigError extends Error {
+export class ConfigError extends OperatorError {
   override name = 'ConfigError';
 }
 

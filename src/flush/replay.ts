@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
+import { OperatorError } from '../operator-error.js';
 import { snapshotTables, pipelines } from '../../pipelines/index.js';
 import type { Cell, TableSpec } from '../aggregate/pipeline.js';
 import { Aggregation } from '../aggregate/runtime.js';
@@ -23,7 +24,7 @@ export interface ReplayResult {
   rows: Record<string, number>;
 }
 
-export class ReplayError extends Error {
+export class ReplayError extends OperatorError {
   override name = 'ReplayError';
 }
 

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { snapshotTables } from '../../pipelines/index.js';
 import { migrate } from './migrate.js';
 import { ensureSnapshotTables } from './snapshots.js';
+import { OperatorError } from '../operator-error.js';
 import { registerEmbedded } from './tsv.js';
 import { forgetUncommittedTokens } from './uncommitted-tokens.js';
 
@@ -25,7 +26,7 @@ function masked(message: string, url: string): string {
   return password === '' ? message : message.replaceAll(password, '***').replaceAll(decodeURIComponent(password), '***');
 }
 
-export class StoreUnavailableError extends Error {
+export class StoreUnavailableError extends OperatorError {
   override name = 'StoreUnavailableError';
 }
 
