@@ -91,7 +91,13 @@ export interface Started {
   stop(): Promise<void>;
 }
 
-export async function startModules(registry: ModuleRegistry, targets: readonly string[], services: Services): Promise<Started> {
+/** A start given up because the process is to stop (a signal came while its modules were starting). */
+export class StartAbandonedError extends Error {
+  override name = 'StartAbandonedError';
+}
+
+/** Start `targets` and what they need; `abandon` is asked after each module, so a signal waits for one module only. */
+export async function startModules(registry: ModuleRegistry, targets: readonly string[], services: Services, abandon: () => boolean = () => false): Promise<Started> {
   const running: Array<[string, Running]> = [];
   const stop = async (): Promise<void> => {
     for (const [name, r] of running.reverse()) {
@@ -112,6 +118,7 @@ export async function startModules(registry: ModuleRegistry, targets: readonly s
     for (const name of order) {
       services.log.debug({ module: name }, 'starting');
       running.push([name, await (registry[name] as ModuleDef).start(services)]);
+      if (abandon()) throw new StartAbandonedError(`stopped while starting, after ${name}`);
     }
   } catch (err) {
     await stop();

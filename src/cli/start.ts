@@ -2,7 +2,7 @@ import { ensureLocalNats } from '../bus/local-server.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { isPassingBusError } from '../bus/bus.js';
-import { resolveTargets, Services, startModules, type Started } from '../modules.js';
+import { resolveTargets, Services, StartAbandonedError, startModules, type Started } from '../modules.js';
 import { registry } from '../registry.js';
 import { flags } from './args.js';
 
@@ -31,10 +31,10 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
     let started = false;
     const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
     try {
-      const running = await startPatiently(() => {
+      const running = await startPatiently((abandon) => {
         const services = new Services(config, log);
         services.checks.push({ name: 'roles', ready: () => started });
-        return startModules(registry, targets, services);
+        return startModules(registry, targets, services, abandon);
       }, log, stopRequested);
       if (!running) return log.info({ signal: signalled }, 'stopped while starting');
       started = true;
@@ -61,14 +61,15 @@ const startPatienceMs = 120_000;
  * log. Other failures, and a JetStream still silent after two minutes, end the start. Undefined when a signal came
  * meanwhile.
  */
-async function startPatiently(start: () => Promise<Started>, log: Logger, stopRequested: Promise<void>): Promise<Started | undefined> {
+async function startPatiently(start: (abandon: () => boolean) => Promise<Started>, log: Logger, stopRequested: Promise<void>): Promise<Started | undefined> {
   const since = Date.now();
   let stop = false;
   void stopRequested.then(() => (stop = true));
   for (let attempt = 1; ; attempt++) {
     try {
-      return await start();
+      return await start(() => stop);
     } catch (err) {
+      if (err instanceof StartAbandonedError) return undefined;
       const waitMs = Math.min(1000 * 2 ** (attempt - 1), 10_000);
       if (stop || !isPassingBusError(err) || Date.now() - since + waitMs > startPatienceMs) throw err;
       log.warn({ err: (err as Error).message, attempt, retry_in_ms: waitMs }, 'JetStream did not answer as the roles started; starting them again');

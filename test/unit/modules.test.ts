@@ -1,6 +1,8 @@
 import t from 'tap';
-import { resolveTargets, startOrder, type ModuleRegistry } from '../../src/modules.js';
+import { resolveTargets, Services, StartAbandonedError, startModules, startOrder, type ModuleRegistry } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
+import { createLogger } from '../../src/log.js';
+import { testConfig } from '../helpers/env.js';
 
 const fake = (deps: string[], role = false) => ({ deps, role, start: async () => ({ stop: async () => undefined }) });
 
@@ -26,4 +28,22 @@ t.test('the webhooks role needs only NATS: it runs anywhere', async (t) => {
 
 t.test('the alerts role needs only NATS: it runs anywhere', async (t) => {
   t.same(startOrder(registry, ['alerts']), ['bus', 'directory', 'usage', 'alerts']);
+});
+
+t.test('a start abandoned (a signal came) stops after the module under way, and stops what started', async (t) => {
+  const events: string[] = [];
+  let signalled = false;
+  const traced = (name: string, deps: string[], role = false) => ({
+    deps,
+    role,
+    start: async () => {
+      events.push(`start ${name}`);
+      // The signal comes while the first module starts.
+      if (name === 'a') signalled = true;
+      return { stop: async () => void events.push(`stop ${name}`) };
+    },
+  });
+  const reg: ModuleRegistry = { a: traced('a', []), b: traced('b', ['a']), c: traced('c', ['b'], true) };
+  await t.rejects(startModules(reg, ['c'], new Services(testConfig(), createLogger('silent')), () => signalled), StartAbandonedError);
+  t.same(events, ['start a', 'stop a'], 'b and c never started; a stopped');
 });
