@@ -81,7 +81,6 @@ export class Flusher {
   private heartbeat: NodeJS.Timeout | undefined;
   private lastGroupAt = 0;
   private later: NodeJS.Timeout | undefined;
-  private stopping = false;
 
   constructor(
     private readonly bus: Bus,
@@ -137,7 +136,7 @@ export class Flusher {
   private kick(): void {
     while (this.pending.length > 0 && this.inflight.size < this.options.maxInflight && !this.failure) {
       const wait = this.lastGroupAt + this.options.minIntervalMs - Date.now();
-      if (wait > 0 && !this.stopping && !this.fullGroupWaiting()) {
+      if (wait > 0 && !this.fullGroupWaiting()) {
         this.later ??= setTimeout(() => {
           this.later = undefined;
           this.kick();
@@ -251,12 +250,20 @@ export class Flusher {
     await Promise.all(writes);
   }
 
-  /** Stop reading, write what was read, and wait for it. */
+  /**
+   * Stop reading, finish the groups being written, and give back what was read but not yet grouped: JetStream sends
+   * it again at once, to the next flusher. Writing it here too made a stop as long as the backlog read ahead, and a
+   * busy flusher outlived its grace period after SIGTERM (the soak killed it).
+   */
   async stop(): Promise<void> {
     await this.loop?.stop();
-    this.stopping = true;
     clearTimeout(this.later);
-    for (this.kick(); this.inflight.size > 0; this.kick()) await Promise.allSettled(this.inflight);
+    for (const m of this.pending) {
+      m.nak();
+      this.held.delete(m);
+    }
+    this.pending = [];
+    while (this.inflight.size > 0) await Promise.allSettled(this.inflight);
     clearInterval(this.heartbeat);
   }
 }
