@@ -5,6 +5,7 @@
 // records any process that exits on its own (a crash is a finding, then restarted as a supervisor would).
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, mainJs, poll, sleep } from '../host.js';
 import { PrivateNats } from '../private-nats.js';
@@ -37,6 +38,8 @@ export class Layout {
   /** Roles that did not stop within the grace period after SIGTERM. */
   readonly slowStops: string[] = [];
   private closed = false;
+  /** Each role's whole log, in `<dir>/logs/<role>.log` (kept with `--keep`). */
+  private readonly files = new Map<string, WriteStream>();
 
   private constructor(
     /** One server, or a cluster of three. */
@@ -45,7 +48,10 @@ export class Layout {
     readonly roles: readonly RoleSpec[],
     private readonly env: Record<string, string>,
     private readonly say: (line: string) => void,
-  ) {}
+    private readonly logDir: string,
+  ) {
+    mkdirSync(logDir, { recursive: true });
+  }
 
   /** Every role started and ready. */
   static async start(dir: string, prefix: string, say: (line: string) => void, cluster = false): Promise<Layout> {
@@ -68,7 +74,7 @@ export class Layout {
       { name: 'webhooks', args: ['--role', 'webhooks'], env: { DATA_DIR: join(dir, 'webhooks') } },
     ];
     const env = { NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1', STREAM_REPLICAS: String(nats.length) };
-    const layout = new Layout(nats, prefix, roles, env, say);
+    const layout = new Layout(nats, prefix, roles, env, say, join(dir, 'logs'));
     // A soak stopped by a signal or an error must not leave its processes behind, reconnecting for ever.
     process.once('exit', layout.killAll);
     try {
@@ -106,7 +112,11 @@ export class Layout {
   private launch(spec: RoleSpec): void {
     const child = spawn(process.execPath, [mainJs, 'start', ...spec.args], { env: { ...process.env, ...this.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const entry: Running = { spec, child, stopping: false, log: '' };
+    let file = this.files.get(spec.name);
+    if (!file) this.files.set(spec.name, (file = createWriteStream(join(this.logDir, `${spec.name}.log`), { flags: 'a' })));
+    file.write(`--- started at ${new Date().toISOString()}\n`);
     const keep = (d: Buffer): void => {
+      file.write(d);
       entry.log = (entry.log + d.toString()).slice(-keptLog);
       this.logs.set(spec.name, ((this.logs.get(spec.name) ?? '') + d.toString()).slice(-10 * keptLog));
     };
@@ -197,5 +207,6 @@ export class Layout {
     process.off('exit', this.killAll);
     await Promise.all([...this.running.keys()].map((name) => this.stop(name, 'SIGKILL')));
     await Promise.all(this.nats.map((s) => s.kill()));
+    await Promise.all([...this.files.values()].map((f) => new Promise((r) => f.end(r))));
   }
 }
