@@ -1,5 +1,5 @@
 import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
-import { pct, round, severityOf, windowFields, windowSpans, type WindowDetector } from '../src/alerts/detector.js';
+import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../src/alerts/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
 const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
@@ -84,7 +84,7 @@ const hour = 3600;
 const day = 86_400;
 
 /** 15 minutes (by default) of payments: failed / all. Severity is the failure rate against the threshold. */
-export const paymentFailure: WindowDetector = {
+export const paymentFailure = windowDetector({
   kind: 'window',
   category: 'billing.payment_failure',
   source: 'billing',
@@ -103,10 +103,10 @@ export const paymentFailure: WindowDetector = {
     for (const span of windowSpans(t)) {
       const cur = windowFields(w, span);
       const failed = cur.failed ?? 0;
-      if (failed < t.min_failures!) continue;
+      if (failed < t.min_failures) continue;
       const rate = pct(failed, cur.payments ?? 0);
-      if (rate < t.min_failure_pct!) continue;
-      const severity = severityOf(rate, t.min_failure_pct!);
+      if (rate < t.min_failure_pct) continue;
+      const severity = severityOf(rate, t.min_failure_pct);
       return {
         severity,
         title: 'Payment failures',
@@ -116,10 +116,10 @@ export const paymentFailure: WindowDetector = {
     }
     return null;
   },
-};
+});
 
 /** Cancellations in the current UTC hour against the mean of the same hour on the 7 days before. */
-export const churnSpike: WindowDetector = {
+export const churnSpike = windowDetector({
   kind: 'window',
   category: 'billing.churn_spike',
   source: 'billing',
@@ -135,11 +135,11 @@ export const churnSpike: WindowDetector = {
     const t = w.thresholds;
     const n = w.at(w.bucket)?.cancellations ?? 0;
     // A baseline needs the 7 days behind it: until then every hour would look like a spike.
-    if (n < t.min_cancellations! || w.since > w.bucket - 7 * day) return null;
+    if (n < t.min_cancellations || w.since > w.bucket - 7 * day) return null;
     let total = 0;
     for (let d = 1; d <= 7; d++) total += w.at(w.bucket - d * day)?.cancellations ?? 0;
     const base = total / 7;
-    if (n < t.ratio! * base) return null;
+    if (n < t.ratio * base) return null;
     const severity = severityOf(n, base);
     return {
       severity,
@@ -148,7 +148,7 @@ export const churnSpike: WindowDetector = {
       data: { severity, cancellations: n, baseline: round(base), window_minutes: hour / 60 },
     };
   },
-};
+});
 
 export const billing: Pipeline = {
   name: 'billing',

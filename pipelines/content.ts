@@ -1,5 +1,5 @@
 import { minuteOf, timeRollups, type Cell, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
-import { round, sumFields, type OnceDetector, type WindowDetector } from '../src/alerts/detector.js';
+import { round, sumFields, type OnceDetector, windowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */
@@ -89,7 +89,7 @@ export const newRelease: OnceDetector = {
 const day = 86_400;
 
 /** Completion of the sessions that closed in the current UTC hour against the 7 days before it. */
-export const completionDrop: WindowDetector = {
+export const completionDrop = windowDetector({
   kind: 'window',
   category: 'content.completion_drop',
   source: 'content',
@@ -104,12 +104,12 @@ export const completionDrop: WindowDetector = {
   evaluate(w) {
     const t = w.thresholds;
     const cur = w.at(w.bucket);
-    if (!cur || (cur.sessions ?? 0) < t.min_sessions!) return null;
+    if (!cur || (cur.sessions ?? 0) < t.min_sessions) return null;
     const base = sumFields(w, w.bucket - 7 * day, w.bucket, true);
-    if ((base.sessions ?? 0) < t.min_sessions!) return null;
+    if ((base.sessions ?? 0) < t.min_sessions) return null;
     const now = cur.pct! / cur.sessions!;
     const before = base.pct! / base.sessions!;
-    if (now > before - t.drop_points!) return null;
+    if (now > before - t.drop_points) return null;
     const [contentId] = w.key;
     const title = w.label(contentId!);
     const severity = now > 0 && before / now < 3 ? 'warning' : 'critical';
@@ -120,7 +120,7 @@ export const completionDrop: WindowDetector = {
       data: { severity, content_id: contentId, title: title || null, current_pct: round(now), baseline_pct: round(before) },
     };
   },
-};
+});
 
 // A row of `content_minute_sums` under furthest_sec -1 (watch time, known completion), as every segment and most
 // position changes emit one: the same arrays, filled anew for each (the emitter copies what it keeps).

@@ -1,6 +1,6 @@
 import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, type WindowDetector } from '../src/alerts/detector.js';
+import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, windowDetector } from '../src/alerts/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -139,21 +139,21 @@ function startupsFrom(f: Fields, ms: number): number {
 }
 
 /** The first minute of the window of `span` minutes ending with `w.bucket`, and of the baseline before it. */
-const baselineRange = (w: Window, span: number): [number, number] => {
+const baselineRange = (w: Window<'baseline_minutes'>, span: number): [number, number] => {
   const end = w.bucket - (span - 1) * minute;
-  return [end - w.thresholds.baseline_minutes! * minute, end];
+  return [end - w.thresholds.baseline_minutes * minute, end];
 };
 
 /**
  * The counts of the window of `span` minutes ending with `w.bucket` and of its baseline, firing minutes left out: of
  * the detector's signal, or of its cohort signal (to explain a finding).
  */
-function windowAndBaseline(w: Window, span: number, read: 'at' | 'cohorts' = 'at'): { cur: Fields; base: Fields } {
+function windowAndBaseline(w: Window<'baseline_minutes'>, span: number, read: 'at' | 'cohorts' = 'at'): { cur: Fields; base: Fields } {
   const [from, to] = baselineRange(w, span);
   return { cur: windowFields(w, span, read), base: sumFields(w, from, to, true, read) };
 }
 
-export const rebufferSpike: WindowDetector = {
+export const rebufferSpike = windowDetector({
   kind: 'window',
   category: 'qos.rebuffer_spike',
   source: 'qos',
@@ -177,7 +177,7 @@ export const rebufferSpike: WindowDetector = {
     if (!cur || !cur.watch_ms) return null;
     // The pop's condition needs its sessions, a cohort's its stalled sessions: most minutes of most pops have neither.
     const stalled = (cur.stalled ?? 0) + (w.at(w.bucket - minute)?.stalled ?? 0);
-    if ((cur.sessions ?? 0) < t.min_sessions! && stalled < t.cohort_min_stalled!) return null;
+    if ((cur.sessions ?? 0) < t.min_sessions && stalled < t.cohort_min_stalled) return null;
     const rate = pct(cur.rebuffer_ms ?? 0, cur.watch_ms);
     const [from, to] = baselineRange(w, 1);
     const rates: number[] = [];
@@ -191,21 +191,21 @@ export const rebufferSpike: WindowDetector = {
       baseSessions += f.sessions ?? 0;
       if (f.watch_ms && f.watch_ms > 0) rates.push(pct(f.rebuffer_ms ?? 0, f.watch_ms));
     }
-    if (rates.length < t.min_baseline_minutes!) return null;
+    if (rates.length < t.min_baseline_minutes) return null;
     const base = median(rates);
-    const popHolds = (cur.sessions ?? 0) >= t.min_sessions! && rate >= t.ratio! * base && rate >= base + t.min_points!;
+    const popHolds = (cur.sessions ?? 0) >= t.min_sessions && rate >= t.ratio * base && rate >= base + t.min_points;
     if (!popHolds) {
       // A cohort cannot cross on its own with fewer stalled sessions in the pop, nor (short of the others falling as
       // it rises) while the pop stalls no more than its baseline expects: its sums are not read then.
       const sessions = (cur.sessions ?? 0) + (w.at(w.bucket - minute)?.sessions ?? 0);
-      if (stalled < t.cohort_min_stalled! || stalled <= (sessions * baseStalled) / Math.max(1, baseSessions)) return null;
+      if (stalled < t.cohort_min_stalled || stalled <= (sessions * baseStalled) / Math.max(1, baseSessions)) return null;
     }
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
     const cur2 = sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts');
     const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     // A cohort alone: in this minute, or, while it has too few sessions yet, with the minute before. (The two
     // minutes alone dilute a spike's first minute with the one before it, which delays the alert by a minute.)
-    const condition = { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.cohort_min_stalled!, maxChance: t.cohort_max_chance! };
+    const condition = { ratio: t.ratio, minPoints: t.min_points, minExposure: t.min_sessions, minBad: t.cohort_min_stalled, maxChance: t.cohort_max_chance };
     const spike = popHolds ? null : (cohortSpike(w.cohorts(w.bucket) ?? {}, baseOf, 's', 'a', condition) ?? cohortSpike(cur2, baseOf, 's', 'a', condition));
     if (!popHolds && !spike) return null;
     const [region, pop] = w.key;
@@ -221,9 +221,9 @@ export const rebufferSpike: WindowDetector = {
       data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0), cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)) },
     };
   },
-};
+});
 
-export const startupRegression: WindowDetector = {
+export const startupRegression = windowDetector({
   kind: 'window',
   category: 'qos.startup_regression',
   source: 'qos',
@@ -246,15 +246,15 @@ export const startupRegression: WindowDetector = {
     for (const span of windowSpans(t)) {
       const { cur, base } = windowAndBaseline(w, span);
       const n = cur.startups ?? 0;
-      if (n < t.min_starts! || (base.startups ?? 0) < t.min_starts!) continue;
+      if (n < t.min_starts || (base.startups ?? 0) < t.min_starts) continue;
       const p50 = startupPercentile(cur, 0.5);
       const baseP50 = startupPercentile(base, 0.5);
-      if (p50 < t.ratio! * baseP50 || p50 < baseP50 + t.min_increase_ms!) continue;
+      if (p50 < t.ratio * baseP50 || p50 < baseP50 + t.min_increase_ms) continue;
       // Half the window's startups are slower than the regression's line: would the baseline give that many? A
       // median of a short window's few dozen startups is noisy, a tail test of their count is not.
-      const line = Math.max(t.ratio! * baseP50, baseP50 + t.min_increase_ms!);
+      const line = Math.max(t.ratio * baseP50, baseP50 + t.min_increase_ms);
       const slow = startupsFrom(cur, line);
-      if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance!) continue;
+      if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance) continue;
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
       const cohorts = windowAndBaseline(w, span, 'cohorts');
@@ -268,9 +268,9 @@ export const startupRegression: WindowDetector = {
     }
     return null;
   },
-};
+});
 
-export const errorSpike: WindowDetector = {
+export const errorSpike = windowDetector({
   kind: 'window',
   category: 'qos.error_spike',
   source: 'qos',
@@ -291,7 +291,7 @@ export const errorSpike: WindowDetector = {
   },
   evaluate(w) {
     const t = w.thresholds;
-    const span = t.window_minutes!;
+    const span = t.window_minutes;
     const { cur, base } = windowAndBaseline(w, span);
     const fatal = cur.fatal ?? 0;
     // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
@@ -313,22 +313,22 @@ export const errorSpike: WindowDetector = {
     // A handful of errors among a few dozen sessions is ordinary noise, and a baseline of a few errors says little
     // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
     const regionHolds =
-      sessions >= t.min_sessions! &&
-      fatal >= t.min_errors! &&
-      baseExposure >= t.min_sessions! &&
-      rate >= t.ratio! * baseRate &&
-      rate >= baseRate + t.min_points! &&
-      negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance!;
+      sessions >= t.min_sessions &&
+      fatal >= t.min_errors &&
+      baseExposure >= t.min_sessions &&
+      rate >= t.ratio * baseRate &&
+      rate >= baseRate + t.min_points &&
+      negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance;
     // As for rebuffering: no cohort can cross alone with fewer fatal sessions, or while the region has no more than its
     // baseline expects.
-    if (!regionHolds && (fatal < t.min_errors! || fatal <= scale * baseFatal)) return null;
+    if (!regionHolds && (fatal < t.min_errors || fatal <= scale * baseFatal)) return null;
     // Fatal sessions per session-minute, by cohort.
     const [from, to] = baselineRange(w, span);
     const cohortsCur = windowFields(w, span, 'cohorts');
     const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     const spike = regionHolds
       ? null
-      : cohortSpike(cohortsCur, baseOf, 'f', 'a', { ratio: t.ratio!, minPoints: t.min_points!, minExposure: t.min_sessions!, minBad: t.min_errors!, maxChance: t.cohort_max_chance! });
+      : cohortSpike(cohortsCur, baseOf, 'f', 'a', { ratio: t.ratio, minPoints: t.min_points, minExposure: t.min_sessions, minBad: t.min_errors, maxChance: t.cohort_max_chance });
     if (!regionHolds && !spike) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
@@ -344,7 +344,7 @@ export const errorSpike: WindowDetector = {
       data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: fatal, top_error_code: top.slice(5) || null, cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)) },
     };
   },
-};
+});
 
 export const qos: Pipeline = {
   name: 'qos',

@@ -14,8 +14,11 @@ export interface Finding {
   data: Record<string, unknown>;
 }
 
-/** A detector's view of one key's signal history, at the bucket being evaluated. */
-export interface Window {
+/**
+ * A detector's view of one key's signal history, at the bucket being evaluated. `P`: the detector's threshold names,
+ * so a name it does not declare is a compile error, not a silent NaN.
+ */
+export interface Window<P extends string = string> {
   /** The key's parts after the tenant (a region and pop, a region, a content id, nothing). */
   key: readonly string[];
   /** Start (Unix seconds) of the bucket evaluated: the last one of the window. */
@@ -33,7 +36,7 @@ export interface Window {
   /** The name a once detector's `label` gave an id of this tenant (a content's title), or ''. */
   label(id: string): string;
   /** The tenant's thresholds for this category: config/alerts.json with its overrides. */
-  thresholds: Readonly<Record<string, number>>;
+  thresholds: Readonly<Record<P, number>>;
 }
 
 /**
@@ -41,7 +44,7 @@ export interface Window {
  * sums the shards' signals per key and bucket, evaluates each bucket that changes, and raises an alert once per
  * incident when `running` consecutive buckets fire; it resolves it once none has fired for 5 minutes.
  */
-export interface WindowDetector {
+export interface WindowDetector<P extends string = string> {
   kind: 'window';
   category: string;
   source: AlertSource;
@@ -58,9 +61,14 @@ export interface WindowDetector {
   /** Consecutive firing buckets before an alert is raised. */
   running: number;
   /** Threshold names and what each means (defaults in config/alerts.json). */
-  params: Readonly<Record<string, string>>;
+  params: Readonly<Record<P, string>>;
   /** A finding when the window ending with `w.bucket` meets the condition, else null. */
-  evaluate(w: Window): Finding | null;
+  evaluate(w: Window<P>): Finding | null;
+}
+
+/** A window detector whose thresholds are typed by the names its `params` declare. */
+export function windowDetector<P extends string>(d: WindowDetector<P>): WindowDetector<P> {
+  return d;
 }
 
 /** A first sighting (a new release): raised once per mark, ever, for the whole cluster. */

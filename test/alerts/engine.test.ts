@@ -1,6 +1,6 @@
 import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
-import { binomialTail, cohortField, explain, negBinomialTail, type WindowDetector } from '../../src/alerts/detector.js';
+import { binomialTail, cohortField, explain, negBinomialTail, windowDetector, type WindowDetector } from '../../src/alerts/detector.js';
 import { detectors, effective, loadThresholds } from '../../src/alerts/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
@@ -226,4 +226,25 @@ t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot g
   t.equal(Object.keys(fields).length, maxFields);
   t.equal(fields.n, 2, 'known names still add up');
   t.notOk('f@content=another' in fields);
+});
+
+t.test("a detector reads only the thresholds it declares: another name does not compile (npm run typecheck)", async (t) => {
+  const probe = windowDetector({
+    kind: 'window',
+    category: 'test.typed',
+    source: 'qos',
+    signal: 'probe',
+    bucketMinutes: 1,
+    historyBuckets: 10,
+    running: 1,
+    params: { ratio: 'a ratio' },
+    evaluate(w) {
+      // @ts-expect-error a misspelt threshold would read undefined, and every comparison with it would be false
+      const misspelt: number = w.thresholds.ratoi;
+      return w.thresholds.ratio > 1 && misspelt > 0 ? { severity: 'warning', title: '', description: '', data: {} } : null;
+    },
+  });
+  t.same(Object.keys(probe.params), ['ratio']);
+  const all: WindowDetector[] = [probe];
+  t.equal(all.length, 1, 'and it goes in the registry with the others');
 });
