@@ -1,5 +1,5 @@
 // The one registry of error codes: every HTTP error answer and every per-event error takes its code, status and
-// default message from here. docs/errors.md lists the same table; test/unit/errors.test.ts keeps the two equal.
+// default message from here. docs/errors.md lists the same table; test/unit/docs.test.ts keeps the two equal.
 
 export interface ErrorSpec {
   /** HTTP status of a request-level answer; null for codes that only appear per event inside `errors`. */

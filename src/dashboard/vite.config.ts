@@ -14,7 +14,7 @@ export default defineConfig({
     outDir: fileURLToPath(new URL('../../dist/dashboard', import.meta.url)),
     emptyOutDir: true,
     target: 'es2022',
-    // Budgets are checked by test/unit/dashboard-build.test.ts on the gzipped output, not by Vite's warning.
+    // Budgets are checked by test/http/dashboard.test.ts on the gzipped output, not by Vite's warning.
     chunkSizeWarningLimit: 1024,
   },
 });
