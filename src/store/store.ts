@@ -8,7 +8,7 @@ import { migrate } from './migrate.js';
 import { ensureSnapshotTables } from './snapshots.js';
 import { OperatorError } from '../operator-error.js';
 import { registerEmbedded } from './tsv.js';
-import { forgetUncommittedTokens } from './uncommitted-tokens.js';
+import { clearOwner, forgetUncommittedTokens, markOwner } from './uncommitted-tokens.js';
 
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
@@ -38,9 +38,14 @@ export class StoreUnavailableError extends OperatorError {
 export class Store {
   private constructor(
     readonly client: ClickHouseClient,
-    readonly embedded: boolean,
+    /** The embedded store's folder, or null for a server. */
+    private readonly embeddedPath: string | null,
     private readonly log: Logger,
   ) {}
+
+  get embedded(): boolean {
+    return this.embeddedPath !== null;
+  }
 
   static async open(config: Pick<Config, 'clickhouse_url' | 'data_dir' | 'events_retention_days'>, log: Logger): Promise<Store> {
     const storeLog = log.child({ module: 'store' });
@@ -60,19 +65,21 @@ export class Store {
         const chdb = createChdbConnection({ path });
         client = createClient({ connection: chdb as unknown as ClientConnection });
         registerEmbedded(client, chdb.chdb);
+        markOwner(path);
       } catch (err) {
         throw new StoreUnavailableError(embeddedOpenError(path, err as Error));
       }
     } else {
       client = createClient({ url: config.clickhouse_url, request_timeout: 30_000 });
     }
-    const store = new Store(client, embedded, storeLog);
+    const store = new Store(client, embedded ? resolve(config.data_dir, 'clickhouse') : null, storeLog);
     try {
       await migrate(client, storeLog);
       await store.applyRetention(config.events_retention_days);
       await ensureSnapshotTables(client, snapshotTables, config.events_retention_days);
     } catch (err) {
       await client.close().catch(() => undefined);
+      if (embedded) clearOwner(resolve(config.data_dir, 'clickhouse'));
       const message = (err as Error).message;
       throw new StoreUnavailableError(
         embedded ? embeddedOpenError(resolve(config.data_dir, 'clickhouse'), err as Error) : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
@@ -98,6 +105,7 @@ export class Store {
 
   async close(): Promise<void> {
     await this.client.close();
+    if (this.embeddedPath !== null) clearOwner(this.embeddedPath);
     this.log.debug('store closed');
   }
 }

@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** A part directory's name: partition, first and last block, level, and a mutation (partition ids have no `_`). */
@@ -25,9 +25,45 @@ function blocksOf(name: string): Blocks | null {
  * kept: the new part's block range covers it. The count of records removed is returned.
  */
 export function forgetUncommittedTokens(storePath: string): number {
+  // Another process's store is left alone (the engine then refuses to open it): its logs are being written.
+  if (heldByOther(storePath)) return 0;
   let removed = 0;
   for (const table of tableDirs(storePath)) removed += repairTable(table, storePath);
   return removed;
+}
+
+/** The process that has the store open, by pid: the engine's own lock is not one Node can test. */
+const ownerFile = (storePath: string): string => join(storePath, 'darshak-owner.pid');
+
+function heldByOther(storePath: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(ownerFile(storePath), 'utf8'));
+  } catch {
+    return false;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // Gone (a crash left the file): the store is free. EPERM: alive, another user's.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Say that this process has the store open (once the engine opened it). */
+export function markOwner(storePath: string): void {
+  writeFileSync(ownerFile(storePath), String(process.pid));
+}
+
+/** The store is closed: no longer this process's. */
+export function clearOwner(storePath: string): void {
+  try {
+    if (readFileSync(ownerFile(storePath), 'utf8') === String(process.pid)) unlinkSync(ownerFile(storePath));
+  } catch {
+    // Not there: nothing to clear.
+  }
 }
 
 /** Directories holding a `deduplication_logs` folder: chDB's tables (`store/abc/<uuid>/`, or `data/<db>/<table>/`). */
@@ -62,7 +98,7 @@ function repairTable(dir: string, storePath: string): number {
     if (kept.length === lines.length) continue;
     removed += lines.length - kept.length;
     // Written beside the store, not in the log's folder, where ClickHouse reads every file as a log.
-    const tmp = join(storePath, 'deduplication-log.repair');
+    const tmp = join(storePath, `deduplication-log.${process.pid}.repair`);
     const fd = openSync(tmp, 'w');
     writeSync(fd, kept.join('\n'));
     fsyncSync(fd);

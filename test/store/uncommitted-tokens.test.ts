@@ -67,4 +67,21 @@ t.test('an insert whose token was recorded but whose part was never committed is
   await insertTsv(store.client, 't', ['i'], rows(1, 2, 3), 'a');
   await insertTsv(store.client, 't', ['i'], rows(4, 5, 6), 'b');
   t.equal(await count(), 6, 'and inserts a and b, committed, are still taken for duplicates');
+
+  // While this process has the store open, an insert's token may stand in the log before its part is committed: a
+  // second process, refused by the engine, must not have "repaired" the log on its way.
+  const inFlight = `1\tall_99_99_0\tall_1_1\n`;
+  appendFileSync(logOf(paths.t), inFlight);
+  const script = `
+    import { Store } from ${JSON.stringify(`${root}dist/src/store/store.js`)};
+    import { createLogger } from ${JSON.stringify(`${root}dist/src/log.js`)};
+    try { await Store.open(${JSON.stringify(config)}, createLogger('silent')); console.log('opened'); } catch (err) { console.log(err.message); }`;
+  const out = await new Promise<string>((resolve) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+    child.on('close', () => resolve(text));
+  });
+  t.match(out, /another process is using it/, 'a second process is refused');
+  t.ok(readFileSync(logOf(paths.t), 'utf8').endsWith(inFlight), "and left the first one's log as it was");
 });
