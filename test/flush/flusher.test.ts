@@ -31,6 +31,19 @@ async function namespace(t: Test): Promise<Bus> {
   return bus;
 }
 
+/** A namespace with the streams, and an embedded store of its own. */
+async function withStore(t: Test): Promise<{ bus: Bus; store: Store }> {
+  const bus = await namespace(t);
+  await bus.ensureStreams(4, 24);
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-flusher-'));
+  const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, log);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { bus, store };
+}
+
 t.test('group records: compare-and-set per span, a message in one group only', async (t) => {
   const bus = await namespace(t);
   const kv = await bus.kv(bus.names.flushGroupsBucket);
@@ -87,14 +100,7 @@ t.test("the raw stream's identity, which the tokens name, outlives a NATS restar
 });
 
 t.test('a group recorded and half written by a flusher that died is completed, not doubled', async (t) => {
-  const bus = await namespace(t);
-  await bus.ensureStreams(4, 24);
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-flusher-'));
-  const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, log);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const { bus, store } = await withStore(t);
 
   const t0 = Date.now() - 60_000;
   const events: WireEvent[] = [];
@@ -143,14 +149,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
 });
 
 t.test('a flusher stopped finishes the group it writes and gives back what it read ahead, which the next one writes once', async (t) => {
-  const bus = await namespace(t);
-  await bus.ensureStreams(4, 24);
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-flusher-'));
-  const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, log);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const { bus, store } = await withStore(t);
   const minute = minuteOf(Date.now() - 60_000);
   for (let i = 0; i < 20; i++) await bus.js.publish(bus.names.rawSubject(i % 4), frameOutput([], [encodeRows(quotaMinutes.name, [['acme', minute, 1]])]));
   const stored = async (): Promise<number> => Number((await (await store.client.query({ query: "SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'", format: 'JSONEachRow' })).json<{ n: string }>())[0]!.n);
