@@ -61,6 +61,8 @@ export class BusUnavailableError extends OperatorError {
  */
 export function isPassingBusError(err: unknown): boolean {
   if (err instanceof BusUnavailableError) return err.passing;
+  // The store's, the configuration's: they say what to do, and waiting does not do it.
+  if (err instanceof OperatorError) return false;
   const e = err as { code?: unknown; message?: unknown; api_error?: { err_code?: unknown } } | null;
   return e?.code === 'TIMEOUT' || e?.api_error?.err_code === 10008 || /timeout|temporarily unavailable/i.test(String(e?.message));
 }
