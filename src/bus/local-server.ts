@@ -4,6 +4,7 @@ import { accessSync, chmodSync, constants, existsSync, mkdirSync, readFileSync, 
 import { connect as tcpConnect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import type { Config } from '../config/schema.js';
+import { BusUnavailableError } from './bus.js';
 import type { Logger } from '../log.js';
 import { createPrivateFile } from '../private-file.js';
 
@@ -55,7 +56,7 @@ export function readLocalCredentials(dataDir: string): LocalCredentials | null {
   const file = credentialsFile(dataDir);
   if (!existsSync(file)) return null;
   const value = JSON.parse(readFileSync(file, 'utf8')) as Partial<LocalCredentials>;
-  if (typeof value.user !== 'string' || typeof value.password !== 'string') throw new Error(`${file} holds no NATS user and password`);
+  if (typeof value.user !== 'string' || typeof value.password !== 'string') throw new BusUnavailableError(`${file} holds no NATS user and password`);
   return { user: value.user, password: value.password };
 }
 
@@ -81,13 +82,13 @@ export async function ensureLocalNats(config: Config, log: Logger): Promise<Loca
   const { host, port } = firstServer(config.nats_url);
   if (await answers(host, port)) return null;
   const howTo = `Nothing answers at ${config.nats_url}. Start a NATS server with JetStream (e.g. \`nats-server -js\`, Debian package nats-server) or set NATS_URL.`;
-  if (!config.nats_autostart) throw new Error(howTo);
-  if (!loopback.includes(host)) throw new Error(howTo);
+  if (!config.nats_autostart) throw new BusUnavailableError(howTo);
+  if (!loopback.includes(host)) throw new BusUnavailableError(howTo);
   if (config.nats_creds_file !== '' || config.nats_nkey_file !== '' || /^tls:/.test(config.nats_url)) {
-    throw new Error(`${howTo} (A local server is started only for a user, a token or no credentials, without TLS.)`);
+    throw new BusUnavailableError(`${howTo} (A local server is started only for a user, a token or no credentials, without TLS.)`);
   }
   const binary = findOnPath('nats-server');
-  if (!binary) throw new Error(howTo);
+  if (!binary) throw new BusUnavailableError(howTo);
   const storeDir = resolve(config.data_dir, 'nats');
   mkdirSync(storeDir, { recursive: true, mode: 0o700 });
   // Never without authentication: anyone who can write to NATS could otherwise mint tokens (docs/security.md).
@@ -100,7 +101,7 @@ export async function ensureLocalNats(config: Config, log: Logger): Promise<Loca
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
   log.info({ binary, port, store_dir: storeDir }, 'started a local nats-server');
   for (let i = 0; i < 100; i++) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited at start: ${stderr.trim()}`);
+    if (child.exitCode !== null) throw new BusUnavailableError(`nats-server exited at start: ${stderr.trim()}`);
     if (await answers(host, port, 200)) {
       return {
         stop: () =>
@@ -114,5 +115,5 @@ export async function ensureLocalNats(config: Config, log: Logger): Promise<Loca
     await new Promise((r) => setTimeout(r, 100));
   }
   child.kill('SIGKILL');
-  throw new Error(`nats-server did not answer on ${host}:${port} within 10 s`);
+  throw new BusUnavailableError(`nats-server did not answer on ${host}:${port} within 10 s`);
 }
