@@ -185,6 +185,7 @@ export class Flusher {
   private async writeGroup(messages: JsMsg[]): Promise<void> {
     const started = process.hrtime.bigint();
     const data = new Map(messages.map((m) => [m.seq, m.data]));
+    // A message may be here twice (delivered again while held): once in the claim, every delivery acknowledged.
     const claim = await this.groups!.claim(
       messages.filter((m) => !m.redelivered).map((m) => m.seq),
       messages.filter((m) => m.redelivered).map((m) => m.seq),

@@ -57,6 +57,11 @@ t.test('group records: compare-and-set per span, a message in one group only', a
   t.same(await new FlushGroups(kv, 's2').claim([1], []), { created: [[1]], recorded: [] }, 'another stream, other records');
   t.same(await a.claim([100, 101], []), { created: [[100, 101]], recorded: [] }, 'the next span is another entry');
   await t.rejects(a.claim([99, 100], []), /across spans/);
+  // One message delivered twice into a group (again, while its first delivery was held), once
+  // fresh and once redelivered: recorded once. Twice, its groups [10, 11] and [10] shared the token of their first
+  // sequence, the store dropped one insert, and the soak lost 11's events.
+  t.same(await a.claim([10, 11, 10], [10, 12, 12]), { created: [[10, 11], [12]], recorded: [] }, 'a message in one group, however often delivered');
+  t.same(await b.claim([13], [10]), { created: [[13]], recorded: [[10, 11]] });
   t.equal(groupToken('raw', 's1', [7]), 'raw:s1:g7');
   t.equal(groupToken('quota_minutes', 's1', [1, 2, 3]), 'quota_minutes:s1:g1');
 });
