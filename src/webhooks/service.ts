@@ -9,7 +9,7 @@ import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { deliveryId, targetHeader, type WebhookEvent } from './events.js';
-import { appendLog, type AttemptLog } from './log.js';
+import { appendLog, readLog, type AttemptLog } from './log.js';
 import type { Mailer } from './mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, systemClock, type Clock } from './schedule.js';
 import { postOnce } from './send.js';
@@ -238,6 +238,7 @@ export class WebhookService {
       m.ack();
       return;
     }
+    if (m.redelivered && (await this.alreadyAttempted(m, msg))) return;
     const p = this.attempt(m, msg, step.endpoint)
       .catch((err: Error) => {
         // Not acknowledged: the message comes again after the ack wait, and the attempt is made again.
@@ -246,6 +247,19 @@ export class WebhookService {
       .finally(() => this.inflight.delete(p));
     this.inflight.add(p);
     if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight);
+  }
+
+  /**
+   * A delivery sent again whose attempt is in its endpoint's log was made by a process that died before acknowledging
+   * it (or whose acknowledgement NATS lost): the attempt, its retry and its log entry are done, so the receiver is not
+   * sent it twice. What followed a last failure (disabling the endpoint) is done again; it does nothing twice.
+   */
+  private async alreadyAttempted(m: JsMsg, msg: DeliveryMessage): Promise<boolean> {
+    const entry = (await readLog(this.bus, msg.endpoint_id)).find((a) => a.delivery_id === msg.delivery_id && a.attempt === msg.attempt);
+    if (!entry) return false;
+    if (entry.status === 'failed' && entry.next_attempt_at === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
+    m.ack();
+    return true;
   }
 
   /** Keep a delivery of a disabled endpoint (or a suspended tenant's) until it may go; it then starts its schedule again. */
