@@ -34,7 +34,7 @@ t.test('a delivery sent again whose attempt is logged is acknowledged, not sent;
   }
   t.equal(taken, 2, 'both taken once and given back: they come again as redelivered');
 
-  const mailer = new Mailer({ smtp_url: '', data_dir: t.testdirName, public_base_url: 'http://dashboard.acme.test' });
+  const mailer = new Mailer({ smtp_url: '', data_dir: t.testdir(), public_base_url: 'http://dashboard.acme.test' });
   const again = await WebhookService.start(h.bus, h.control, mailer, createLogger('error'), { allowHosts: ['127.0.0.0/8'], dashboardUrl: 'http://dashboard.acme.test', timeoutMs: 2000 });
   t.teardown(() => again.stop());
   const arrived = (id: string) => receiver.received.filter((r) => r.headers['x-service-delivery'] === id).length;
