@@ -153,7 +153,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   t.same(await read("SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'"), [{ n: '10' }], 'every quota row stored once');
 });
 
-t.test('a flusher stopped finishes the group it writes and gives back what it read ahead, which the next one writes once', async (t) => {
+t.test('a flusher stopped finishes the group it writes and leaves what it read ahead to the next one, which writes it once', async (t) => {
   const { bus, store } = await withStore(t);
   const minute = minuteOf(Date.now() - 60_000);
   for (let i = 0; i < 20; i++) await bus.js.publish(bus.names.rawSubject(i % 4), frameOutput([], [encodeRows(quotaMinutes.name, [['acme', minute, 1]])]));
@@ -166,17 +166,12 @@ t.test('a flusher stopped finishes the group it writes and gives back what it re
   t.not(await eventually(async () => (await stored()) === 1 && (await ackPending()) === 19, 20_000, 100), -1, 'one message written, 19 read ahead');
   await first.stop();
   t.equal(await stored(), 1, 'the stop wrote nothing more');
-  // Given back: the consumer hands them out again now, not after its 15 s ack wait.
-  const consumer = await bus.js.consumers.get(bus.names.rawStream, 'flush');
-  const again: JsMsg[] = [];
-  for await (const m of await consumer.fetch({ max_messages: 19, expires: 2000 })) again.push(m);
-  t.equal(again.length, 19, 'and gave the 19 back at once, not after the ack wait');
-  for (const m of again) m.nak();
 
   const next = new Flusher(bus, store, log);
   await next.start();
   t.teardown(() => next.stop());
-  t.not(await eventually(async () => (await stored()) === 20, 20_000, 100), -1, 'the next flusher writes them');
+  // After the ack wait (15 s): they were read, and are sent again.
+  t.not(await eventually(async () => (await stored()) === 20, 30_000, 100), -1, 'the next flusher writes them');
   await new Promise((r) => setTimeout(r, 500));
   t.equal(await stored(), 20, 'each once');
 });
