@@ -49,9 +49,8 @@ export class FlushGroups {
    */
   async claim(together: readonly number[], alone: readonly number[]): Promise<Claim> {
     // A message in both lists, or twice in one (sent again while its first delivery was still held: its ack wait
-    // passed without a heartbeat reaching NATS), is recorded once, with `together`. Recorded twice,
-    // its two groups shared a first sequence and so their tokens: the store kept one insert and dropped the other's
-    // rows, as a soak found.
+    // passed without a heartbeat reaching NATS), is recorded once, with `together`. Recorded twice, its two groups
+    // shared a first sequence and so their tokens: the store kept one insert and dropped the other's rows (a soak).
     together = [...new Set(together)];
     alone = [...new Set(alone)].filter((s) => !together.includes(s));
     const all = [...together, ...alone];
