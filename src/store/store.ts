@@ -49,10 +49,9 @@ export class Store {
 
   static async open(config: Pick<Config, 'clickhouse_url' | 'data_dir' | 'events_retention_days'>, log: Logger): Promise<Store> {
     const storeLog = log.child({ module: 'store' });
-    const embedded = config.clickhouse_url === '';
+    const path = config.clickhouse_url === '' ? resolve(config.data_dir, 'clickhouse') : null;
     let client: ClickHouseClient;
-    if (embedded) {
-      const path = resolve(config.data_dir, 'clickhouse');
+    if (path !== null) {
       mkdirSync(path, { recursive: true });
       // Before the engine loads the tables: inserts a kill left half done must be stored when they come again.
       const forgotten = forgetUncommittedTokens(path);
@@ -72,20 +71,20 @@ export class Store {
     } else {
       client = createClient({ url: config.clickhouse_url, request_timeout: 30_000 });
     }
-    const store = new Store(client, embedded ? resolve(config.data_dir, 'clickhouse') : null, storeLog);
+    const store = new Store(client, path, storeLog);
     try {
       await migrate(client, storeLog);
       await store.applyRetention(config.events_retention_days);
       await ensureSnapshotTables(client, snapshotTables, config.events_retention_days);
     } catch (err) {
       await client.close().catch(() => undefined);
-      if (embedded) clearOwner(resolve(config.data_dir, 'clickhouse'));
+      if (path !== null) clearOwner(path);
       const message = (err as Error).message;
       throw new StoreUnavailableError(
-        embedded ? embeddedOpenError(resolve(config.data_dir, 'clickhouse'), err as Error) : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
+        path !== null ? embeddedOpenError(path, err as Error) : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
       );
     }
-    storeLog.info({ embedded, target: embedded ? join(config.data_dir, 'clickhouse') : shownUrl(config.clickhouse_url) }, 'store ready');
+    storeLog.info({ embedded: store.embedded, target: path !== null ? join(config.data_dir, 'clickhouse') : shownUrl(config.clickhouse_url) }, 'store ready');
     return store;
   }
 
