@@ -79,12 +79,42 @@ function tableDirs(root: string, depth = 0): string[] {
   return entries.filter((e) => e.isDirectory()).flatMap((e) => tableDirs(join(root, e.name), depth + 1));
 }
 
-function repairTable(dir: string, storePath: string): number {
-  const parts = readdirSync(dir).flatMap((n) => blocksOf(n) ?? []);
-  const committed = (name: string): boolean => {
+/**
+ * Whether a part on disk covers a part name's blocks. Per partition, the parts sorted by first block with the
+ * furthest last block so far: a log holds up to twice the de-duplication window of records, and a busy table hundreds
+ * of parts, so each record is one binary search, not a scan of the parts.
+ */
+export function coverage(dir: string): (name: string) => boolean {
+  const byPartition = new Map<string, Blocks[]>();
+  for (const b of readdirSync(dir).flatMap((n) => blocksOf(n) ?? [])) {
+    const list = byPartition.get(b.partition);
+    if (list) list.push(b);
+    else byPartition.set(b.partition, [b]);
+  }
+  const index = new Map<string, { mins: number[]; furthest: number[] }>();
+  for (const [partition, list] of byPartition) {
+    list.sort((a, b) => a.min - b.min);
+    let furthest = -1;
+    index.set(partition, { mins: list.map((b) => b.min), furthest: list.map((b) => (furthest = Math.max(furthest, b.max))) });
+  }
+  return (name) => {
     const b = blocksOf(name);
-    return b !== null && parts.some((p) => p.partition === b.partition && p.min <= b.min && b.max <= p.max);
+    const parts = b && index.get(b.partition);
+    if (!b || !parts) return false;
+    // The last part starting at or before the record's first block.
+    let lo = 0;
+    let hi = parts.mins.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (parts.mins[mid]! <= b.min) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo > 0 && parts.furthest[lo - 1]! >= b.max;
   };
+}
+
+function repairTable(dir: string, storePath: string): number {
+  const committed = coverage(dir);
   let removed = 0;
   const logs = join(dir, 'deduplication_logs');
   for (const file of readdirSync(logs).filter((f) => /^deduplication_log_\d+\.txt$/.test(f))) {

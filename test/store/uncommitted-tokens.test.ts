@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
 import { insertTsv, TsvLines } from '../../src/store/tsv.js';
+import { coverage } from '../../src/store/uncommitted-tokens.js';
 import { root } from '../helpers/env.js';
 
 // ClickHouse records an insert's de-duplication token before it commits the insert's part; a store killed between
@@ -84,4 +85,30 @@ t.test('an insert whose token was recorded but whose part was never committed is
   });
   t.match(out, /another process is using it/, 'a second process is refused');
   t.ok(readFileSync(logOf(paths.t), 'utf8').endsWith(inFlight), "and left the first one's log as it was");
+});
+
+t.test('a part name is committed when a part on disk covers its blocks: merged, mutated, outdated beside active', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'darshak-parts-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  // An outdated merge (1-20) beside the active one that replaced it (1-40), a mutated part, another partition, and
+  // what is not a part.
+  for (const name of ['202611_1_20_2', '202611_1_40_3', '202611_41_41_0_57', '202611_45_45_0', '202612_3_3_0', 'tmp_insert_202611_46_46_0', 'detached', 'format_version.txt']) {
+    mkdirSync(join(dir, name));
+  }
+  const committed = coverage(dir);
+  const cases: Array<[string, boolean]> = [
+    ['202611_5_5_0', true],
+    ['202611_21_21_0', true],
+    ['202611_40_40_0', true],
+    ['202611_41_41_0', true],
+    ['202611_42_42_0', false],
+    ['202611_45_45_0', true],
+    ['202611_46_46_0', false],
+    ['202611_1_41_4', false],
+    ['202612_3_3_0', true],
+    ['202612_4_4_0', false],
+    ['202610_1_1_0', false],
+    ['garbage', false],
+  ];
+  t.same(cases.map(([name]) => [name, committed(name)]), cases);
 });
