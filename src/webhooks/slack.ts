@@ -92,13 +92,16 @@ export const slackPermanent = new Set([400, 403, 404, 410]);
 export class SlackPacer {
   private readonly next = new Map<string, number>();
 
-  /** Milliseconds to wait for this URL's slot; a wait above `maxWaitMs` is not reserved (the caller comes back later). */
-  reserve(url: string, now: number, maxWaitMs = 1000): { waitMs: number; reserved: boolean } {
-    const slot = Math.max(now, this.next.get(url) ?? 0);
-    const waitMs = slot - now;
-    if (waitMs > maxWaitMs) return { waitMs, reserved: false };
-    this.next.set(url, slot + 1000);
+  /**
+   * This URL's slot (`at`, ms) and the wait for it; a wait above `maxWaitMs` is not reserved (the caller comes back
+   * later).
+   */
+  reserve(url: string, now: number, maxWaitMs = 1000): { at: number; waitMs: number; reserved: boolean } {
+    const at = Math.max(now, this.next.get(url) ?? 0);
+    const waitMs = at - now;
+    if (waitMs > maxWaitMs) return { at, waitMs, reserved: false };
+    this.next.set(url, at + 1000);
     if (this.next.size > 10_000) for (const [u, t] of this.next) if (t < now) this.next.delete(u);
-    return { waitMs, reserved: true };
+    return { at, waitMs, reserved: true };
   }
 }

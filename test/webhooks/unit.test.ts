@@ -155,10 +155,10 @@ t.test('Slack: a readable message with the alert\'s facts and a link; one per se
   const blocks = JSON.stringify(m.blocks);
   for (const s of ['Rebuffering spike', 'critical', 'Maharashtra / bom1', '9.1 % (baseline 2 %)', 'Affected sessions', '40', 'https://darshak.example', '*Cohort*\\napp version 5.13.0, 93 % of it: 31.5 % (baseline 2.2 %)']) t.ok(blocks.includes(s), s);
   const pacer = new SlackPacer();
-  t.same(pacer.reserve('u', 0), { waitMs: 0, reserved: true });
-  t.same(pacer.reserve('u', 10), { waitMs: 990, reserved: true });
-  t.same(pacer.reserve('u', 20), { waitMs: 1980, reserved: false }, 'past a second of waiting, come back later');
-  t.same(pacer.reserve('v', 20), { waitMs: 0, reserved: true }, 'per URL');
+  t.same(pacer.reserve('u', 0), { at: 0, waitMs: 0, reserved: true });
+  t.same(pacer.reserve('u', 10), { at: 1000, waitMs: 990, reserved: true });
+  t.same(pacer.reserve('u', 20), { at: 2000, waitMs: 1980, reserved: false }, 'past a second of waiting, come back later');
+  t.same(pacer.reserve('v', 20), { at: 20, waitMs: 0, reserved: true }, 'per URL');
 });
 
 t.test('values from ingest reach Slack as text: no mention, no link, bounded length', async (t) => {
