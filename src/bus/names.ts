@@ -66,6 +66,8 @@ export interface BusNames {
   webhookLogStream: string;
   webhookLogSubject(endpointId: string): string;
   webhookLogWildcard: string;
+  /** One entry per webhook attempt made, so a delivery message that comes again is not sent twice (webhooks/attempts-made.ts). */
+  webhookAttemptsBucket: string;
   /** Parquet export records (docs/export.md). */
   exportsBucket: string;
   /** The HMAC secret of signed export URLs, created once and shared by every api process. */
@@ -121,6 +123,7 @@ export function busNames(prefix: string): BusNames {
     webhookLogStream: `${prefix}_webhook_log`,
     webhookLogSubject: (endpointId) => `${prefix}.webhooks.log.${endpointId}`,
     webhookLogWildcard: `${prefix}.webhooks.log.*`,
+    webhookAttemptsBucket: `${prefix}_webhook_attempts`,
     exportsBucket: `${prefix}_exports`,
     exportSecretBucket: `${prefix}_export_secret`,
     flushGroupsBucket: `${prefix}_flush_groups`,

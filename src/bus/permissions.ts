@@ -102,6 +102,7 @@ function grants(n: BusNames): Record<NatsRole, Grant> {
         [deliveries, 'write'],
         [held, 'purge'],
         [deliveryLog, 'write'],
+        [kv(n.webhookAttemptsBucket), 'write'],
       ],
       publish: [],
       subscribe: [],

@@ -6,8 +6,9 @@ export type { AttemptLog };
 
 const decoder = new TextDecoder();
 
+/** The entry's id as message id: an entry written again (after its process died) is kept once within the log's duplicate window. */
 export async function appendLog(bus: Bus, endpointId: string, entry: AttemptLog): Promise<void> {
-  await bus.js.publish(bus.names.webhookLogSubject(endpointId), JSON.stringify(entry));
+  await bus.js.publish(bus.names.webhookLogSubject(endpointId), JSON.stringify(entry), { msgID: entry.id });
 }
 
 /** An endpoint's logged attempts, newest first (at most 200: the stream keeps that many per endpoint). */

@@ -9,7 +9,8 @@ import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { deliveryId, targetHeader, type WebhookEvent } from './events.js';
-import { appendLog, readLog, type AttemptLog } from './log.js';
+import { AttemptsMade } from './attempts-made.js';
+import { appendLog, type AttemptLog } from './log.js';
 import type { Mailer } from './mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, systemClock, type Clock } from './schedule.js';
 import { postOnce } from './send.js';
@@ -105,6 +106,7 @@ export class WebhookService {
     private readonly control: ControlPlane,
     private readonly endpoints: WatchedMap<WebhookRecord>,
     private readonly tenants: WatchedMap<TenantRecord>,
+    private readonly made: AttemptsMade,
     private readonly mailer: Mailer,
     private readonly options: WebhookServiceOptions,
     log: Logger,
@@ -116,8 +118,12 @@ export class WebhookService {
   static async start(bus: Bus, control: ControlPlane, mailer: Mailer, log: Logger, options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>): Promise<WebhookService> {
     await ensureWebhookStreams(bus);
     await ensureWebhookConsumers(bus);
-    const [endpoints, tenants] = await Promise.all([WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log, (_k, v) => v.id), WatchedMap.open<TenantRecord>(control.tenants, bus, log)]);
-    const service = new WebhookService(bus, control, endpoints, tenants, mailer, { ...defaultServiceOptions, ...options }, log);
+    const [endpoints, tenants, made] = await Promise.all([
+      WatchedMap.open<WebhookRecord>(control.webhooks.kv, bus, log, (_k, v) => v.id),
+      WatchedMap.open<TenantRecord>(control.tenants, bus, log),
+      AttemptsMade.open(bus),
+    ]);
+    const service = new WebhookService(bus, control, endpoints, tenants, made, mailer, { ...defaultServiceOptions, ...options }, log);
     service.run();
     return service;
   }
@@ -238,8 +244,7 @@ export class WebhookService {
       m.ack();
       return;
     }
-    if (m.redelivered && (await this.alreadyAttempted(m, msg))) return;
-    const p = this.attempt(m, msg, step.endpoint)
+    const p = this.attemptOnce(m, msg, step.endpoint)
       .catch((err: Error) => {
         // Not acknowledged: the message comes again after the ack wait, and the attempt is made again.
         this.log.error({ err: err.message, delivery: msg.delivery_id }, 'webhook attempt could not be recorded');
@@ -250,14 +255,19 @@ export class WebhookService {
   }
 
   /**
-   * A delivery sent again whose attempt is in its endpoint's log was made by a process that died before acknowledging
-   * it (or whose acknowledgement NATS lost): the attempt, its retry and its log entry are done, so the receiver is not
-   * sent it twice. What followed a last failure (disabling the endpoint) is done again; it does nothing twice.
+   * A delivery that comes again after its attempt was made, by a process that died before acknowledging it or whose
+   * acknowledgement NATS lost: the attempt and its retry are done, so the receiver is not sent it twice. Its log entry
+   * and what follows a last failure (disabling the endpoint) are done again; each does nothing twice.
    */
-  private async alreadyAttempted(m: JsMsg, msg: DeliveryMessage): Promise<boolean> {
-    const entry = (await readLog(this.bus, msg.endpoint_id)).find((a) => a.delivery_id === msg.delivery_id && a.attempt === msg.attempt);
-    if (!entry) return false;
-    if (entry.status === 'failed' && entry.next_attempt_at === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
+  private async attemptOnce(m: JsMsg, msg: DeliveryMessage, endpoint: WebhookRecord): Promise<void> {
+    if (!(await this.alreadyMade(m, msg))) await this.attempt(m, msg, endpoint);
+  }
+
+  private async alreadyMade(m: JsMsg, msg: DeliveryMessage): Promise<boolean> {
+    const made = await this.made.get(m.seq);
+    if (!made) return false;
+    await appendLog(this.bus, msg.endpoint_id, made);
+    if (made.status === 'failed' && made.next_attempt_at === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
     m.ack();
     return true;
   }
@@ -276,7 +286,9 @@ export class WebhookService {
         m.nak(slot.waitMs);
         return;
       }
-      if (slot.waitMs > 0) await sleep(slot.waitMs);
+      // A timer counts from the event loop's cached time, which a long tick leaves behind the clock: it can fire some
+      // milliseconds before the slot (a CI run sent two 997 ms apart), so the clock is read again.
+      for (let left = slot.waitMs; left > 0; left = slot.at - Date.now()) await sleep(left);
     }
     const now = this.options.clock.now();
     const headers = deliveryHeaders(endpoint, msg.delivery_id, msg.body, now);
@@ -304,7 +316,9 @@ export class WebhookService {
       const next: DeliveryMessage = { ...msg, attempt: msg.attempt + 1, not_before: now + delay };
       await this.bus.js.publish(this.bus.names.webhookDeliverySubject('retry', msg.endpoint_id), JSON.stringify(next), { msgID: `d${m.seq}:retry` });
     }
-    await appendLog(this.bus, msg.endpoint_id, entry);
+    // The retry first: a recorded attempt is not made again, so its retry must exist by then. The log entry may go
+    // beside the record, since a redelivery writes it again (de-duplicated).
+    await Promise.all([this.made.record(m.seq, entry), appendLog(this.bus, msg.endpoint_id, entry)]);
     if (!result.ok && !permanent && delay === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
     if (!result.ok) this.log.info({ delivery: msg.delivery_id, endpoint: msg.endpoint_id, attempt: msg.attempt, status: result.status, error: result.error }, 'webhook attempt failed');
     m.ack();

@@ -42,6 +42,8 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
       retention: RetentionPolicy.Limits,
       max_msgs_per_subject: logPerEndpoint,
       max_age: nanos(90 * 24 * hour),
+      // An entry written again by the process after one that died (service.ts alreadyMade) is de-duplicated.
+      duplicate_window: nanos(hour),
     },
   ];
   for (const config of streams) await bus.ensureStream(config);
