@@ -24,6 +24,9 @@ const categoryOf: Record<IncidentKind, string> = {
 /** How soon each kind must be alerted (issue 32): QoS within 2 minutes, payment failures within 5. */
 const dueMs: Record<IncidentKind, number> = { rebuffer: 120_000, startup: 120_000, errors: 120_000, payments: 300_000 };
 
+/** The counted cohort an incident hits, as a suffix of its scope's key ('' for none, or one not counted). */
+const cohortKey = (i: Incident): string => (i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content' ? `/${i.cohort.dimension}=${i.cohort.value}` : '');
+
 /** Per minute: play_starts per region, heartbeats per region and pop (six a minute per playing session). */
 class Samples {
   private readonly starts = new Map<string, number>();
@@ -72,15 +75,22 @@ class Samples {
       const [failed, all] = failing(15);
       return short >= 10 || (failed >= 10 && failed >= 0.2 * all);
     }
-    const cohort = i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content' ? `/${i.cohort.dimension}=${i.cohort.value}` : '';
+    const cohort = cohortKey(i);
     if (i.kind === 'rebuffer') {
       let beats = 0;
       for (let m = first; m < first + 5; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}${cohort}`) ?? 0;
       return beats / 6 / 5 >= (cohort ? 12.5 : 25);
     }
+    return this.startsIn(i, at, 5) >= 25;
+  }
+
+  /** The play_starts of the incident's region (or cohort in it) in its first minutes. */
+  startsIn(i: Incident, at: number, minutes: number): number {
+    const first = Math.floor(at / 60_000);
+    const cohort = cohortKey(i);
     let starts = 0;
-    for (let m = first; m < first + 5; m++) starts += this.starts.get(`${i.region}/${m}${cohort}`) ?? 0;
-    return starts >= 25;
+    for (let m = first; m < first + minutes; m++) starts += this.starts.get(`${i.region}/${m}${cohort}`) ?? 0;
+    return starts;
   }
 }
 
@@ -170,9 +180,11 @@ function main(): void {
     // An alert on a near miss stays a false one.
     if (!i.nearMiss) for (const h of hits) matched.add(h.index);
     const cohort = hits.length > 0 ? (hits[0]!.r.row.data.cohort as { dimension: string; value: string } | null | undefined) : undefined;
-    return { incident: i, enough: samples.enough(i, from), delay: hits.length > 0 ? hits[0]!.r.at - from : null, cohort };
+    return { incident: i, enough: samples.enough(i, from), starts2: samples.startsIn(i, from, 2), delay: hits.length > 0 ? hits[0]!.r.at - from : null, cohort };
   });
   const falseAlerts = alerts.filter((_, index) => !matched.has(index));
+  const named = (s: (typeof scored)[number]): string =>
+    `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''}${s.incident.cohort ? ` ${s.incident.cohort.dimension}=${s.incident.cohort.value}` : ''} ×${s.incident.magnitude?.toFixed(2)}`;
   const kindsReport = Object.fromEntries(
     (Object.keys(categoryOf) as IncidentKind[]).map((kind) => {
       const strong = scored.filter((s) => s.incident.kind === kind && !s.incident.nearMiss);
@@ -194,7 +206,9 @@ function main(): void {
           ...(kind === 'rebuffer' || kind === 'errors' ? causes(strong) : {}),
           near_misses: near.length,
           near_misses_alerted: near.filter((s) => s.delay !== null).length,
-          missed: expected.filter((s) => s.delay === null).map((s) => `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''}${s.incident.cohort ? ` ${s.incident.cohort.dimension}=${s.incident.cohort.value}` : ''} ×${s.incident.magnitude?.toFixed(2)}`),
+          missed: expected.filter((s) => s.delay === null).map(named),
+          // Past due, with the play_starts of the first 2 minutes of its scope (the sample a startup or error window has).
+          late: expected.filter((s) => s.delay !== null && s.delay > dueMs[kind]).map((s) => `${named(s)}: ${Math.round(s.delay! / 1000)} s, ${s.starts2} starts in 2 min`),
         },
       ];
     }),
