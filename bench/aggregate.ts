@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Packr } from 'msgpackr';
 import { pipelines } from '../pipelines/index.js';
-import type { Pipeline } from '../src/aggregate/pipeline.js';
+import type { Pipeline } from '../src/metric/pipeline.js';
 import { Aggregation } from '../src/aggregate/runtime.js';
 import { batchInputLimit, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';

@@ -28,7 +28,7 @@ import { ControlPlane } from '../src/control/control-plane.js';
 import { createLogger } from '../src/log.js';
 import { Services, startModules, type Started } from '../src/modules.js';
 import { registry } from '../src/registry.js';
-import { newEventId, publishWebhookEvent } from '../src/webhooks/events.js';
+import { newEventId, publishWebhookEvent } from '../src/contracts/webhook-events.js';
 import { Mailer } from '../src/webhooks/mailer.js';
 import { WebhookService } from '../src/webhooks/service.js';
 
@@ -150,7 +150,7 @@ try {
   await new Promise((r) => setTimeout(r, 300));
   const sentAt = new Map<string, number>();
   const latencies: number[] = [];
-  const { deliveryId } = await import('../src/webhooks/events.js');
+  const { deliveryId } = await import('../src/contracts/webhook-events.js');
   const probeEndpoint = (await control.webhooks.list('bench')).find((e) => e.url.endsWith('/probe'))!;
   child.on('message', (m: { probe?: string; at?: number }) => {
     const t0 = m.probe ? sentAt.get(m.probe) : undefined;

@@ -1,5 +1,5 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
-import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../src/alerts/detector.js';
+import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
+import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../src/metric/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
 const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;

@@ -1,4 +1,4 @@
-import { type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
 import { isActive } from '../src/aggregate/session.js';
 
 /** Concurrent sessions per whole second (docs/metrics.md "Concurrency"): a signed count per (tenant, second). */

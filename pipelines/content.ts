@@ -1,5 +1,5 @@
-import { minuteOf, timeRollups, type Cell, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
-import { round, sumFields, type OnceDetector, windowDetector } from '../src/alerts/detector.js';
+import { minuteOf, timeRollups, type Cell, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
+import { round, sumFields, type OnceDetector, windowDetector } from '../src/metric/detector.js';
 import { watchMs } from './watch-time.js';
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */

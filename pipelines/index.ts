@@ -1,4 +1,4 @@
-import type { Pipeline, TableSpec } from '../src/aggregate/pipeline.js';
+import type { Pipeline, TableSpec } from '../src/metric/pipeline.js';
 import { audience } from './audience.js';
 import { billing } from './billing.js';
 import { concurrency } from './concurrency.js';

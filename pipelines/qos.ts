@@ -1,6 +1,6 @@
-import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, windowDetector } from '../src/alerts/detector.js';
+import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, windowDetector } from '../src/metric/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [

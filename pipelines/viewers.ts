@@ -1,4 +1,4 @@
-import { type Emitter, type Pipeline, type SessionAttrs, type TableSpec } from '../src/aggregate/pipeline.js';
+import { type Emitter, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
 
 // Distinct viewers over long ranges (docs/store.md "Viewer windows"). Counting them from sessions hashes every viewer
 // of the range at each query (600k viewers over 30 days at 100M events: 70–100 ms). Here each viewer has one row per

@@ -1,4 +1,4 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/aggregate/pipeline.js';
+import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
 import { isWatching, State } from '../src/aggregate/session.js';
 
 /** Watch and rebuffering milliseconds per tenant and minute (of e2: docs/metrics.md "Watch time and QoS"). */

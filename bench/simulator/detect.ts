@@ -1,7 +1,7 @@
 import { pipelines } from '../../pipelines/index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import { Detection, type AlertChange } from '../../src/alerts/engine.js';
-import { detectors, effective, loadThresholds, type Thresholds } from '../../src/alerts/thresholds.js';
+import { detectors, effective, loadThresholds, type Thresholds } from '../../src/metric/thresholds.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import type { AlertRow } from '../../src/store/alerts.js';
 import type { OracleEvent } from './oracle.js';

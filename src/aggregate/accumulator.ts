@@ -1,5 +1,5 @@
 import { MsgpackWriter } from '../bus/msgpack-writer.js';
-import type { Cell, Emitter, Fields, SignalRow, TableSpec } from './pipeline.js';
+import type { Cell, Emitter, Fields, SignalRow, TableSpec } from '../metric/pipeline.js';
 
 // Where the runtime holds pipeline output between flushes (`Emitter`), and what a flush hands on.
 

@@ -1,8 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import type { WireEvent } from '../bus/wire.js';
-import type { HistoryAnswer } from '../flush/history-service.js';
+import type { HistoryAnswer, HistoryRequest } from '../contracts/history.js';
 import type { Logger } from '../log.js';
-import type { HistoryRequest } from '../store/events.js';
 
 /** How long one page may take to come back; a store busy with a large insert can hold a read for seconds. */
 const requestTimeoutMs = 30_000;

@@ -1,6 +1,6 @@
 import type { WireEvent } from '../bus/wire.js';
-import type { Marks, Pipeline, SessionAttrs } from './pipeline.js';
-import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type Segment, type SegmentSink } from './session.js';
+import type { Marks, Pipeline, Segment, SessionAttrs } from '../metric/pipeline.js';
+import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type SegmentSink } from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
 import { Accumulator, type EncodedOutput, type Output } from './accumulator.js';
 import { contextAttr } from '../bus/event-reader.js';

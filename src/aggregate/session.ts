@@ -78,12 +78,6 @@ export const rankOfPacked = (v: number): number => Math.floor(v / 8) % 16;
 export const stateOf = (v: number): number => v % 8;
 
 /** One interval of a session: from an event to the next (`to` null after the last), in the state after the first. */
-export interface Segment {
-  from: number;
-  to: number | null;
-  state: number;
-}
-
 /**
  * Told each segment that stops being true (-1), then each that becomes true (+1). Segments come as numbers, not
  * objects: every event changes two or three, and an object each was garbage made per event.

@@ -8,7 +8,7 @@ import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { DedupWindow, dedupWindowMs, type SavedDedup } from './dedup.js';
-import type { Pipeline } from './pipeline.js';
+import type { Pipeline } from '../metric/pipeline.js';
 import { recallSessions } from './recall.js';
 import type { EncodedOutput } from './accumulator.js';
 import { Aggregation, type SavedState } from './runtime.js';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { Fields } from '../aggregate/pipeline.js';
+import type { Fields } from '../metric/pipeline.js';
 import type { SignalMessage } from '../bus/wire.js';
 import type { AlertRow } from '../store/alerts.js';
-import type { Detector, Finding, OnceDetector, Window, WindowDetector } from './detector.js';
+import type { Detector, Finding, OnceDetector, Window, WindowDetector } from '../metric/detector.js';
 
 /** §6: an event more than 10 minutes old on arrival raises no alert. */
 export const freshMs = 600_000;

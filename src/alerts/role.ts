@@ -1,6 +1,6 @@
 import type { ModuleDef } from '../modules.js';
 import { AlertsService } from './service.js';
-import { loadThresholds } from './thresholds.js';
+import { loadThresholds } from '../metric/thresholds.js';
 
 /** The `alerts` role: detection across shards, alert raising and resolving (one active per cluster). */
 export const alertsRole: ModuleDef = {

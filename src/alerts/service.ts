@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { RetentionPolicy, StorageType, DiscardPolicy, type JsMsg, type KV, type ObjectStore } from 'nats';
+import type { JsMsg, KV, ObjectStore } from 'nats';
 import { Counter, Gauge } from 'prom-client';
 import { quotaFinding, quotaLevels } from '../../pipelines/quota.js';
 import type { Bus } from '../bus/bus.js';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
+import { ensureAlertStream } from '../contracts/alert-rows.js';
 import { decodeSignals, type SignalMessage } from '../bus/wire.js';
 import { sha256Hex } from '../control/control-plane.js';
 import { plans } from '../control/plans.js';
@@ -15,9 +16,9 @@ import type { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import type { Alert, AlertRow } from '../store/alerts.js';
-import { publishWebhookEvent } from '../webhooks/events.js';
+import { publishWebhookEvent } from '../contracts/webhook-events.js';
 import { alertIdentity, alertRow, Detection, freshMs, type AlertChange, type SavedDetection, type Sighting } from './engine.js';
-import { detectors, effective, type Thresholds } from './thresholds.js';
+import { detectors, effective, type Thresholds } from '../metric/thresholds.js';
 
 const raisedTotal = new Counter({
   name: 'darshak_alerts_raised_total',
@@ -51,7 +52,6 @@ interface Checkpoint {
   detection: SavedDetection;
 }
 
-const nanos = (ms: number): number => ms * 1_000_000;
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** The alert as the API and the live feed show it. */
@@ -309,17 +309,4 @@ export class AlertsService {
     // Hand over at once rather than after the lease runs out.
     await this.lease.delete('leader').catch(() => undefined);
   }
-}
-
-/** The stream of alert versions the flush role stores; an hour's duplicate window makes republishing harmless. */
-export async function ensureAlertStream(bus: Bus): Promise<void> {
-  await bus.ensureStream({
-    name: bus.names.alertsStream,
-    subjects: [bus.names.alertRowsWildcard],
-    storage: StorageType.File,
-    retention: RetentionPolicy.Limits,
-    discard: DiscardPolicy.Old,
-    max_age: nanos(30 * 86_400_000),
-    duplicate_window: nanos(3_600_000),
-  });
 }

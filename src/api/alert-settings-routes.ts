@@ -1,4 +1,4 @@
-import { effective, loadThresholds, type Thresholds } from '../alerts/thresholds.js';
+import { effective, loadThresholds, type Thresholds } from '../metric/thresholds.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { TenantRecord } from '../control/records.js';
 import type { Route } from '../http/types.js';

@@ -23,8 +23,8 @@ import { RevokedTokens } from './revoked-tokens.js';
 import { TokenService } from './tokens.js';
 import { webhookRoutes } from './webhook-routes.js';
 import type { Bus } from '../bus/bus.js';
-import { AddressGuard } from '../webhooks/ssrf.js';
-import { ensureWebhookStreams } from '../webhooks/streams.js';
+import { AddressGuard } from '../http/ssrf.js';
+import { ensureWebhookStreams } from '../contracts/webhook-streams.js';
 
 /** Request bodies of the API are small JSON objects. */
 const maxBodyBytes = 64 * 1024;

@@ -6,7 +6,8 @@ import { natsConnectOptions, type NatsAccess } from './connect-options.js';
 import { busNames, type BusNames } from './names.js';
 import { OperatorError } from '../operator-error.js';
 
-const nanos = (ms: number): number => ms * 1_000_000;
+/** NATS configuration durations are in nanoseconds. */
+export const nanos = (ms: number): number => ms * 1_000_000;
 
 /** Tries of a JetStream administration request that timed out, at start (streams, consumers, buckets). */
 const adminTries = 4;

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import type { KV } from 'nats';
-import { loadThresholds, thresholdsProblem } from '../alerts/thresholds.js';
+import { loadThresholds, thresholdsProblem } from '../metric/thresholds.js';
 import type { Bus } from '../bus/bus.js';
 import type { ErrorCode } from '../errors.js';
 import { hashPassword } from './passwords.js';

@@ -6,7 +6,7 @@ import type { Alert as StoredAlert, Severity } from '../store/alerts.js';
 export type { RangeName } from '../store/queries/range.js';
 export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, QosItem, TopContentItem } from '../store/queries/answers.js';
 export { webhookCategories, type Environment } from '../control/records.js';
-export type { AttemptLog as WebhookAttempt } from '../webhooks/attempt.js';
+export type { AttemptLog as WebhookAttempt } from '../contracts/webhook-attempt.js';
 export type { Severity };
 
 /** An alert as the API answers it; the API's severity is one of three. */

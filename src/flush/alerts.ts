@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
-import { ensureAlertStream } from '../alerts/service.js';
+import { ensureAlertStream } from '../contracts/alert-rows.js';
 import type { Bus } from '../bus/bus.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Logger } from '../log.js';

@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from 'nats';
 import { Counter, Histogram } from 'prom-client';
 import { snapshotTables } from '../../pipelines/index.js';
-import type { Cell, TableSpec } from '../aggregate/pipeline.js';
+import type { Cell, TableSpec } from '../metric/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { streamIdentity, type Bus } from '../bus/bus.js';
 import { readInputs } from '../bus/passed-events.js';

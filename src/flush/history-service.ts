@@ -2,11 +2,9 @@ import type { Subscription } from 'nats';
 import type { Bus } from '../bus/bus.js';
 import type { WireEvent } from '../bus/wire.js';
 import type { Logger } from '../log.js';
-import { sessionHistory, type HistoryRequest } from '../store/events.js';
+import type { HistoryAnswer, HistoryRequest } from '../contracts/history.js';
+import { sessionHistory } from '../store/events.js';
 import type { Store } from '../store/store.js';
-
-/** One page of an answer: events from the request's offset, and where the next page starts (null: no more). */
-export type HistoryAnswer = { events: WireEvent[]; next: number | null } | { error: string };
 
 /** Rows read per page; the page is cut shorter where its JSON would not fit a NATS message. */
 const pageRows = 5000;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { OperatorError } from '../operator-error.js';
 import { snapshotTables, pipelines } from '../../pipelines/index.js';
-import type { Cell, TableSpec } from '../aggregate/pipeline.js';
+import type { Cell, TableSpec } from '../metric/pipeline.js';
 import { Aggregation } from '../aggregate/runtime.js';
 import { rankOf } from '../aggregate/session.js';
 import { sessionEventTypes, storedColumns, toEvent, type StoredEvent } from '../store/events.js';

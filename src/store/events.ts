@@ -1,4 +1,5 @@
 import type { ClickHouseClient, ClickHouseSettings } from '@clickhouse/client';
+import type { HistoryRequest } from '../contracts/history.js';
 import type { WireEvent } from '../bus/wire.js';
 import { insertTsv, TsvLines, tsvMs, tsvString } from './tsv.js';
 
@@ -91,21 +92,6 @@ export function toEvent(r: StoredEvent): WireEvent {
     context: r.pop === '' ? undefined : { pop: r.pop },
     properties: JSON.parse(r.properties) as Record<string, unknown>,
   };
-}
-
-/** Which sessions' stored events an aggregator asks for (docs/aggregation.md "Late events"). */
-export interface HistoryRequest {
-  tenant: string;
-  sessions: string[];
-  /** Events the shard read before its input message of this sequence... */
-  before_seq: number;
-  /**
-   * ...or received before this time (Unix ms): events of an events stream made again (its sequences restart at 1)
-   * are older than any session still in memory.
-   */
-  received_before: number;
-  /** Rows to skip: the events of earlier answers to the same request. */
-  offset: number;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { snapshotTables } from '../../pipelines/index.js';
-import type { Cell, ColumnType, TableSpec } from '../aggregate/pipeline.js';
+import type { Cell, ColumnType, TableSpec } from '../metric/pipeline.js';
 import { insertTsv, TsvLines, tsvRow } from './tsv.js';
 
 // The pipelines' snapshot tables. Each pipeline file declares its tables (pipelines/*.ts); they are created here at
@@ -23,7 +23,7 @@ function msColumns(table: TableSpec): boolean[] {
 /** The key columns a table is ordered by: for a `map` table, all but the last, which keys its map. */
 const sortKey = (table: TableSpec): TableSpec['key'] => (table.map ? table.key.slice(0, -1) : table.key);
 
-/** The columns of a row as the runtime emits it (aggregate/pipeline.ts), by their names in the table. */
+/** The columns of a row as the runtime emits it (metric/pipeline.ts), by their names in the table. */
 export function rowColumns(table: TableSpec): string[] {
   const { map } = table;
   if (!map) return [...table.key, ...table.values].map(([name]) => name);

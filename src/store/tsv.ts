@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { ClickHouseClient } from '@clickhouse/client';
-import type { Cell } from '../aggregate/pipeline.js';
+import type { Cell } from '../metric/pipeline.js';
 
 // Rows go to ClickHouse as TabSeparated text. The embedded engine takes it as bytes (chdb's raw insert); through
 // `@clickhouse/client` it went as JSON inside the statement's text, which the engine then parsed as SQL as well

@@ -1,8 +1,8 @@
 import type { KV } from 'nats';
 import type { Bus } from '../bus/bus.js';
-import type { AttemptLog } from './attempt.js';
+import type { AttemptLog } from '../contracts/webhook-attempt.js';
 
-/** Long enough for any delivery message still in its stream (30 days, streams.ts) to be looked up. */
+/** Long enough for any delivery message still in its stream (30 days, contracts/webhook-streams.ts) to be looked up. */
 const keptMs = 30 * 24 * 3_600_000;
 
 const encoder = new TextEncoder();

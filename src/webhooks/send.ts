@@ -1,7 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
-import type { AddressGuard } from './ssrf.js';
+import type { AddressGuard } from '../http/ssrf.js';
 
 export interface SendResult {
   /** A 2xx answer, whole, within the deadline. */

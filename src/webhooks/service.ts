@@ -8,16 +8,17 @@ import { suspended, type TenantRecord, type WebhookRecord } from '../control/rec
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
-import { deliveryId, targetHeader, type WebhookEvent } from './events.js';
+import { deliveryId, targetHeader, type WebhookEvent } from '../contracts/webhook-events.js';
 import { AttemptsMade } from './attempts-made.js';
-import { appendLog, type AttemptLog } from './log.js';
+import { ensureWebhookStreams, type DeliveryMessage } from '../contracts/webhook-streams.js';
+import { appendLog, type AttemptLog } from '../contracts/webhook-log.js';
 import type { Mailer } from './mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, systemClock, type Clock } from './schedule.js';
 import { postOnce } from './send.js';
 import { deliveryHeaders } from './sign.js';
 import { slackMessage, slackPermanent, SlackPacer } from './slack.js';
-import { AddressGuard } from './ssrf.js';
-import { ensureWebhookConsumers, ensureWebhookStreams } from './streams.js';
+import { AddressGuard } from '../http/ssrf.js';
+import { ensureWebhookConsumers } from './consumers.js';
 
 const attempts = new Counter({
   name: 'darshak_webhook_attempts_total',
@@ -36,21 +37,6 @@ const disabledTotal = new Counter({
   help: 'Webhook endpoints disabled after the last attempt of a delivery failed',
   registers: [registry],
 });
-
-/** One attempt to make: a message of the deliveries stream (or, held, of the held stream). */
-export interface DeliveryMessage {
-  delivery_id: string;
-  endpoint_id: string;
-  tenant: string;
-  event_id: string;
-  type: string;
-  /** The exact bytes to send and sign, fixed at fan-out so every retry and replay sends the same. */
-  body: string;
-  /** 1-based number of this attempt in its schedule. */
-  attempt: number;
-  /** Not before this time (ms, by the service's clock); null: now. */
-  not_before: number | null;
-}
 
 export interface WebhookServiceOptions {
   clock: Clock;
@@ -235,7 +221,7 @@ export class WebhookService {
       return;
     }
     if (step.kind === 'park') {
-      // Stays pending on the retry consumer, which allows many pending (streams.ts): new deliveries are not held up.
+      // Stays pending on the retry consumer, which allows many pending (consumers.ts): new deliveries are not held up.
       m.nak(step.ms);
       return;
     }

@@ -1,4 +1,4 @@
-import type { WebhookEvent } from './events.js';
+import type { WebhookEvent } from '../contracts/webhook-events.js';
 
 const titles: Record<string, string> = {
   'qos.rebuffer_spike': 'Rebuffering spike',

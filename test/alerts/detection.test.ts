@@ -1,5 +1,5 @@
 import t from 'tap';
-import { thresholdsProblem, loadThresholds } from '../../src/alerts/thresholds.js';
+import { thresholdsProblem, loadThresholds } from '../../src/metric/thresholds.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { detect, type Raised } from '../../bench/simulator/detect.js';
 import { normal, payments, playback, type Audience, type Conditions } from '../helpers/traffic.js';

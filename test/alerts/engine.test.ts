@@ -1,7 +1,7 @@
 import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
-import { binomialTail, cohortField, explain, negBinomialTail, windowDetector, type WindowDetector } from '../../src/alerts/detector.js';
-import { detectors, effective, loadThresholds } from '../../src/alerts/thresholds.js';
+import { binomialTail, cohortField, explain, negBinomialTail, windowDetector, type WindowDetector } from '../../src/metric/detector.js';
+import { detectors, effective, loadThresholds } from '../../src/metric/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
 // The engine's bookkeeping, message by message: shards' partial counts add up, a repeated batch counts once, time

@@ -6,7 +6,7 @@ import t from 'tap';
 import WebSocket from 'ws';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { call, login } from '../helpers/api.js';
-import { loadThresholds } from '../../src/alerts/thresholds.js';
+import { loadThresholds } from '../../src/metric/thresholds.js';
 import { cli, eventually, makeTenant, post, startService } from '../helpers/env.js';
 import { validateComponent } from '../helpers/openapi.js';
 import { Receiver, type Received } from '../../bench/webhook-receiver.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AckPolicy, type JsMsg } from 'nats';
 import t, { type Test } from 'tap';
 import { quotaMinutes } from '../../pipelines/quota.js';
-import { minuteOf } from '../../src/aggregate/pipeline.js';
+import { minuteOf } from '../../src/metric/pipeline.js';
 import { Bus, streamIdentity } from '../../src/bus/bus.js';
 import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
 import { Flusher } from '../../src/flush/flusher.js';

@@ -1,5 +1,5 @@
 import { pipelines } from '../../pipelines/index.js';
-import type { Pipeline, TableSpec } from '../../src/aggregate/pipeline.js';
+import type { Pipeline, TableSpec } from '../../src/metric/pipeline.js';
 import type { Rows } from '../../src/aggregate/accumulator.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';

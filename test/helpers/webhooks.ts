@@ -5,7 +5,7 @@ import { SMTPServer } from 'smtp-server';
 import { Bus } from '../../src/bus/bus.js';
 import { ControlPlane } from '../../src/control/control-plane.js';
 import { createLogger } from '../../src/log.js';
-import { publishWebhookEvent, newEventId } from '../../src/webhooks/events.js';
+import { publishWebhookEvent, newEventId } from '../../src/contracts/webhook-events.js';
 import { Mailer } from '../../src/webhooks/mailer.js';
 import { WebhookService, type WebhookServiceOptions } from '../../src/webhooks/service.js';
 import { natsUrl, removeNamespace, uniquePrefix } from './env.js';

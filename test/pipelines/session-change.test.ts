@@ -1,6 +1,6 @@
 import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
-import type { Emitter, Pipeline, SessionAttrs } from '../../src/aggregate/pipeline.js';
+import type { Emitter, Pipeline, SessionAttrs } from '../../src/metric/pipeline.js';
 import { noAttrs } from '../../src/aggregate/runtime.js';
 
 // A pipeline's `sessionChange` is a shortcut: it must emit exactly the net of retracting the old attributes and adding

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { pipelines } from '../../pipelines/index.js';
-import type { Emitter, SessionAttrs } from '../../src/aggregate/pipeline.js';
+import type { Emitter, SessionAttrs } from '../../src/metric/pipeline.js';
 import { noAttrs } from '../../src/aggregate/runtime.js';
 
 // A pipeline that names the attributes its `session` hook reads is skipped when none of them changed. Here: changing

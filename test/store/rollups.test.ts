@@ -2,7 +2,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
 import { contentCatalog, contentMinuteSums } from '../../pipelines/content.js';
 import { snapshotTables } from '../../pipelines/index.js';
-import type { Cell } from '../../src/aggregate/pipeline.js';
+import type { Cell } from '../../src/metric/pipeline.js';
 import { catalogueSql, topContent } from '../../src/store/queries/top-content.js';
 import { sumsBy, tiers, type Range } from '../../src/store/queries/range.js';
 import { createTableSql, ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';

@@ -1,7 +1,8 @@
 import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
-import { eventLine, insertEvents, sessionHistory, type HistoryRequest } from '../../src/store/events.js';
+import { eventLine, insertEvents, sessionHistory } from '../../src/store/events.js';
+import type { HistoryRequest } from '../../src/contracts/history.js';
 import { migrate } from '../../src/store/migrate.js';
 import { eventAt } from '../helpers/pipeline.js';
 import { embeddedClient } from '../helpers/store.js';

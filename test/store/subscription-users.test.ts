@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { Rng } from '../../bench/simulator/rng.js';
 import { billingEvents, subscriptionUsers } from '../../pipelines/billing.js';
 import { snapshotTables } from '../../pipelines/index.js';
-import type { Cell } from '../../src/aggregate/pipeline.js';
+import type { Cell } from '../../src/metric/pipeline.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { replayRange } from '../../src/flush/replay.js';
 import { createLogger } from '../../src/log.js';

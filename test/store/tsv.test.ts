@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { snapshotTables } from '../../pipelines/index.js';
-import type { Cell, ColumnType, TableSpec } from '../../src/aggregate/pipeline.js';
+import type { Cell, ColumnType, TableSpec } from '../../src/metric/pipeline.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { eventColumns, eventLine, insertEvents } from '../../src/store/events.js';

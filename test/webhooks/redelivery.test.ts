@@ -1,9 +1,10 @@
 import t from 'tap';
-import { deliveryId } from '../../src/webhooks/events.js';
+import { deliveryId } from '../../src/contracts/webhook-events.js';
 import { AttemptsMade } from '../../src/webhooks/attempts-made.js';
-import { appendLog, readLog, type AttemptLog } from '../../src/webhooks/log.js';
+import { appendLog, readLog, type AttemptLog } from '../../src/contracts/webhook-log.js';
 import { Mailer } from '../../src/webhooks/mailer.js';
-import { WebhookService, type DeliveryMessage } from '../../src/webhooks/service.js';
+import type { DeliveryMessage } from '../../src/contracts/webhook-streams.js';
+import { WebhookService } from '../../src/webhooks/service.js';
 import { createLogger } from '../../src/log.js';
 import { eventually } from '../helpers/env.js';
 import { Receiver } from '../../bench/webhook-receiver.js';

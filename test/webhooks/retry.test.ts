@@ -1,6 +1,6 @@
 import t from 'tap';
-import { deliveryId } from '../../src/webhooks/events.js';
-import { readLog, type AttemptLog } from '../../src/webhooks/log.js';
+import { deliveryId } from '../../src/contracts/webhook-events.js';
+import { readLog, type AttemptLog } from '../../src/contracts/webhook-log.js';
 import { maxAttempts, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { eventually } from '../helpers/env.js';
 import { Receiver, type Answer } from '../../bench/webhook-receiver.js';

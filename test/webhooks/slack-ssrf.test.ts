@@ -1,6 +1,6 @@
 import t from 'tap';
-import { deliveryId } from '../../src/webhooks/events.js';
-import { readLog } from '../../src/webhooks/log.js';
+import { deliveryId } from '../../src/contracts/webhook-events.js';
+import { readLog } from '../../src/contracts/webhook-log.js';
 import { eventually } from '../helpers/env.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
 import { startHarness } from '../helpers/webhooks.js';

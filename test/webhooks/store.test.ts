@@ -2,7 +2,8 @@ import t from 'tap';
 import { Bus } from '../../src/bus/bus.js';
 import { ControlPlane } from '../../src/control/control-plane.js';
 import { createLogger } from '../../src/log.js';
-import { ensureWebhookConsumers, ensureWebhookStreams, retryMaxAckPending } from '../../src/webhooks/streams.js';
+import { ensureWebhookStreams } from '../../src/contracts/webhook-streams.js';
+import { ensureWebhookConsumers, retryMaxAckPending } from '../../src/webhooks/consumers.js';
 import { natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 
 // Endpoint records in NATS KV: compare-and-set updates, so concurrent writers never lose a change.

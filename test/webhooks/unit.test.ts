@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
 import { verify } from '@octokit/webhooks-methods';
-import { deliveryId } from '../../src/webhooks/events.js';
+import { deliveryId } from '../../src/contracts/webhook-events.js';
 import { Mailer } from '../../src/webhooks/mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, retryStepsMs } from '../../src/webhooks/schedule.js';
 import { postOnce } from '../../src/webhooks/send.js';
@@ -12,7 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { newSecret } from '../../src/control/webhook-store.js';
 import { deliveryHeaders, signature } from '../../src/webhooks/sign.js';
 import { slackMessage, SlackPacer } from '../../src/webhooks/slack.js';
-import { AddressGuard, unmapIpv4 } from '../../src/webhooks/ssrf.js';
+import { AddressGuard, unmapIpv4 } from '../../src/http/ssrf.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
 
 t.test('the schedule: the seed\'s steps, jitter only adds and stays under 10 %, Retry-After up to twice the step', async (t) => {

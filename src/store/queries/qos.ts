@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { startupPercentile } from '../../../pipelines/qos.js';
-import type { Fields } from '../../aggregate/pipeline.js';
+import type { Fields } from '../../metric/pipeline.js';
 import { hours, inRange, rangeParams, select, type Range } from './range.js';
 import type { QosItem } from './answers.js';
 

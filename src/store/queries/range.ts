@@ -104,7 +104,7 @@ export type Tiers = Record<keyof typeof tierColumns, Span[]>;
 
 /**
  * A range cut into the whole UTC days within it, the whole hours beside them and the minutes left at its edges, so a
- * `sum` table with `timeRollups` (aggregate/pipeline.ts) is read from its daily and hourly projections but at the edges.
+ * `sum` table with `timeRollups` (metric/pipeline.ts) is read from its daily and hourly projections but at the edges.
  */
 export function tiers(r: Range): Tiers {
   const from = r.from / 1000;

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { headers as natsHeaders } from 'nats';
 import type { Bus } from '../bus/bus.js';
-import { ensureWebhookStreams } from './streams.js';
+import { ensureWebhookStreams } from './webhook-streams.js';
 
 /** The seed's webhook delivery body. */
 export interface WebhookEvent {

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
-import type { AttemptLog } from './attempt.js';
-import { logPerEndpoint } from './streams.js';
+import type { AttemptLog } from './webhook-attempt.js';
+import { logPerEndpoint } from './webhook-streams.js';
 
 export type { AttemptLog };
 

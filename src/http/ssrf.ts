@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
-import { ipv6Words, mappedIpv4, quadOf } from '../http/address.js';
+import { ipv6Words, mappedIpv4, quadOf } from './address.js';
 
 // IPv4 addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata
 // at 169.254.169.254), CGNAT, multicast and reserved ranges.

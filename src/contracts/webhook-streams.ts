@@ -1,19 +1,25 @@
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type ConsumerConfig, type StreamConfig } from 'nats';
-import type { Bus } from '../bus/bus.js';
+import { DiscardPolicy, RetentionPolicy, StorageType, type StreamConfig } from 'nats';
+import { nanos, type Bus } from '../bus/bus.js';
 
-const nanos = (ms: number): number => ms * 1_000_000;
 const hour = 3_600_000;
+
+/** One attempt to make: a message of the deliveries stream (or, held, of the held stream). */
+export interface DeliveryMessage {
+  delivery_id: string;
+  endpoint_id: string;
+  tenant: string;
+  event_id: string;
+  type: string;
+  /** The exact bytes to send and sign, fixed at fan-out so every retry and replay sends the same. */
+  body: string;
+  /** 1-based number of this attempt in its schedule. */
+  attempt: number;
+  /** Not before this time (ms, by the service's clock); null: now. */
+  not_before: number | null;
+}
 
 /** The last attempts kept per endpoint (the seed's delivery log). */
 export const logPerEndpoint = 200;
-
-/**
- * Parked retries are pending on the retry consumer (a `nak(delay)` keeps a message unacknowledged), so its
- * max_ack_pending bounds how many deliveries may be waiting for their next attempt at once; the new-delivery
- * consumer's smaller bound is only the work in flight and is never taken up by parked messages.
- */
-export const retryMaxAckPending = 200_000;
-export const newMaxAckPending = 1_000;
 
 /**
  * The webhook streams: events to fan out, deliveries to make (a work queue: new and retry subjects), deliveries held
@@ -47,26 +53,4 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
     },
   ];
   for (const config of streams) await bus.ensureStream(config);
-}
-
-/** The durable consumers of the webhooks role (shared by every webhooks process). */
-export async function ensureWebhookConsumers(bus: Bus): Promise<void> {
-  const n = bus.names;
-  const explicit = { ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All };
-  const ensure = (stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> => bus.ensureConsumer(stream, config);
-  await ensure(n.webhookEventsStream, { ...explicit, durable_name: 'webhooks-fanout', ack_wait: nanos(30_000), max_ack_pending: 1000 });
-  await ensure(n.webhookDeliveriesStream, {
-    ...explicit,
-    durable_name: 'webhooks-new',
-    filter_subject: n.webhookDeliveryWildcard('new'),
-    ack_wait: nanos(60_000),
-    max_ack_pending: newMaxAckPending,
-  });
-  await ensure(n.webhookDeliveriesStream, {
-    ...explicit,
-    durable_name: 'webhooks-retry',
-    filter_subject: n.webhookDeliveryWildcard('retry'),
-    ack_wait: nanos(60_000),
-    max_ack_pending: retryMaxAckPending,
-  });
 }

@@ -1,4 +1,4 @@
-import type { Fields } from '../aggregate/pipeline.js';
+import type { Fields } from './pipeline.js';
 
 // What a detector (declared in a pipelines/*.ts file next to the signals it reads) is, and what the alerts role's
 // engine (engine.ts) gives it. docs/alerts.md has every condition in words.

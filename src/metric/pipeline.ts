@@ -1,8 +1,14 @@
 import type { WireEvent } from '../bus/wire.js';
-import type { Detector } from '../alerts/detector.js';
-import type { Segment } from './session.js';
+import type { Detector } from './detector.js';
 
 // What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
+
+/** A span of a session's timeline in one state (src/aggregate/session.ts keeps the timelines). */
+export interface Segment {
+  from: number;
+  to: number | null;
+  state: number;
+}
 
 export type ColumnType =
   | 'String'
