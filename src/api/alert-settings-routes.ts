@@ -1,4 +1,4 @@
-import { effective, loadThresholds, type Thresholds } from '../metric/thresholds.js';
+import { checkOverrides, effective, loadThresholds, type Thresholds } from '../metric/thresholds.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { TenantRecord } from '../control/records.js';
 import type { Route } from '../http/types.js';
@@ -28,6 +28,7 @@ export function alertSettingsRoutes({ auth, control }: { auth: Authenticator; co
           const body = await readJson(req, { overrides: { type: 'object', required: true } });
           if (!body.ok) return body.reply;
           const overrides = Object.keys(body.value.overrides).length === 0 ? null : (body.value.overrides as Thresholds);
+          checkOverrides(overrides);
           return { status: 200, body: settingsView(defaults, await control.updateTenant(who.tenant, { alert_thresholds: overrides })) };
         }),
       ),

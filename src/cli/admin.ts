@@ -65,6 +65,8 @@ export const adminCommands: Record<string, Record<string, Command>> = {
         ...(f['alert-thresholds'] !== undefined && { alert_thresholds: jsonFlag(f['alert-thresholds'], 'alert-thresholds') }),
       };
       if (Object.keys(patch).length === 0) throw new UsageError('nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute, --alert-thresholds or --name');
+      // Loaded only here: checking thresholds loads every pipeline, which no other admin command needs.
+      if (patch.alert_thresholds !== undefined) (await import('../metric/thresholds.js')).checkOverrides(patch.alert_thresholds);
       const t = await control.updateTenant(f.slug as string, patch);
       return {
         tenant_slug: t.slug,

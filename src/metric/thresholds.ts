@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipelines } from '../../pipelines/index.js';
 import { defaultConfigDir } from '../config/load.js';
+import { ControlError } from '../control/control-plane.js';
 import type { Detector, WindowDetector } from './detector.js';
 
 /** Thresholds per category and name: config/alerts.json, or a tenant's overrides of some of them. */
@@ -52,6 +53,16 @@ export function loadThresholds(dir = defaultConfigDir()): Thresholds {
   const problem = thresholdsProblem(value, true);
   if (problem) throw new Error(`config: ${path}: ${problem}`);
   return value as Thresholds;
+}
+
+/**
+ * A tenant's overrides (null: none), checked against the detectors and config/alerts.json before they are stored,
+ * by the api and the CLI: the control plane stores them without loading the pipelines.
+ */
+export function checkOverrides(value: Thresholds | null | undefined): void {
+  if (!value) return;
+  const problem = thresholdsProblem(value, false, loadThresholds());
+  if (problem) throw new ControlError('invalid_request', problem);
 }
 
 /** A tenant's thresholds for one category: the defaults with its overrides on top. */
