@@ -249,7 +249,7 @@ async function freshness(): Promise<void> {
   try {
     const control = await ControlPlane.open(services.get('bus'));
     await control.createTenant({ slug: 'fresh', name: 'Fresh', plan: 'enterprise', ownerEmail: 'o@fresh.test', ownerPassword: 'correct horse battery' });
-    const key = (await control.createApiKey({ tenant: 'fresh', name: 'bench', environment: 'production' })).key;
+    const key = (await control.apiKeys.create({ tenant: 'fresh', name: 'bench', environment: 'production' })).key;
     const port = services.listeners.get('ingest')!.port;
     const client = services.get('store').client;
     const sent: number[] = [];

@@ -171,7 +171,7 @@ try {
   const config = loadConfig({ overrides: { nats_url: natsUrl, nats_prefix: prefix, ingest_port: 0, base_port: 0, data_dir: mkdtempSync(join(tmpdir(), 'bench-detect-')) } });
   roles = await startModules(registry, ['ingest', 'aggregate', 'alerts'], new Services(config, log));
   const ingestUrl = `http://127.0.0.1:${roles.services.listeners.get('ingest')!.port}/v1/ingest/events`;
-  const key = await control.createApiKey({ tenant: 'bench', name: 'bench', environment: 'production' });
+  const key = await control.apiKeys.create({ tenant: 'bench', name: 'bench', environment: 'production' });
   await control.webhooks.create('bench', { url: `http://127.0.0.1:${port}/detect`, categories: ['content.new_release_detected'] });
   await new Promise((r) => setTimeout(r, 1000));
   const posted = new Map<string, number>();

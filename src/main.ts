@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ControlError } from './control/control-plane.js';
+import { ControlError } from './control/kv-records.js';
 import { loadConfig } from './config/load.js';
 import { OperatorError } from './operator-error.js';
 import { createLogger } from './log.js';

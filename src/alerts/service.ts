@@ -8,7 +8,7 @@ import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoi
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { ensureAlertStream } from '../contracts/alert-rows.js';
 import { decodeSignals, type SignalMessage } from '../bus/wire.js';
-import { sha256Hex } from '../control/control-plane.js';
+import { sha256Hex } from '../control/kv-records.js';
 import { plans } from '../control/plans.js';
 import type { TenantRecord } from '../control/records.js';
 import { monthOf, type UsageCounters } from '../control/usage.js';

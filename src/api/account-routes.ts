@@ -70,7 +70,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'POST',
       path: '/v1/auth/logout-everywhere',
       handler: asUser(async (_req, principal) => {
-        await control.signOutEverywhere(Number(principal.sub));
+        await control.users.signOutEverywhere(Number(principal.sub));
         return { status: 204 };
       }),
     },
@@ -114,7 +114,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
             scopes,
             lifetimeSeconds: serviceTokenSeconds,
           });
-          const sa = await control.createServiceAccount({
+          const sa = await control.serviceAccounts.create({
             id,
             tenant: principal.tenant,
             name: body.value.name,
@@ -131,7 +131,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/service-accounts',
       handler: guarded(auth, 'settings:write', async (req, principal) =>
         controlReply(req, async () => {
-          const list = await control.listServiceAccounts(principal.tenant);
+          const list = await control.serviceAccounts.list(principal.tenant);
           return page(list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({ id, name, scopes, created_at, expires_at, revoked_at })));
         }),
       ),
@@ -140,7 +140,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'DELETE',
       path: '/v1/service-accounts/{id}',
       handler: guarded(auth, 'settings:write', async (req, principal) =>
-        controlReply(req, async () => ({ status: 200, body: await control.revokeServiceAccount(principal.tenant, req.params.id ?? '') })),
+        controlReply(req, async () => ({ status: 200, body: await control.serviceAccounts.revoke(principal.tenant, req.params.id ?? '') })),
       ),
     },
     {
@@ -156,7 +156,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
         return controlReply(req, async () => ({
           status: 201,
           headers: { 'Cache-Control': 'no-store' },
-          body: await control.createApiKey({ tenant: principal.tenant, name: body.value.name, environment }),
+          body: await control.apiKeys.create({ tenant: principal.tenant, name: body.value.name, environment }),
         }));
       }),
     },
@@ -165,7 +165,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/api-keys',
       handler: guarded(auth, 'keys:manage', async (req, principal) =>
         controlReply(req, async () => {
-          const [keys, used] = await Promise.all([control.listApiKeys(principal.tenant), keysLastUsed()]);
+          const [keys, used] = await Promise.all([control.apiKeys.list(principal.tenant), keysLastUsed()]);
           return page(keys.map((k) => ({ ...k, last_used_at: used.get(k.id) ?? null })));
         }),
       ),
@@ -174,7 +174,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'DELETE',
       path: '/v1/api-keys/{id}',
       handler: guarded(auth, 'keys:manage', async (req, principal) =>
-        controlReply(req, async () => ({ status: 200, body: await control.revokeApiKey(principal.tenant, req.params.id ?? '') })),
+        controlReply(req, async () => ({ status: 200, body: await control.apiKeys.revoke(principal.tenant, req.params.id ?? '') })),
       ),
     },
     {
@@ -184,7 +184,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       handler: guarded(auth, 'keys:manage', async (req, principal) => {
         const body = await readJson(req, { id: { type: 'string', required: true } });
         if (!body.ok) return body.reply;
-        return controlReply(req, async () => ({ status: 200, body: await control.revokeApiKey(principal.tenant, body.value.id) }));
+        return controlReply(req, async () => ({ status: 200, body: await control.apiKeys.revoke(principal.tenant, body.value.id) }));
       }),
     },
   ];

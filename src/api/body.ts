@@ -1,4 +1,4 @@
-import { ControlError } from '../control/control-plane.js';
+import { ControlError } from '../control/kv-records.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
 import type { Paged } from '../store/queries/answers.js';

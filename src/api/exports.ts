@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { KV } from 'nats';
 import type { Bus } from '../bus/bus.js';
-import { decodeRecord, encodeRecord, readAll } from '../control/control-plane.js';
+import { decodeRecord, encodeRecord, readAll } from '../control/kv-records.js';
 import type { Logger } from '../log.js';
 import { writeParquet, writeParquetS3 } from '../store/export.js';
 import { parseS3Url, presign, type S3Target } from '../store/s3.js';

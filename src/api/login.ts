@@ -1,5 +1,6 @@
 import type { KV } from 'nats';
-import { decodeRecord, encodeRecord, sha256Hex, type ControlPlane } from '../control/control-plane.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import { decodeRecord, encodeRecord, sha256Hex } from '../control/kv-records.js';
 import { hashPassword, needsRehash, verifyPassword } from '../control/passwords.js';
 import { roles, type Role, type UserRecord } from '../control/records.js';
 import { clientNetwork } from '../http/address.js';
@@ -165,11 +166,11 @@ export class Login {
    * issued before is refused (session version) and a new one answered.
    */
   async changePassword(userId: number, current: string, next: string, client: string): Promise<LoginOutcome> {
-    const user = await this.control.getUser(userId);
+    const user = await this.control.users.get(userId);
     if (!user) return { kind: 'invalid_credentials' };
     const checked = await this.check(user.email, current, client);
     if (checked.kind !== 'ok') return checked;
-    const updated = await this.control.setPassword(userId, next);
+    const updated = await this.control.users.setPassword(userId, next);
     return updated ? { kind: 'ok', response: await this.answer(updated) } : { kind: 'invalid_credentials' };
   }
 
@@ -194,12 +195,12 @@ export class Login {
     const at = Date.now();
     const retryAfterSeconds = await this.attempts.reserve(keys, at);
     if (retryAfterSeconds > 0) return { kind: 'too_many_attempts', retryAfterSeconds };
-    const id = await this.control.findUserId(email);
+    const id = await this.control.users.findId(email);
     // User 0 never exists: the read is made so that both paths do the same work.
-    const user = await this.control.getUser(id ?? 0);
+    const user = await this.control.users.get(id ?? 0);
     const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
     if (!user || !matches || !roles.includes(user.role)) return { kind: 'invalid_credentials' };
-    if (needsRehash(user.password_hash)) await this.hashing.run(() => this.control.rehashPassword(user.id, user.password_hash, password));
+    if (needsRehash(user.password_hash)) await this.hashing.run(() => this.control.users.rehashPassword(user.id, user.password_hash, password));
     await this.attempts.release(
       keys.map(([key]) => key),
       at,

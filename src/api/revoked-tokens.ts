@@ -1,6 +1,6 @@
 import type { KV } from 'nats';
 import type { Bus } from '../bus/bus.js';
-import { encodeRecord } from '../control/control-plane.js';
+import { encodeRecord } from '../control/kv-records.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { userTokenSeconds } from './tokens.js';

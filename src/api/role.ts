@@ -68,8 +68,8 @@ export const apiRole: ModuleDef = {
     // The deliveries list and the test ping work even where no webhooks role runs yet.
     await ensureWebhookStreams(bus);
     const [serviceAccounts, users, tenants, failures, revoked] = await Promise.all([
-      WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts, bus, log, (_k, v) => v.id),
-      WatchedMap.open<unknown>(control.users, bus, log),
+      WatchedMap.open<ServiceAccountRecord>(control.serviceAccounts.kv, bus, log, (_k, v) => v.id),
+      WatchedMap.open<unknown>(control.users.kv, bus, log),
       WatchedMap.open<TenantRecord>(control.tenants, bus, log),
       bus.kv(bus.names.loginsBucket, loginWindowMs),
       RevokedTokens.open(bus, log),

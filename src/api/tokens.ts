@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { calculateJwkThumbprint, exportJWK, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import type { Bus } from '../bus/bus.js';
 import type { Config } from '../config/schema.js';
-import { encodeRecord } from '../control/control-plane.js';
+import { encodeRecord } from '../control/kv-records.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { createPrivateFile } from '../private-file.js';

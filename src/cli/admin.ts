@@ -1,6 +1,7 @@
 import { Bus } from '../bus/bus.js';
 import type { Config } from '../config/schema.js';
-import { ControlPlane, ControlError } from '../control/control-plane.js';
+import { ControlPlane } from '../control/control-plane.js';
+import { ControlError } from '../control/kv-records.js';
 import type { PlanName } from '../control/plans.js';
 import type { Environment, Role, TenantStatus } from '../control/records.js';
 import type { Logger } from '../log.js';
@@ -88,13 +89,13 @@ export const adminCommands: Record<string, Record<string, Command>> = {
         'password',
         'role',
       ]);
-      return control.addUser({ tenant: f.tenant as string, email: f.email as string, password: f.password as string, role: f.role as Role });
+      return control.users.add({ tenant: f.tenant as string, email: f.email as string, password: f.password as string, role: f.role as Role });
     },
     // An operator's "sign out everywhere": a lost laptop, a leaver.
     async 'sign-out'(control, argv) {
       const f = flags(argv, { email: { type: 'string' } }, ['email']);
-      const id = await control.findUserId(f.email as string);
-      const user = id === null ? null : await control.signOutEverywhere(id);
+      const id = await control.users.findId(f.email as string);
+      const user = id === null ? null : await control.users.signOutEverywhere(id);
       if (!user) throw new ControlError('not_found', `no user with e-mail ${f.email as string}`);
       return { id: user.id, email: user.email, signed_out_at: new Date().toISOString() };
     },
@@ -102,15 +103,15 @@ export const adminCommands: Record<string, Record<string, Command>> = {
   apikey: {
     async create(control, argv) {
       const f = flags(argv, { tenant: { type: 'string' }, name: { type: 'string' }, environment: { type: 'string' } }, ['tenant', 'name', 'environment']);
-      return control.createApiKey({ tenant: f.tenant as string, name: f.name as string, environment: f.environment as Environment });
+      return control.apiKeys.create({ tenant: f.tenant as string, name: f.name as string, environment: f.environment as Environment });
     },
     async list(control, argv) {
       const f = flags(argv, { tenant: { type: 'string' } }, ['tenant']);
-      return { api_keys: await control.listApiKeys(f.tenant as string) };
+      return { api_keys: await control.apiKeys.list(f.tenant as string) };
     },
     async revoke(control, argv) {
       const f = flags(argv, { tenant: { type: 'string' }, id: { type: 'string' } }, ['tenant', 'id']);
-      return control.revokeApiKey(f.tenant as string, f.id as string);
+      return control.apiKeys.revoke(f.tenant as string, f.id as string);
     },
   },
 };

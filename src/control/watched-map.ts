@@ -1,7 +1,7 @@
 import type { KV, KvEntry } from 'nats';
 import type { Bus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { decodeRecord } from './control-plane.js';
+import { decodeRecord } from './kv-records.js';
 
 /**
  * A bucket mirrored in memory through a KV watch: every change made anywhere reaches every process in

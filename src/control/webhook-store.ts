@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { KV } from 'nats';
-import { ControlError, decodeRecord, encodeRecord, readAll, tenantKey } from './control-plane.js';
+import { ControlError, decodeRecord, encodeRecord, readAll, tenantKey } from './kv-records.js';
 import { webhookCategories, type WebhookCategory, type WebhookFormat, type WebhookRecord } from './records.js';
 
 export const webhookIdPattern = /^wh_[0-9a-f]{20}$/;

@@ -6,7 +6,7 @@ import { clientAddress } from '../http/address.js';
 import type { HttpRequest } from '../http/types.js';
 import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
-import { sha256Hex } from '../control/control-plane.js';
+import { sha256Hex } from '../control/kv-records.js';
 import { defaultRatePerMinute, plans } from '../control/plans.js';
 import { suspended, type ApiKeyRecord, type TenantRecord } from '../control/records.js';
 import type { UsageCounters } from '../control/usage.js';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipelines } from '../../pipelines/index.js';
 import { defaultConfigDir } from '../config/load.js';
-import { ControlError } from '../control/control-plane.js';
+import { ControlError } from '../control/kv-records.js';
 import type { Detector, WindowDetector } from './detector.js';
 
 /** Thresholds per category and name: config/alerts.json, or a tenant's overrides of some of them. */

@@ -3,7 +3,8 @@ import type { Consumer, JsMsg } from 'nats';
 import { Counter, Histogram } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
-import { ControlError, type ControlPlane } from '../control/control-plane.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import { ControlError } from '../control/kv-records.js';
 import { suspended, type TenantRecord, type WebhookRecord } from '../control/records.js';
 import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
@@ -322,7 +323,7 @@ export class WebhookService {
     disabledTotal.inc();
     this.log.warn({ endpoint: msg.endpoint_id, tenant: msg.tenant }, 'webhook endpoint disabled after its last attempt failed');
     try {
-      const to = await this.control.ownerEmails(msg.tenant);
+      const to = await this.control.users.ownerEmails(msg.tenant);
       if (to.length > 0) await this.mailer.send({ to, subject: `Darshak: webhook endpoint disabled (${disabled.record.url})`, text: disabledNotice(disabled.record, maxAttempts) });
     } catch (err) {
       // Not retried: a second try could send the one notice twice.

@@ -18,8 +18,8 @@ const clock = { now: () => now };
 // Jitter at its largest: still never more than 10 % late, never early.
 const h = await startHarness({ clock, random: () => 0.999, maxParkMs: 40, releaseIntervalMs: 100, timeoutMs: 2000 }, mailbox.url);
 t.teardown(() => h.stop());
-await h.control.addUser({ tenant: 'acme', email: 'second-owner@acme.test', password: 'correct horse battery', role: 'owner' });
-await h.control.addUser({ tenant: 'acme', email: 'viewer@acme.test', password: 'correct horse battery', role: 'viewer' });
+await h.control.users.add({ tenant: 'acme', email: 'second-owner@acme.test', password: 'correct horse battery', role: 'owner' });
+await h.control.users.add({ tenant: 'acme', email: 'viewer@acme.test', password: 'correct horse battery', role: 'viewer' });
 
 t.test('seven attempts on the schedule, Retry-After honoured up to twice the step, then disabled with one e-mail; re-enable releases', async (t) => {
   const endpoint = await h.control.webhooks.create('acme', { url: `${receiver.url}/fail`, categories: ['qos.rebuffer_spike', 'billing.churn_spike'] });

@@ -40,7 +40,7 @@ t.test('rotation keeps the old secret for 24 h; secrets are 32 random bytes', as
   t.not(r.secret, e.secret);
   const hours = (Date.parse(r.previous_secret_until!) - Date.now()) / 3_600_000;
   t.ok(hours > 23.9 && hours <= 24, 'for 24 h');
-  t.same(await control.ownerEmails('acme'), ['o@acme.test']);
+  t.same(await control.users.ownerEmails('acme'), ['o@acme.test']);
 });
 
 t.test('another tenant sees nothing', async (t) => {
