@@ -10,16 +10,16 @@ import { WatchedMap } from '../control/watched-map.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import { deliveryId, targetHeader, type WebhookEvent } from '../contracts/webhook-events.js';
-import { AttemptsMade } from './attempts-made.js';
-import { ensureWebhookStreams, type DeliveryMessage } from '../contracts/webhook-streams.js';
 import { appendLog, type AttemptLog } from '../contracts/webhook-log.js';
+import { ensureWebhookStreams, type DeliveryMessage } from '../contracts/webhook-streams.js';
+import { AddressGuard } from '../http/ssrf.js';
+import { AttemptsMade } from './attempts-made.js';
+import { ensureWebhookConsumers } from './consumers.js';
 import type { Mailer } from './mailer.js';
 import { maxAttempts, parseRetryAfter, retryDelayMs, systemClock, type Clock } from './schedule.js';
 import { postOnce } from './send.js';
 import { deliveryHeaders } from './sign.js';
 import { slackMessage, slackPermanent, SlackPacer } from './slack.js';
-import { AddressGuard } from '../http/ssrf.js';
-import { ensureWebhookConsumers } from './consumers.js';
 
 const attempts = new Counter({
   name: 'darshak_webhook_attempts_total',
@@ -241,15 +241,15 @@ export class WebhookService {
     if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight);
   }
 
+  private async attemptOnce(m: JsMsg, msg: DeliveryMessage, endpoint: WebhookRecord): Promise<void> {
+    if (!(await this.alreadyMade(m, msg))) await this.attempt(m, msg, endpoint);
+  }
+
   /**
    * A delivery that comes again after its attempt was made, by a process that died before acknowledging it or whose
    * acknowledgement NATS lost: the attempt and its retry are done, so the receiver is not sent it twice. Its log entry
    * and what follows a last failure (disabling the endpoint) are done again; each does nothing twice.
    */
-  private async attemptOnce(m: JsMsg, msg: DeliveryMessage, endpoint: WebhookRecord): Promise<void> {
-    if (!(await this.alreadyMade(m, msg))) await this.attempt(m, msg, endpoint);
-  }
-
   private async alreadyMade(m: JsMsg, msg: DeliveryMessage): Promise<boolean> {
     const made = await this.made.get(m.seq);
     if (!made) return false;
