@@ -48,6 +48,11 @@ export interface WebhookServiceOptions {
   concurrency: number;
   /** A parked retry wakes at least this often to look at the clock again (tests with a moved clock keep it small). */
   maxParkMs: number;
+  /**
+   * How long the writes after an attempt (its retry, its record, its log entry) are tried again before the message is
+   * left to come again; under the deliveries' 60 s ack wait, which the tries extend.
+   */
+  writeRetryMs: number;
   /** How often deliveries held for endpoints enabled again are released. */
   releaseIntervalMs: number;
   allowHosts: readonly string[];
@@ -61,6 +66,7 @@ export const defaultServiceOptions: Omit<WebhookServiceOptions, 'allowHosts' | '
   timeoutMs: 5000,
   concurrency: 64,
   maxParkMs: 3_600_000,
+  writeRetryMs: 50_000,
   releaseIntervalMs: 1000,
 };
 
@@ -82,11 +88,14 @@ export class WebhookService {
   private readonly guard: AddressGuard;
   private readonly pacer = new SlackPacer();
   private readonly inflight = new Set<Promise<void>>();
+  /** Deliveries-stream sequences of the attempts in flight. */
+  private readonly attempting = new Set<number>();
   private readonly fanning = new Set<Promise<void>>();
   private readonly loops: ConsumeLoop[] = [];
   private releaseTimer: NodeJS.Timeout | undefined;
   private releasing: Promise<void> = Promise.resolve();
   private stopped = false;
+  private stoppedAt: number | null = null;
 
   private constructor(
     private readonly bus: Bus,
@@ -231,12 +240,19 @@ export class WebhookService {
       m.ack();
       return;
     }
+    // Sent again while this process still writes down its attempt (a NATS server restarted meanwhile): that attempt
+    // acknowledges it.
+    if (this.attempting.has(m.seq)) return;
+    this.attempting.add(m.seq);
     const p = this.attemptOnce(m, msg, step.endpoint)
       .catch((err: Error) => {
         // Not acknowledged: the message comes again after the ack wait, and the attempt is made again.
         this.log.error({ err: err.message, delivery: msg.delivery_id }, 'webhook attempt could not be recorded');
       })
-      .finally(() => this.inflight.delete(p));
+      .finally(() => {
+        this.inflight.delete(p);
+        this.attempting.delete(m.seq);
+      });
     this.inflight.add(p);
     if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight);
   }
@@ -299,16 +315,43 @@ export class WebhookService {
       created_at: new Date(now).toISOString(),
       next_attempt_at: delay === null ? null : new Date(now + delay).toISOString(),
     };
-    if (delay !== null) {
-      const next: DeliveryMessage = { ...msg, attempt: msg.attempt + 1, not_before: now + delay };
-      await this.bus.js.publish(this.bus.names.webhookDeliverySubject('retry', msg.endpoint_id), JSON.stringify(next), { msgID: `d${m.seq}:retry` });
-    }
-    // The retry first: a recorded attempt is not made again, so its retry must exist by then. The log entry may go
-    // beside the record, since a redelivery writes it again (de-duplicated).
-    await Promise.all([this.made.record(m.seq, entry), appendLog(this.bus, msg.endpoint_id, entry)]);
+    // The attempt is made: given up here, its message would come again and the receiver would have it twice, so the
+    // writes after it are tried again through a NATS outage, each safe to repeat (message ids, a key's put).
+    await this.untilWritten(m, async () => {
+      if (delay !== null) {
+        const next: DeliveryMessage = { ...msg, attempt: msg.attempt + 1, not_before: now + delay };
+        await this.bus.js.publish(this.bus.names.webhookDeliverySubject('retry', msg.endpoint_id), JSON.stringify(next), { msgID: `d${m.seq}:retry` });
+      }
+      // The retry first: a recorded attempt is not made again, so its retry must exist by then. The log entry may go
+      // beside the record, since a redelivery writes it again (de-duplicated).
+      await Promise.all([this.made.record(m.seq, entry), appendLog(this.bus, msg.endpoint_id, entry)]);
+    });
     if (!result.ok && !permanent && delay === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
     if (!result.ok) this.log.info({ delivery: msg.delivery_id, endpoint: msg.endpoint_id, attempt: msg.attempt, status: result.status, error: result.error }, 'webhook attempt failed');
     m.ack();
+  }
+
+  /**
+   * Run `write` until it succeeds, for up to `writeRetryMs` (10 s once the service is stopping), keeping the message
+   * from being sent to another process meanwhile; then the failure is the caller's.
+   */
+  private async untilWritten(m: JsMsg, write: () => Promise<void>): Promise<void> {
+    const started = Date.now();
+    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        return await write();
+      } catch (err) {
+        const deadline = Math.min(started + this.options.writeRetryMs, this.stoppedAt === null ? Infinity : this.stoppedAt + 10_000);
+        if (Date.now() + wait > deadline) throw err;
+        this.log.warn({ err: (err as Error).message, seq: m.seq }, 'an attempt made could not be recorded yet; trying again');
+        try {
+          m.working();
+        } catch {
+          // No connection to say it on: the ack wait runs on, and the writes are tried again meanwhile.
+        }
+        await sleep(wait);
+      }
+    }
   }
 
   /** The last attempt failed: disable the endpoint (the one process that does sends the one e-mail) and hold this delivery. */
@@ -382,6 +425,7 @@ export class WebhookService {
   /** Stop reading, finish the attempts under way (each within its deadline). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stoppedAt = Date.now();
     clearTimeout(this.releaseTimer);
     await Promise.all(this.loops.map((l) => l.stop()));
     await Promise.allSettled([...this.inflight, ...this.fanning]);

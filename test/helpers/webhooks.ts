@@ -46,11 +46,11 @@ export interface Harness {
   stop(): Promise<void>;
 }
 
-/** The webhooks role on its own namespace, with a tenant `acme` (owner@acme.test), options as the test needs. */
-export async function startHarness(options: Partial<WebhookServiceOptions>, smtpUrl = ''): Promise<Harness> {
+/** The webhooks role on its own namespace (of the NATS at `url`), with a tenant `acme` (owner@acme.test), options as the test needs. */
+export async function startHarness(options: Partial<WebhookServiceOptions>, smtpUrl = '', url = natsUrl): Promise<Harness> {
   const prefix = uniquePrefix();
   const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'error');
-  const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log);
+  const bus = await Bus.connect({ nats_url: url, nats_prefix: prefix }, log);
   const control = await ControlPlane.open(bus);
   await control.createTenant({ slug: 'acme', name: 'Acme OTT', plan: 'pro', ownerEmail: 'owner@acme.test', ownerPassword: 'correct horse battery' });
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-webhooks-'));
@@ -70,7 +70,7 @@ export async function startHarness(options: Partial<WebhookServiceOptions>, smtp
       await service.stop();
       mailer.close();
       await bus.close();
-      await removeNamespace(prefix);
+      await removeNamespace(prefix, url);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

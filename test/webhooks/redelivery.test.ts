@@ -1,4 +1,8 @@
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import { freePort } from '../../bench/host.js';
+import { PrivateNats } from '../../bench/private-nats.js';
 import { deliveryId } from '../../src/contracts/webhook-events.js';
 import { AttemptsMade } from '../../src/webhooks/attempts-made.js';
 import { appendLog, readLog, type AttemptLog } from '../../src/contracts/webhook-log.js';
@@ -68,3 +72,28 @@ for (const lost of ['the acknowledgement', 'the consumer\u2019s state'] as const
   });
 }
 t.teardown(() => running?.stop());
+
+t.test('an attempt answered 200 while NATS is down is written down once NATS is back, not sent again', async (t) => {
+  const nats = new PrivateNats(await freePort(), join(t.testdir(), 'js'));
+  await nats.start();
+  t.teardown(() => nats.kill());
+  const own = await startHarness({ timeoutMs: 2000 }, '', nats.url);
+  t.teardown(() => own.stop());
+  const endpoint = await own.control.webhooks.create('acme', { url: `${receiver.url}/outage`, categories: ['qos.rebuffer_spike'] });
+  // The server dies while the receiver answers, so every write after the attempt fails until it is back.
+  receiver.respond = (r) => {
+    if (r.path === '/outage') nats.killNow();
+    return { status: 200 };
+  };
+  t.teardown(() => void (receiver.respond = () => ({ status: 200 })));
+  const event = await own.publish('qos.rebuffer_spike');
+  const id = deliveryId(event, endpoint.id);
+  const arrived = () => receiver.received.filter((r) => r.headers['x-service-delivery'] === id).length;
+  t.not(await eventually(async () => arrived() === 1, 10_000, 50), -1, 'attempted');
+  await sleep(2000);
+  await nats.start();
+  const logged = async (): Promise<boolean> => (await readLog(own.bus, endpoint.id).catch(() => [])).some((a) => a.delivery_id === id && a.status === 'succeeded');
+  t.not(await eventually(logged, 20_000, 200), -1, 'its log entry written once NATS is back, within the ack wait');
+  t.not(await eventually(async () => (await own.bus.jsm.consumers.info(own.bus.names.webhookDeliveriesStream, 'webhooks-new')).num_ack_pending === 0, 10_000, 200), -1, 'and its message acknowledged');
+  t.equal(arrived(), 1, 'sent once');
+});
