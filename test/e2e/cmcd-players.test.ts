@@ -89,6 +89,9 @@ async function get<T>(token: string, path: string): Promise<T> {
   return (await r.json()) as T;
 }
 
+// The players play in real time and wait on their streams more than on the machine: two at once, each with its
+// tenant and its browser context.
+t.jobs = 2;
 for (const player of players) {
   t.test(`${player.name} reports through CMCD what its page saw`, async (t: Test) => {
     const slug = player.lib.replace(/\W/g, '');

@@ -66,11 +66,11 @@ interface Sent {
 }
 
 /**
- * A proxy in front of ingest that records each request and its answer, for one test at a time (`take`), and can be
- * unreachable for a while (`down`: connections are dropped, as a network outage drops them).
+ * A proxy in front of ingest for one test: it records each request and its answer (`sent`), and can be unreachable
+ * for a while (`down`: connections are dropped, as a network outage drops them).
  */
-const ingestProxy = await (async () => {
-  let log: Sent[] = [];
+async function ingestProxy(t: Test): Promise<{ url: string; sent: Sent[]; down(ms: number): void; readonly dropped: number }> {
+  const log: Sent[] = [];
   let downUntil = 0;
   let dropped = 0;
   const server = createServer((req, res) => {
@@ -98,10 +98,7 @@ const ingestProxy = await (async () => {
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    take(): Sent[] {
-      log = [];
-      return log;
-    },
+    sent: log,
     down(ms: number): void {
       downUntil = Date.now() + ms;
     },
@@ -110,7 +107,11 @@ const ingestProxy = await (async () => {
       return dropped;
     },
   };
-})();
+}
+
+// The tests play in real time and wait on the players more than on the machine: two at once, each with its tenant
+// and its own proxy.
+t.jobs = 2;
 
 for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === process.env.SDK_PLAYER)) {
   t.test(`${player.name} monitored by the web SDK: Darshak's answers are what its pages saw`, async (t: Test) => {
@@ -120,7 +121,8 @@ for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === 
     t.teardown(() => context.close());
     // Every request the SDK made of ingest, recorded by a proxy in front of it: it sees what a page sends while it
     // goes away (a beacon), which the browser's own request events do not report.
-    const sent = ingestProxy.take();
+    const proxy = await ingestProxy(t);
+    const sent = proxy.sent;
     const viewers = [`${slug}-full`, `${slug}-failed`, `${slug}-closed`];
     const pages = await Promise.all(
       viewers.map(async (viewer) => {
@@ -128,9 +130,9 @@ for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === 
         const errors: string[] = [];
         page.on('pageerror', (e) => errors.push(e.message));
         const monitor = (ref: string): string =>
-          `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'sdk-title', title: 'The SDK title', type: 'movie', duration_sec: 20 }, viewer: { anonymous_id: deviceId }, player: ${ref}, appVersion: '5.13.0' });`;
+          `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(proxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'sdk-title', title: 'The SDK title', type: 'movie', duration_sec: 20 }, viewer: { anonymous_id: deviceId }, player: ${ref}, appVersion: '5.13.0' });`;
         const src = `${media.url}/m/${viewer}/${player.lib === 'hls.js' ? 'master.m3u8' : 'manifest.mpd'}`;
-        await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(src, monitor), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+        await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(src, monitor), [`${proxy.url}/sdk/v1/darshak.js`])));
         return { page, viewer, errors };
       }),
     );
@@ -187,19 +189,20 @@ t.test('30 s without a way to ingest loses nothing: the SDK keeps its events and
   const tenant = await makeTenant(svc.config.nats_prefix, 'sdkoffline', 'enterprise');
   const context = await browser.newContext();
   t.teardown(() => context.close());
-  const sent = ingestProxy.take();
+  const proxy = await ingestProxy(t);
+  const sent = proxy.sent;
   const page = await context.newPage();
   const viewer = 'sdkoffline-full';
   const monitor = (ref: string): string =>
-    `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'offline-title' }, viewer: { anonymous_id: deviceId }, player: ${ref} });`;
-  await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(`${media.url}/m/${viewer}/master.m3u8`, monitor), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+    `Darshak.monitor(v, { ingestUrl: ${JSON.stringify(proxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'offline-title' }, viewer: { anonymous_id: deviceId }, player: ${ref} });`;
+  await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(`${media.url}/m/${viewer}/master.m3u8`, monitor), [`${proxy.url}/sdk/v1/darshak.js`])));
   const first = await logged(page, 'playing', 0, 20_000);
   // From just after the first frame, past the end of the 20-second stream: every event after play_start is queued.
-  ingestProxy.down(30_000);
+  proxy.down(30_000);
   await logged(page, 'ended', first.t, 40_000);
   const seenByPage = seen(await log(page), player.stall);
   t.not(await eventually(async () => sent.some((s) => s.status === 200 && s.body.includes('"ended"')), 90_000, 250), -1, 'the queue went out after the outage');
-  t.ok(ingestProxy.dropped > 0, `${ingestProxy.dropped} attempts met the outage`);
+  t.ok(proxy.dropped > 0, `${proxy.dropped} attempts met the outage`);
   t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1);
   const token = await login(base, 'owner@sdkoffline.test');
   const [q] = (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token })).body as QosItem[];
@@ -213,17 +216,18 @@ t.test('a plain <video> with a progressive MP4, no player library: the element a
   const tenant = await makeTenant(svc.config.nats_prefix, 'sdkplain', 'enterprise');
   const context = await browser.newContext();
   t.teardown(() => context.close());
-  const sent = ingestProxy.take();
+  const proxy = await ingestProxy(t);
+  const sent = proxy.sent;
   const plain = { name: 'a plain video element', lib: '' };
   const setup = (src: string): string => `
-      Darshak.monitor(v, { ingestUrl: ${JSON.stringify(ingestProxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'plain-title' }, viewer: { anonymous_id: deviceId } });
+      Darshak.monitor(v, { ingestUrl: ${JSON.stringify(proxy.url)}, apiKey: ${JSON.stringify(tenant.key)}, content: { id: 'plain-title' }, viewer: { anonymous_id: deviceId } });
       v.src = ${JSON.stringify(src)};
       mark('intent', {});
       await v.play().catch(() => {});`;
   const [full, broken] = await Promise.all(
     ['sdkplain-full', 'sdkplain-broken'].map(async (viewer) => {
       const page = await context.newPage();
-      await page.goto(media.page(viewer, pageHtml(plain, viewer, setup(`${media.url}/m/${viewer}/${viewer.endsWith('full') ? 'progressive.mp4' : 'missing.mp4'}`), [`${ingestProxy.url}/sdk/v1/darshak.js`])));
+      await page.goto(media.page(viewer, pageHtml(plain, viewer, setup(`${media.url}/m/${viewer}/${viewer.endsWith('full') ? 'progressive.mp4' : 'missing.mp4'}`), [`${proxy.url}/sdk/v1/darshak.js`])));
       return page;
     }),
   );
