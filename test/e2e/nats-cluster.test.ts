@@ -10,6 +10,10 @@ import { PrivateNats } from '../../bench/private-nats.js';
 // object store Darshak makes is kept on all three servers; when one of them is killed, ingest goes on, losing
 // nothing it accepted, and the aggregators catch up.
 
+// Two clusters formed in turn, the second waiting up to 90 s for its leaders: past tap's default 120 s for a file on a
+// loaded machine (a suite run timed out there).
+t.setTimeout(300_000);
+
 t.test('three NATS servers, replicas 3: everything replicated; one server lost, no accepted event lost, every shard catches up', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
