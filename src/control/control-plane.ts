@@ -71,7 +71,7 @@ export class ControlPlane {
     return e && e.operation === 'PUT' ? decodeRecord<TenantRecord>(e.value) : null;
   }
 
-  async requireTenant(slug: string): Promise<TenantRecord> {
+  private async requireTenant(slug: string): Promise<TenantRecord> {
     const t = await this.getTenant(slug);
     if (!t) throw new ControlError('not_found', `tenant ${JSON.stringify(slug)} does not exist`);
     return t;

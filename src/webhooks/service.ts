@@ -87,14 +87,13 @@ export class WebhookService {
   private readonly log: Logger;
   private readonly guard: AddressGuard;
   private readonly pacer = new SlackPacer();
-  private readonly inflight = new Set<Promise<void>>();
-  /** Deliveries-stream sequences of the attempts in flight. */
-  private readonly attempting = new Set<number>();
+  /** The attempts in flight, by their message's sequence in the deliveries stream. */
+  private readonly inflight = new Map<number, Promise<void>>();
   private readonly fanning = new Set<Promise<void>>();
   private readonly loops: ConsumeLoop[] = [];
   private releaseTimer: NodeJS.Timeout | undefined;
   private releasing: Promise<void> = Promise.resolve();
-  private stopped = false;
+  /** When stop() was called; null while running. */
   private stoppedAt: number | null = null;
 
   private constructor(
@@ -136,7 +135,7 @@ export class WebhookService {
       this.releasing = this.releaseHeld()
         .catch((err: Error) => this.log.warn({ err: err.message }, 'releasing held deliveries failed; trying again'))
         .finally(() => {
-          if (!this.stopped) this.releaseTimer = setTimeout(tick, this.options.releaseIntervalMs);
+          if (this.stoppedAt === null) this.releaseTimer = setTimeout(tick, this.options.releaseIntervalMs);
         });
     };
     this.releaseTimer = setTimeout(tick, this.options.releaseIntervalMs);
@@ -242,19 +241,15 @@ export class WebhookService {
     }
     // Sent again while this process still writes down its attempt (a NATS server restarted meanwhile): that attempt
     // acknowledges it.
-    if (this.attempting.has(m.seq)) return;
-    this.attempting.add(m.seq);
+    if (this.inflight.has(m.seq)) return;
     const p = this.attemptOnce(m, msg, step.endpoint)
       .catch((err: Error) => {
         // Not acknowledged: the message comes again after the ack wait, and the attempt is made again.
         this.log.error({ err: err.message, delivery: msg.delivery_id }, 'webhook attempt could not be recorded');
       })
-      .finally(() => {
-        this.inflight.delete(p);
-        this.attempting.delete(m.seq);
-      });
-    this.inflight.add(p);
-    if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight);
+      .finally(() => this.inflight.delete(m.seq));
+    this.inflight.set(m.seq, p);
+    if (this.inflight.size >= this.options.concurrency) await Promise.race(this.inflight.values());
   }
 
   private async attemptOnce(m: JsMsg, msg: DeliveryMessage, endpoint: WebhookRecord): Promise<void> {
@@ -381,7 +376,7 @@ export class WebhookService {
     const n = this.bus.names;
     const info = await this.bus.jsm.streams.info(n.webhookHeldStream, { subjects_filter: '>' });
     for (const [subject, count] of Object.entries(info.state.subjects ?? {})) {
-      if (count === 0 || this.stopped) continue;
+      if (count === 0 || this.stoppedAt !== null) continue;
       const id = subject.slice(subject.lastIndexOf('.') + 1);
       const endpoint = this.endpoints.get(id);
       if (endpoint && this.open(endpoint)) await this.release(subject);
@@ -424,11 +419,10 @@ export class WebhookService {
 
   /** Stop reading, finish the attempts under way (each within its deadline). */
   async stop(): Promise<void> {
-    this.stopped = true;
     this.stoppedAt = Date.now();
     clearTimeout(this.releaseTimer);
     await Promise.all(this.loops.map((l) => l.stop()));
-    await Promise.allSettled([...this.inflight, ...this.fanning]);
+    await Promise.allSettled([...this.inflight.values(), ...this.fanning]);
     await this.releasing;
     this.endpoints.stop();
     this.tenants.stop();
