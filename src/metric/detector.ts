@@ -229,7 +229,7 @@ function cohortCounts(cur: Fields, base: Fields, bad: string, exposure: string):
       if (!values) dims.set(dim, (values = new Map()));
       let c = values.get(value);
       if (!c) values.set(value, (c = [0, 0, 0, 0]));
-      c[offset + which] += f[k]!;
+      c[(offset + which) as 0 | 1 | 2 | 3] += f[k]!;
     }
   };
   take(cur, 0);

@@ -192,7 +192,7 @@ t.test('some values only (a page of top content), and pages of top content', asy
     const whole = await topContent(client, 'acme', { from, to });
     t.ok(whole.total >= 3, `${label}: ${whole.total} contents`);
     t.equal(whole.items.length, whole.total);
-    for (const [limit, offset] of [
+    for (const [limit, offset] of <[number, number][]>[
       [1, 0],
       [2, 1],
       [50, 1],

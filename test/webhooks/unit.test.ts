@@ -68,7 +68,7 @@ t.test('the timestamped signature: Standard Webhooks, checked by the standardweb
   t.throws(() => new Webhook(newSecret()).verify(body, h), /No matching signature/, 'another secret');
   const old = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now - 10 * 60_000);
   t.throws(() => new Webhook(secret).verify(body, old), /too old/, 'a delivery signed 10 minutes ago is refused');
-  t.throws(() => new Webhook(secret).verify(body, { ...old, 'webhook-timestamp': h['webhook-timestamp'] }), /No matching signature/, 'its timestamp cannot be moved: it is signed');
+  t.throws(() => new Webhook(secret).verify(body, { ...old, 'webhook-timestamp': h['webhook-timestamp']! }), /No matching signature/, 'its timestamp cannot be moved: it is signed');
   const previous = newSecret();
   const rotating = deliveryHeaders({ secret, previous_secret: previous, previous_secret_until: new Date(now + 60_000).toISOString() }, 'dlv_x', body, now);
   t.equal(rotating['webhook-signature']!.split(' ').length, 2, 'two signatures during a rotation');
