@@ -6,7 +6,7 @@ import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
 import { controlReply, page, readJson } from './body.js';
-import type { Login, LoginOutcome } from './login.js';
+import type { Login, LoginRefusal } from './login.js';
 import type { RevokedTokens } from './revoked-tokens.js';
 import { serviceTokenSeconds, type Principal, type TokenService } from './tokens.js';
 
@@ -28,7 +28,7 @@ export interface AccountDeps {
 /** Login, the public keys, service accounts and API keys. */
 export function accountRoutes({ auth, control, login, tokens, revoked, keysLastUsed, trustProxy }: AccountDeps): Route[] {
   /** The answer to a login or a password change that did not succeed. */
-  const refused = (req: HttpRequest, out: Exclude<LoginOutcome, { kind: 'ok' }>): HttpReply => {
+  const refused = (req: HttpRequest, out: LoginRefusal): HttpReply => {
     if (out.kind === 'too_many_attempts') {
       const reply = replyError(req, 'too_many_attempts', `Too many failed logins; retry in ${out.retryAfterSeconds} s`);
       reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
@@ -48,14 +48,14 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/auth/login',
       async handler(req) {
         const body = await readJson(req, { email: { type: 'string', required: true }, password: { type: 'string', required: true } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const { email, password } = body.value;
         // Refused before any work: no account has such an e-mail or password, and scrypt of a huge password is a
         // cheap way to burn our CPU. The quick answer tells nothing about which accounts exist.
         if (email.length > 254 || password.length > 1024) return replyError(req, 'invalid_credentials');
         const out = await login.login(email, password, clientAddress(req, trustProxy));
-        if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
-        return refused(req, out);
+        if (out.ok) return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.value };
+        return refused(req, out.error);
       },
     },
     {
@@ -79,13 +79,13 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/auth/password',
       handler: asUser(async (req, principal) => {
         const body = await readJson(req, { current_password: { type: 'string', required: true }, new_password: { type: 'string', required: true } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const { current_password: current, new_password: next } = body.value;
         if (next.length < 8 || next.length > 1024) return replyError(req, 'invalid_request', 'new_password must be 8 to 1024 characters', [{ field: 'new_password' }]);
         if (current.length > 1024) return replyError(req, 'invalid_credentials');
         const out = await login.changePassword(Number(principal.sub), current, next, clientAddress(req, trustProxy));
-        if (out.kind === 'ok') return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.response };
-        return refused(req, out);
+        if (out.ok) return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.value };
+        return refused(req, out.error);
       }),
     },
     {
@@ -98,7 +98,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/service-accounts',
       handler: guarded(auth, 'settings:write', async (req, principal) => {
         const body = await readJson(req, { name: { type: 'string', required: true }, scopes: { type: 'string[]', required: true } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const scopes = [...new Set(body.value.scopes)];
         const bad = scopes.find((s) => !(serviceAccountScopes as readonly string[]).includes(s));
         if (scopes.length === 0 || bad !== undefined) {
@@ -148,7 +148,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/api-keys',
       handler: guarded(auth, 'keys:manage', async (req, principal) => {
         const body = await readJson(req, { name: { type: 'string', required: true }, environment: { type: 'string', required: true } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const environment = body.value.environment as Environment;
         if (!environments.includes(environment)) {
           return replyError(req, 'invalid_request', `environment must be one of ${environments.join(', ')}`, [{ field: 'environment' }]);
@@ -183,7 +183,7 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       path: '/v1/api-keys',
       handler: guarded(auth, 'keys:manage', async (req, principal) => {
         const body = await readJson(req, { id: { type: 'string', required: true } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         return controlReply(req, async () => ({ status: 200, body: await control.apiKeys.revoke(principal.tenant, body.value.id) }));
       }),
     },

@@ -26,7 +26,7 @@ export function alertSettingsRoutes({ auth, control }: { auth: Authenticator; co
       handler: guarded(auth, 'settings:write', (req, who) =>
         controlReply(req, async () => {
           const body = await readJson(req, { overrides: { type: 'object', required: true } });
-          if (!body.ok) return body.reply;
+          if (!body.ok) return body.error;
           const overrides = Object.keys(body.value.overrides).length === 0 ? null : (body.value.overrides as Thresholds);
           checkOverrides(overrides);
           return { status: 200, body: settingsView(defaults, await control.updateTenant(who.tenant, { alert_thresholds: overrides })) };

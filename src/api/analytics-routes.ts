@@ -19,7 +19,7 @@ function withParams<S extends Specs>(
 ) {
   return guarded(auth, scope, async (req, principal) => {
     const parsed = parseParams(req.query, specs);
-    if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.message, [{ parameter: parsed.parameter }]);
+    if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.error.message, [{ parameter: parsed.error.parameter }]);
     return answer(parsed.value, principal, req);
   });
 }

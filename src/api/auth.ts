@@ -4,12 +4,14 @@ import { plans } from '../control/plans.js';
 import { replyError } from '../http/server.js';
 import { rateHeaders, type MinuteLimiter } from '../http/rate-limit.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
+import { fail, ok, type Result } from '../result.js';
 import type { RevokedTokens } from './revoked-tokens.js';
 import type { Principal, TokenService } from './tokens.js';
 
 export type Scope = 'analytics:read' | 'alerts:write' | 'keys:manage' | 'settings:write';
 
-export type Authorized = { ok: true; principal: Principal; headers: Record<string, string> } | { ok: false; reply: HttpReply };
+/** The caller, with the rate headers its answer carries; or the answer that refuses it. */
+export type Authorized = Result<{ principal: Principal; headers: Record<string, string> }, HttpReply>;
 
 /** A compact JWS: three base64url parts. */
 const jwt = '[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+';
@@ -71,7 +73,7 @@ export class Authenticator {
     if (!principal) {
       const reply = replyError(req, 'unauthorized');
       reply.headers = { 'WWW-Authenticate': 'Bearer realm="darshak"' };
-      return { ok: false, reply };
+      return fail(reply);
     }
     // Per token, and per tenant over all its tokens: a tenant's many service accounts cannot take the listener.
     const rate = this.limiter.take(principal.jti);
@@ -86,19 +88,19 @@ export class Authenticator {
       if (r.allowed) continue;
       const reply = replyError(req, 'rate_limited', `Rate limit of ${r.limit} requests per minute ${per} reached; retry after ${r.resetSeconds} s`);
       reply.headers = { ...rateHeaders(r), 'Retry-After': String(r.resetSeconds) };
-      return { ok: false, reply };
+      return fail(reply);
     }
     if (this.suspended(principal.tenant)) {
       const reply = replyError(req, 'tenant_inactive', 'This tenant is inactive: its dashboard, API and keys work again once it is made active');
       reply.headers = headers;
-      return { ok: false, reply };
+      return fail(reply);
     }
     if (scope !== null && !principal.scopes.has(scope)) {
       const reply = replyError(req, 'insufficient_scope', `This endpoint needs the scope ${scope}`, [{ scope }]);
       reply.headers = { ...headers, 'WWW-Authenticate': `Bearer realm="darshak", error="insufficient_scope", scope="${scope}"` };
-      return { ok: false, reply };
+      return fail(reply);
     }
-    return { ok: true, principal, headers };
+    return ok({ principal, headers });
   }
 }
 
@@ -106,9 +108,9 @@ export class Authenticator {
 export function guarded(auth: Authenticator, scope: Scope | null, handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) {
   return async (req: HttpRequest): Promise<HttpReply> => {
     const a = await auth.authorize(req, scope);
-    if (!a.ok) return a.reply;
-    const reply = await handler(req, a.principal);
-    reply.headers = { ...a.headers, ...reply.headers };
+    if (!a.ok) return a.error;
+    const reply = await handler(req, a.value.principal);
+    reply.headers = { ...a.value.headers, ...reply.headers };
     return reply;
   };
 }

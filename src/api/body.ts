@@ -1,6 +1,7 @@
 import { ControlError } from '../control/kv-records.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest } from '../http/types.js';
+import { fail, ok, type Result } from '../result.js';
 import type { Paged } from '../store/queries/answers.js';
 
 export type BodyField = 'string' | 'string[]' | 'boolean' | 'object';
@@ -18,19 +19,17 @@ function typeOk(value: unknown, type: BodyField): boolean {
 }
 
 /** A JSON object body with exactly the declared fields, or the 400/413 answer that says what is wrong. */
-export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promise<{ ok: true; value: BodyOf<S> } | { ok: false; reply: HttpReply }> {
+export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promise<Result<BodyOf<S>, HttpReply>> {
   const body = await req.body();
-  if (!body.ok) return { ok: false, reply: { ...replyError(req, 'payload_too_large'), close: true } };
+  if (!body.ok) return fail({ ...replyError(req, 'payload_too_large'), close: true });
   let parsed: unknown;
   try {
-    parsed = JSON.parse(fatal.decode(body.bytes));
+    parsed = JSON.parse(fatal.decode(body.value));
   } catch {
-    return { ok: false, reply: replyError(req, 'invalid_json') };
+    return fail(replyError(req, 'invalid_json'));
   }
-  const bad = (message: string, field?: string): { ok: false; reply: HttpReply } => ({
-    ok: false,
-    reply: replyError(req, 'invalid_request', message, field === undefined ? undefined : [{ field }]),
-  });
+  const bad = (message: string, field?: string): { ok: false; error: HttpReply } =>
+    fail(replyError(req, 'invalid_request', message, field === undefined ? undefined : [{ field }]));
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return bad('body must be a JSON object');
   const record = parsed as Record<string, unknown>;
   for (const key of Object.keys(record)) {
@@ -47,7 +46,7 @@ export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promi
     }
     if (!typeOk(value, field.type)) return bad(`${key} must be ${field.type === 'string[]' ? 'an array of strings' : field.type === 'object' ? 'an object' : `a ${field.type}`}`, key);
   }
-  return { ok: true, value: record as BodyOf<S> };
+  return ok(record as BodyOf<S>);
 }
 
 /** Control-plane refusals (not found, exists, invalid) as answers; anything else is a real failure. */

@@ -51,7 +51,7 @@ export function exportRoutes(auth: Authenticator, control: ControlPlane, exports
         const tenant = await control.getTenant(who.tenant);
         if (!tenant || !plans[tenant.plan].export) return replyError(req, 'plan_required', `Exports need the enterprise plan; this tenant is on ${tenant?.plan ?? 'no plan'}`);
         const body = await readJson(req, { from: { type: 'string', required: true }, to: { type: 'string', required: true }, event_types: { type: 'string[]', required: false } });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const { from, to } = body.value;
         const bad = (message: string, field: string): HttpReply => replyError(req, 'invalid_request', message, [{ field }]);
         const fromMs = dayMs(from);

@@ -4,6 +4,7 @@ import type { Bus } from '../bus/bus.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest, Route, UpgradeResult, WsRoute, WsSocket } from '../http/types.js';
 import type { Logger } from '../log.js';
+import { fail, ok } from '../result.js';
 import { select } from '../store/queries/range.js';
 import type { Authenticator } from './auth.js';
 import { bearerToken, jwtShape } from './auth.js';
@@ -86,37 +87,34 @@ export class LiveFeed {
   }
 
   private async upgrade(req: HttpRequest): Promise<UpgradeResult> {
-    if ((req.header('upgrade') ?? '').toLowerCase() !== 'websocket') return { kind: 'reject', reply: this.notUpgrade(req) };
+    if ((req.header('upgrade') ?? '').toLowerCase() !== 'websocket') return fail(this.notUpgrade(req));
     const { token, protocol } = upgradeToken(req);
     const a = await this.auth.authorize(req, 'analytics:read', token);
-    if (!a.ok) return { kind: 'reject', reply: a.reply };
-    const principal = a.principal;
+    if (!a.ok) return fail(a.error);
+    const { principal, headers } = a.value;
     let open = 0;
     for (const l of this.tenants.get(principal.tenant) ?? []) if (l.principal.jti === principal.jti) open++;
     if (open >= liveMaxPerToken) {
       const reply = replyError(req, 'rate_limited', `At most ${liveMaxPerToken} live connections per token are open at once; close one first`);
-      reply.headers = { ...a.headers, 'Retry-After': '1' };
-      return { kind: 'reject', reply };
+      reply.headers = { ...headers, 'Retry-After': '1' };
+      return fail(reply);
     }
     let listener: Listener | undefined;
-    return {
-      kind: 'accept',
-      session: {
-        protocol,
-        opened: (socket) => {
-          listener = { principal, socket };
-          let set = this.tenants.get(principal.tenant);
-          if (!set) this.tenants.set(principal.tenant, (set = new Set()));
-          set.add(listener);
-        },
-        closed: () => {
-          if (!listener) return;
-          const set = this.tenants.get(principal.tenant);
-          set?.delete(listener);
-          if (set?.size === 0) this.tenants.delete(principal.tenant);
-        },
+    return ok({
+      protocol,
+      opened: (socket) => {
+        listener = { principal, socket };
+        let set = this.tenants.get(principal.tenant);
+        if (!set) this.tenants.set(principal.tenant, (set = new Set()));
+        set.add(listener);
       },
-    };
+      closed: () => {
+        if (!listener) return;
+        const set = this.tenants.get(principal.tenant);
+        set?.delete(listener);
+        if (set?.size === 0) this.tenants.delete(principal.tenant);
+      },
+    });
   }
 
   private async tick(): Promise<void> {

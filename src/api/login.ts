@@ -4,6 +4,7 @@ import { decodeRecord, encodeRecord, sha256Hex } from '../control/kv-records.js'
 import { hashPassword, needsRehash, verifyPassword } from '../control/passwords.js';
 import { roles, type Role, type UserRecord } from '../control/records.js';
 import { clientNetwork } from '../http/address.js';
+import { fail, ok, type Result } from '../result.js';
 import { userTokenSeconds, type TokenService } from './tokens.js';
 
 export const loginWindowMs = 15 * 60_000;
@@ -28,11 +29,10 @@ export interface LoginResponse {
   user: { id: number; email: string; role: Role };
 }
 
-export type LoginOutcome =
-  | { kind: 'ok'; response: LoginResponse }
-  | { kind: 'invalid_credentials' }
-  | { kind: 'tenant_inactive' }
-  | { kind: 'too_many_attempts'; retryAfterSeconds: number };
+/** Why a login or a password change did not succeed. */
+export type LoginRefusal = { kind: 'invalid_credentials' } | { kind: 'tenant_inactive' } | { kind: 'too_many_attempts'; retryAfterSeconds: number };
+
+export type LoginOutcome = Result<LoginResponse, LoginRefusal>;
 
 /** The scopes of each role (CONTRACT §4). */
 export const roleScopes: Readonly<Record<Role, readonly string[]>> = {
@@ -155,10 +155,10 @@ export class Login {
 
   async login(email: string, password: string, client: string): Promise<LoginOutcome> {
     const checked = await this.check(email, password, client);
-    if (checked.kind !== 'ok') return checked;
+    if (!checked.ok) return checked;
     // Told only to who knows the password: a suspended tenant's users get no token.
-    if (this.suspended(checked.user.tenant)) return { kind: 'tenant_inactive' };
-    return { kind: 'ok', response: await this.answer(checked.user) };
+    if (this.suspended(checked.value.tenant)) return fail({ kind: 'tenant_inactive' });
+    return ok(await this.answer(checked.value));
   }
 
   /**
@@ -167,11 +167,11 @@ export class Login {
    */
   async changePassword(userId: number, current: string, next: string, client: string): Promise<LoginOutcome> {
     const user = await this.control.users.get(userId);
-    if (!user) return { kind: 'invalid_credentials' };
+    if (!user) return fail({ kind: 'invalid_credentials' });
     const checked = await this.check(user.email, current, client);
-    if (checked.kind !== 'ok') return checked;
+    if (!checked.ok) return checked;
     const updated = await this.control.users.setPassword(userId, next);
-    return updated ? { kind: 'ok', response: await this.answer(updated) } : { kind: 'invalid_credentials' };
+    return updated ? ok(await this.answer(updated)) : fail({ kind: 'invalid_credentials' });
   }
 
   /**
@@ -184,7 +184,7 @@ export class Login {
     email: string,
     password: string,
     client: string,
-  ): Promise<{ kind: 'ok'; user: UserRecord } | { kind: 'invalid_credentials' } | { kind: 'too_many_attempts'; retryAfterSeconds: number }> {
+  ): Promise<Result<UserRecord, LoginRefusal>> {
     const account = sha256Hex(email.trim().toLowerCase());
     const network = clientNetwork(client);
     const keys = [
@@ -194,18 +194,18 @@ export class Login {
     ] as const;
     const at = Date.now();
     const retryAfterSeconds = await this.attempts.reserve(keys, at);
-    if (retryAfterSeconds > 0) return { kind: 'too_many_attempts', retryAfterSeconds };
+    if (retryAfterSeconds > 0) return fail({ kind: 'too_many_attempts', retryAfterSeconds });
     const id = await this.control.users.findId(email);
     // User 0 never exists: the read is made so that both paths do the same work.
     const user = await this.control.users.get(id ?? 0);
     const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
-    if (!user || !matches || !roles.includes(user.role)) return { kind: 'invalid_credentials' };
+    if (!user || !matches || !roles.includes(user.role)) return fail({ kind: 'invalid_credentials' });
     if (needsRehash(user.password_hash)) await this.hashing.run(() => this.control.users.rehashPassword(user.id, user.password_hash, password));
     await this.attempts.release(
       keys.map(([key]) => key),
       at,
     );
-    return { kind: 'ok', user };
+    return ok(user);
   }
 
   private async answer(user: UserRecord): Promise<LoginResponse> {

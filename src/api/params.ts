@@ -1,3 +1,5 @@
+import { fail, ok, type Result } from '../result.js';
+
 // Query parameters of the API: each endpoint declares its parameters; anything else, a repeat or a bad value is
 // refused naming the parameter (docs/api.md), so a typo never silently falls back to a default.
 
@@ -18,23 +20,23 @@ type ValueOf<S extends ParamSpec> = S extends { kind: 'enum'; default: string }
 
 export type Params<T extends Record<string, ParamSpec>> = { [K in keyof T]: ValueOf<T[K]> };
 
-export type ParamResult<T extends Record<string, ParamSpec>> = { ok: true; value: Params<T> } | { ok: false; parameter: string; message: string };
+export type ParamResult<T extends Record<string, ParamSpec>> = Result<Params<T>, { parameter: string; message: string }>;
 
 const digits = /^\d{1,16}$/;
 
-function parseOne(name: string, raw: string, spec: ParamSpec): { ok: true; value: string | number | boolean } | { ok: false; message: string } {
+function parseOne(name: string, raw: string, spec: ParamSpec): Result<string | number | boolean, string> {
   switch (spec.kind) {
     case 'enum':
-      return spec.values.includes(raw) ? { ok: true, value: raw } : { ok: false, message: `${name} must be one of ${spec.values.join(', ')}` };
+      return spec.values.includes(raw) ? ok(raw) : fail(`${name} must be one of ${spec.values.join(', ')}`);
     case 'bool':
-      return raw === 'true' || raw === 'false' ? { ok: true, value: raw === 'true' } : { ok: false, message: `${name} must be true or false` };
+      return raw === 'true' || raw === 'false' ? ok(raw === 'true') : fail(`${name} must be true or false`);
     case 'int': {
       const n = digits.test(raw) ? Number(raw) : NaN;
       if (spec.allowed) {
-        return spec.allowed.includes(n) ? { ok: true, value: n } : { ok: false, message: `${name} must be one of ${spec.allowed.join(', ')}` };
+        return spec.allowed.includes(n) ? ok(n) : fail(`${name} must be one of ${spec.allowed.join(', ')}`);
       }
-      if (!Number.isSafeInteger(n) || n < spec.min || n > spec.max) return { ok: false, message: `${name} must be a whole number from ${spec.min} to ${spec.max}` };
-      return { ok: true, value: n };
+      if (!Number.isSafeInteger(n) || n < spec.min || n > spec.max) return fail(`${name} must be a whole number from ${spec.min} to ${spec.max}`);
+      return ok(n);
     }
   }
 }
@@ -48,18 +50,18 @@ export function parseParams<T extends Record<string, ParamSpec>>(query: URLSearc
     const shown = name.length > 64 ? `${name.slice(0, 64)}…` : name;
     if (!spec) {
       const known = Object.keys(specs);
-      return { ok: false, parameter: shown, message: `unknown parameter ${JSON.stringify(shown)}${known.length ? `; this endpoint takes ${known.join(', ')}` : '; this endpoint takes none'}` };
+      return fail({ parameter: shown, message: `unknown parameter ${JSON.stringify(shown)}${known.length ? `; this endpoint takes ${known.join(', ')}` : '; this endpoint takes none'}` });
     }
-    if (seen.has(name)) return { ok: false, parameter: name, message: `${name} is given more than once` };
+    if (seen.has(name)) return fail({ parameter: name, message: `${name} is given more than once` });
     seen.add(name);
     const parsed = parseOne(name, raw, spec);
-    if (!parsed.ok) return { ok: false, parameter: name, message: parsed.message };
+    if (!parsed.ok) return fail({ parameter: name, message: parsed.error });
     out[name] = parsed.value;
   }
   for (const [name, spec] of Object.entries(specs)) {
     if (out[name] === undefined && spec.kind !== 'bool' && spec.default !== undefined) out[name] = spec.default;
   }
-  return { ok: true, value: out as Params<T> };
+  return ok(out as Params<T>);
 }
 
 export const rangeParam = { kind: 'enum', values: ['24h', '7d', '30d', 'qtd'], default: '24h' } as const satisfies ParamSpec;

@@ -49,7 +49,7 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
           description: { type: 'string', required: false },
           format: { type: 'string', required: false },
         });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const refused = await refusedUrl(guard, body.value.url);
         if (refused) return replyError(req, 'invalid_request', `url: ${refused}`);
         const r = await control.createWebhook(who.tenant, body.value);
@@ -80,7 +80,7 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
           description: { type: 'string', required: false },
           enabled: { type: 'boolean', required: false },
         });
-        if (!body.ok) return body.reply;
+        if (!body.ok) return body.error;
         const refused = await refusedUrl(guard, body.value.url);
         if (refused) return replyError(req, 'invalid_request', `url: ${refused}`);
         return { status: 200, body: webhookView(await control.webhooks.update(who.tenant, id(req), body.value)) };
@@ -109,7 +109,7 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
       path: '/v1/webhooks/{id}/deliveries',
       handler: owned(async (req, who) => {
         const parsed = parseParams(req.query, { limit: limitParam, offset: offsetParam });
-        if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.message, [{ parameter: parsed.parameter }]);
+        if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.error.message, [{ parameter: parsed.error.parameter }]);
         const endpoint = await control.webhooks.get(who.tenant, id(req));
         return page(await readLog(bus, endpoint.id), parsed.value.limit, parsed.value.offset);
       }),

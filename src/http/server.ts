@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log.js';
 import { errorBody, errorStatus, type RequestErrorCode } from '../errors.js';
 import { httpDuration, httpEngineInfo, httpRequests } from '../metrics.js';
+import { fail, ok } from '../result.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
@@ -52,9 +53,9 @@ export function selectEngine(preference: 'auto' | EngineName, log: Logger, webso
     return nodeEngine;
   }
   const uws = loadUws();
-  if (uws.ok) return uws.engine;
-  if (preference === 'uws') throw new Error(`HTTP_ENGINE=uws but uWebSockets.js cannot be used: ${uws.reason}`);
-  log.warn({ reason: uws.reason }, 'uWebSockets.js unavailable; using node:http');
+  if (uws.ok) return uws.value.engine;
+  if (preference === 'uws') throw new Error(`HTTP_ENGINE=uws but uWebSockets.js cannot be used: ${uws.error}`);
+  log.warn({ reason: uws.error }, 'uWebSockets.js unavailable; using node:http');
   return nodeEngine;
 }
 
@@ -163,11 +164,11 @@ export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes
     try {
       if (route) {
         const r = await route.upgrade(req);
-        if (r.kind === 'accept') {
+        if (r.ok) {
           observe('upgrade', route.path, raw.method, '101', seconds());
-          return { ...r, requestId };
+          return ok({ session: r.value, requestId });
         }
-        reply = r.reply;
+        reply = r.error;
       } else {
         reply = replyError(req, 'not_found');
       }
@@ -176,7 +177,7 @@ export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes
       reply = replyError(req, 'internal_error');
     }
     observe('upgrade', route?.path ?? 'unmatched', raw.method, String(reply.status), seconds());
-    return { kind: 'reject', reply: serialize(reply, [['x-request-id', requestId]]) };
+    return fail(serialize(reply, [['x-request-id', requestId]]));
   };
 }
 

@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { fail, ok, type Result } from '../result.js';
 import { ipv6Words, mappedIpv4, quadOf } from './address.js';
 
 // IPv4 addresses a webhook may never reach unless exempted: this host, private networks, link-local (cloud metadata
@@ -49,7 +50,7 @@ export function unmapIpv4(address: string): string {
   return embeddedIpv4(address) ?? address;
 }
 
-export type Resolved = { ok: true; address: string; family: 4 | 6 } | { ok: false; error: string };
+export type Resolved = Result<{ address: string; family: 4 | 6 }, string>;
 
 /**
  * The SSRF guard: resolves a host once and answers the address to connect to, which the caller must use as is (no
@@ -106,15 +107,15 @@ export class AddressGuard {
       try {
         candidates = await lookup(host, { all: true, verbatim: true });
       } catch (err) {
-        return { ok: false, error: `DNS lookup of ${host} failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+        return fail(`DNS lookup of ${host} failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       }
     }
     const refusals: string[] = [];
     for (const c of candidates) {
       const why = exempt ? null : this.refusal(c.address);
-      if (why === null) return { ok: true, address: c.address, family: c.family === 6 ? 6 : 4 };
+      if (why === null) return ok({ address: c.address, family: c.family === 6 ? 6 : 4 });
       refusals.push(why);
     }
-    return { ok: false, error: `refused by the SSRF guard: ${host} resolves to ${refusals.join('; ') || 'nothing'}` };
+    return fail(`refused by the SSRF guard: ${host} resolves to ${refusals.join('; ') || 'nothing'}`);
   }
 }

@@ -1,7 +1,9 @@
 // The HTTP adapter's vocabulary. Handlers see only these types, never an engine's own objects, so the same
 // handler runs on uWebSockets.js and on node:http.
 
-export type BodyResult = { ok: true; bytes: Buffer } | { ok: false; reason: 'too_large' | 'aborted' };
+import type { Result } from '../result.js';
+
+export type BodyResult = Result<Buffer, 'too_large' | 'aborted'>;
 
 /** What an engine hands to the dispatcher: everything read synchronously from the native request. */
 export interface RawRequest {
@@ -78,7 +80,7 @@ export interface WsSession {
   closed(): void;
 }
 
-export type UpgradeResult = { kind: 'accept'; session: WsSession } | { kind: 'reject'; reply: HttpReply };
+export type UpgradeResult = Result<WsSession, HttpReply>;
 
 export interface WsRoute {
   path: string;
@@ -86,7 +88,7 @@ export interface WsRoute {
 }
 
 /** What an engine hands an upgrade request to. */
-export type UpgradeDispatch = (raw: RawRequest) => Promise<{ kind: 'accept'; session: WsSession; requestId: string } | { kind: 'reject'; reply: WireReply }>;
+export type UpgradeDispatch = (raw: RawRequest) => Promise<Result<{ session: WsSession; requestId: string }, WireReply>>;
 
 export interface Engine {
   readonly name: EngineName;

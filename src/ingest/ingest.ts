@@ -6,6 +6,7 @@ import { clientAddress } from '../http/address.js';
 import type { HttpRequest } from '../http/types.js';
 import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
+import { fail, ok, type Result } from '../result.js';
 import { sha256Hex } from '../control/kv-records.js';
 import { defaultRatePerMinute, plans } from '../control/plans.js';
 import { suspended, type ApiKeyRecord, type TenantRecord } from '../control/records.js';
@@ -26,11 +27,16 @@ const ingested = new Counter({
   registers: [registry],
 });
 
-/** Each step answers ok or reject; `runIngest` is the one place that turns a reject into an answer. */
-export type Step<T> = { kind: 'ok'; value: T } | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[] };
+/** Why a request is refused: an error code of the registry, and what to tell the client beyond its message. */
+interface Refusal {
+  code: RequestErrorCode;
+  message?: string;
+  details?: unknown[];
+}
+/** Each step answers its value or a refusal; `runIngest` is the one place that turns a refusal into an answer. */
+type Step<T> = Result<T, Refusal>;
 
-const ok = <T>(value: T): Step<T> => ({ kind: 'ok', value });
-const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> => ({ kind: 'reject', code, message, details });
+const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> => fail({ code, message, details });
 
 /** Where an ingest request comes from; each reads its body its own way and answers through its own route. */
 export type IngestSource = 'events' | 'beacon' | 'cmcd';
@@ -239,24 +245,24 @@ export class Ingest {
   async run(req: HttpRequest, source: IngestSource): Promise<IngestOutcome> {
     const receivedAt = Date.now();
     const auth = this.authenticate(req, source !== 'events');
-    if (auth.kind === 'reject') return { ...auth, rate: rateOf(null, 0, receivedAt), events: 0 };
+    if (!auth.ok) return { kind: 'reject', ...auth.error, rate: rateOf(null, 0, receivedAt), events: 0 };
     const caller = auth.value;
     const admitted = this.admit(caller, receivedAt);
     // The body is read (not parsed) before these answers: answering while the client still sends a batch of ~230 KB
     // cuts the connection, and the client sees a network error instead of when to retry.
-    if (admitted.kind === 'reject') {
+    if (!admitted.ok) {
       await req.body();
-      return { ...admitted, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+      return { kind: 'reject', ...admitted.error, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
     }
     const shed = source === 'beacon' ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
     if (shed && !shed.ok) {
       await req.body();
-      return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.retryAfterSeconds };
+      return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.error.retryAfterSeconds };
     }
 
     const batch = source === 'cmcd' ? await this.readReports(req) : await this.readBatch(req, source === 'beacon');
     const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
-    if (batch.kind === 'reject') return { ...batch, rate: currentRate(), events: 0 };
+    if (!batch.ok) return { kind: 'reject', ...batch.error, rate: currentRate(), events: 0 };
 
     const { events, sentAt, mayHaveSurrogates, cmcd } = batch.value;
     const valid: ClientEvent[] = [];
@@ -265,7 +271,7 @@ export class Ingest {
     events.forEach((raw, index) => {
       const r = validateEvent(raw, index, mayHaveSurrogates);
       if (r.ok) {
-        valid.push(r.event);
+        valid.push(r.value);
         validIndex.push(index);
       } else errors.push(r.error);
     });
@@ -316,10 +322,10 @@ export class Ingest {
       return reject('unsupported_media_type');
     }
     const body = await req.body();
-    if (!body.ok) return body.reason === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    if (!body.ok) return body.error === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
     let text: string;
     try {
-      text = utf8.decode(body.bytes);
+      text = utf8.decode(body.value);
     } catch {
       return reject('invalid_body', 'Request body is not valid UTF-8');
     }
@@ -385,7 +391,7 @@ export class Ingest {
       }
     }
     const body = await req.body();
-    if (!body.ok) return body.reason === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
-    return this.parse(body.bytes);
+    if (!body.ok) return body.error === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    return this.parse(body.value);
   }
 }

@@ -2,6 +2,7 @@ import { Counter, Gauge } from 'prom-client';
 import type { Bus } from '../bus/bus.js';
 import { decodeFlushed } from '../bus/progress.js';
 import { registry } from '../metrics.js';
+import { fail, ok, type Result } from '../result.js';
 
 // Overload is a normal state at a final's peak. Ingest measures how far behind the pipeline is (docs/ingest.md,
 // "Overload"): for the messages this process published, the age of the oldest one whose events the flush role has
@@ -86,7 +87,7 @@ interface TenantShare {
   tokens: number;
 }
 
-export type Admission = { ok: true } | { ok: false; retryAfterSeconds: number };
+export type Admission = Result<null, { retryAfterSeconds: number }>;
 
 export class LoadShedder {
   private readonly shards: Outstanding[];
@@ -136,10 +137,10 @@ export class LoadShedder {
   admit(tenant: string): Admission {
     // A tenant first seen while shedding goes through once: the next tick gives it its share.
     const share = this.shedding ? this.tenants.get(tenant) : undefined;
-    if (share === undefined || share.tokens > 0) return { ok: true };
+    if (share === undefined || share.tokens > 0) return ok(null);
     share.shed++;
     shedCounter.inc();
-    return { ok: false, retryAfterSeconds: this.retryAfter() };
+    return fail({ retryAfterSeconds: this.retryAfter() });
   }
 
   /** The events of an admitted request, counted once its body is read. */

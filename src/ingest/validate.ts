@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { PassedFields } from '../bus/wire.js';
 import type { EventErrorCode } from '../errors.js';
+import { fail, ok, type Result } from '../result.js';
 import { contentTypes, contextKeys, deviceTypes, eventLimits, knownTypes } from './taxonomy.js';
 
 /** A valid event as the client sent it (before timestamps and enrichment). */
@@ -164,28 +165,28 @@ function hasLoneSurrogate(value: unknown): boolean {
  * Check one event. `mayHaveSurrogates` is false when the raw body has no `\ud8..\udf` escape, which is the only
  * way JSON text can carry an unpaired surrogate: the common case skips the walk.
  */
-export function validateEvent(value: unknown, index: number, mayHaveSurrogates: boolean): { ok: true; event: ClientEvent } | { ok: false; error: EventError } {
+export function validateEvent(value: unknown, index: number, mayHaveSurrogates: boolean): Result<ClientEvent, EventError> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { ok: false, error: { index, code: 'invalid_event', message: 'event must be a JSON object' } };
+    return fail({ index, code: 'invalid_event', message: 'event must be a JSON object' });
   }
   const rawType = (value as { event_type?: unknown }).event_type;
   const type = typeof rawType === 'string' ? rawType : '';
   const validate = validators.get(type) ?? customValidator;
   if (!validate(value)) {
     const err = (validate.errors as ErrorObject[])[0] as ErrorObject;
-    return { ok: false, error: { index, ...describe(err, type || 'an event') } };
+    return fail({ index, ...describe(err, type || 'an event') });
   }
   // The pattern admits impossible times (month 13, hour 99): refuse what does not parse, as `sent_at` is refused.
   if (value.ts !== undefined && Number.isNaN(Date.parse(value.ts))) {
-    return { ok: false, error: { index, code: 'invalid_field', message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z' } };
+    return fail({ index, code: 'invalid_field', message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z' });
   }
   if (value.properties !== undefined && propertiesTooLarge(value.properties)) {
-    return { ok: false, error: { index, code: 'properties_too_large', message: `"properties" exceeds ${eventLimits.propertiesMaxBytes} bytes serialized or ${eventLimits.propertiesMaxDepth} levels of nesting` } };
+    return fail({ index, code: 'properties_too_large', message: `"properties" exceeds ${eventLimits.propertiesMaxBytes} bytes serialized or ${eventLimits.propertiesMaxDepth} levels of nesting` });
   }
   if (mayHaveSurrogates && hasLoneSurrogate(value)) {
-    return { ok: false, error: { index, code: 'invalid_field', message: 'a string contains an unpaired UTF-16 surrogate' } };
+    return fail({ index, code: 'invalid_field', message: 'a string contains an unpaired UTF-16 surrogate' });
   }
-  return { ok: true, event: value };
+  return ok(value);
 }
 
 export const surrogateEscape = /\\u[dD][89a-fA-F]/;

@@ -74,7 +74,7 @@ export function postOnce(target: URL, body: string, headers: Record<string, stri
     void guard.resolve(target.hostname).then((resolved) => {
       if (settled) return;
       if (!resolved.ok) return finish({ ok: false, status: null, error: resolved.error, retryAfter: null, refused: true });
-      send(resolved, true);
+      send(resolved.value, true);
     });
   });
 }

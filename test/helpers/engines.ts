@@ -7,7 +7,7 @@ import { loadUws } from '../../src/http/engines/uws.js';
 const uws = loadUws();
 
 /** A skip reason for uWS-only tests, or false to run them. */
-export const uwsSkip: string | false = uws.ok || process.env.CI ? false : `uWebSockets.js does not load here: ${uws.reason}`;
+export const uwsSkip: string | false = uws.ok || process.env.CI ? false : `uWebSockets.js does not load here: ${uws.error}`;
 
 /** What HTTP_ENGINE=auto runs here: uWS where it loads, else node:http. */
 export const autoEngine: 'uws' | 'node' = uws.ok ? 'uws' : 'node';

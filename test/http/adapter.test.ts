@@ -31,7 +31,7 @@ const routes: Route[] = [
     async handler(req) {
       const body = await req.body();
       if (!body.ok) return { ...replyError(req, 'payload_too_large'), close: true };
-      return { status: 200, headers: { 'content-type': 'application/octet-stream' }, body: body.bytes };
+      return { status: 200, headers: { 'content-type': 'application/octet-stream' }, body: body.value };
     },
   },
   {

@@ -13,16 +13,16 @@ const installed = dirname(createRequire(import.meta.url).resolve('uWebSockets.js
 t.test('the installed binary matches its pin and loads', async (t) => {
   const r = tryLoad();
   if (!uwsBinarySha256[binary]) {
-    t.match(r, { ok: false, reason: /no pinned uWebSockets.js binary/ });
+    t.match(r, { ok: false, error: /no pinned uWebSockets.js binary/ });
     return;
   }
   if (!r.ok && uwsSkip) {
     // The hash is checked before loading: it matched, and this machine cannot load the build (see helpers/engines.ts).
-    t.match(r.reason, new RegExp(`^${binary} does not load: `), 'it matches its pin; loading it is skipped here');
+    t.match(r.error, new RegExp(`^${binary} does not load: `), 'it matches its pin; loading it is skipped here');
     t.comment(uwsSkip);
     return;
   }
-  t.match(r, { ok: true, binary, sha256: uwsBinarySha256[binary] });
+  t.match(r, { ok: true, value: { binary, sha256: uwsBinarySha256[binary] } });
 });
 
 t.test('a binary that differs from its pin by one byte is never loaded', async (t) => {
@@ -34,7 +34,7 @@ t.test('a binary that differs from its pin by one byte is never loaded', async (
   writeFileSync(join(dir, binary), bytes);
   const r = tryLoad(dir, { [binary]: uwsBinarySha256[binary] ?? 'none' });
   t.equal(r.ok, false);
-  t.match(r, { reason: new RegExp(`${binary} has sha256 [0-9a-f]{64}, pinned`) });
-  t.match(tryLoad(dir, {}), { ok: false, reason: /no pinned/ }, 'no pin for the platform: not loaded');
-  t.match(tryLoad(null), { ok: false, reason: /not installed/ });
+  t.match(r, { error: new RegExp(`${binary} has sha256 [0-9a-f]{64}, pinned`) });
+  t.match(tryLoad(dir, {}), { ok: false, error: /no pinned/ }, 'no pin for the platform: not loaded');
+  t.match(tryLoad(null), { ok: false, error: /not installed/ });
 });

@@ -43,7 +43,7 @@ t.test('without word from a flush role nothing is shed, however old the oldest m
   s.published(0, 1, 500);
   run(s, 400, { next: 2 });
   t.equal(s.lag, 100_000, 'the lag is measured');
-  t.same(s.admit('acme'), { ok: true });
+  t.same(s.admit('acme'), { ok: true, value: null });
 });
 
 t.test('past the target lag, admission follows the drain rate, fair between tenants; under it, everything passes', async (t) => {
@@ -70,7 +70,7 @@ t.test('past the target lag, admission follows the drain rate, fair between tena
           s.charge(tenant, 100);
         } else {
           counts[tenant].shed++;
-          retryAfter = a.retryAfterSeconds;
+          retryAfter = a.error.retryAfterSeconds;
         }
       }
     }
@@ -90,7 +90,7 @@ t.test('past the target lag, admission follows the drain rate, fair between tena
   await flushed(s, [[0, seq.next]]);
   run(s, 1, seq);
   t.equal(s.lag, 0);
-  t.same(s.admit('heavy'), { ok: true }, 'admitted again once caught up');
+  t.same(s.admit('heavy'), { ok: true, value: null }, 'admitted again once caught up');
 });
 
 t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains nothing', async (t) => {
@@ -107,5 +107,5 @@ t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains no
   const answers = Array.from({ length: 20 }, () => s.admit('acme'));
   t.ok(answers.every((a) => !a.ok), 'every request shed');
   const behind = Math.ceil((s.lag - 2000) / 1000);
-  t.ok(answers.every((a) => !a.ok && a.retryAfterSeconds === behind), `Retry-After says how far past the target the lag is (${behind} s)`);
+  t.ok(answers.every((a) => !a.ok && a.error.retryAfterSeconds === behind), `Retry-After says how far past the target the lag is (${behind} s)`);
 });

@@ -28,6 +28,6 @@ t.test('anything else is refused naming the parameter', async (t) => {
     ['constructor=x', 'constructor', /unknown parameter/],
   ] as const) {
     const r = parse(q);
-    t.match(r, { ok: false, parameter, message }, q);
+    t.match(r, { ok: false, error: { parameter, message } }, q);
   }
 });

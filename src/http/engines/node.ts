@@ -6,10 +6,11 @@ import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type UpgradeDispatch, type WireReply, type WsSession } from '../types.js';
 import { normaliseAddress } from '../address.js';
+import { fail, ok } from '../../result.js';
 
 function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (Number.isFinite(declared) && declared > max) return Promise.resolve({ ok: false, reason: 'too_large' });
+  if (Number.isFinite(declared) && declared > max) return Promise.resolve(fail('too_large'));
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -25,15 +26,15 @@ function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
       if (size > max) {
         chunks.length = 0;
         req.pause();
-        settle({ ok: false, reason: 'too_large' });
+        settle(fail('too_large'));
         return;
       }
       chunks.push(chunk);
     });
-    req.on('end', () => settle({ ok: true, bytes: Buffer.concat(chunks, size) }));
-    req.on('aborted', () => settle({ ok: false, reason: 'aborted' }));
-    req.on('error', () => settle({ ok: false, reason: 'aborted' }));
-    req.on('close', () => settle(req.complete ? { ok: true, bytes: Buffer.concat(chunks, size) } : { ok: false, reason: 'aborted' }));
+    req.on('end', () => settle(ok(Buffer.concat(chunks, size))));
+    req.on('aborted', () => settle(fail('aborted')));
+    req.on('error', () => settle(fail('aborted')));
+    req.on('close', () => settle(req.complete ? ok(Buffer.concat(chunks, size)) : fail('aborted')));
   });
 }
 
@@ -98,15 +99,16 @@ function handleUpgrades(upgrade: UpgradeDispatch, bodyCap: number) {
     socket.on('error', () => (aborted = true));
     void upgrade(toRaw(req, bodyCap, () => aborted)).then((r) => {
       if (aborted) {
-        if (r.kind === 'accept') r.session.closed();
+        if (r.ok) r.value.session.closed();
         return;
       }
-      if (r.kind === 'reject') {
-        writeRaw(socket, r.reply);
+      if (!r.ok) {
+        writeRaw(socket, r.error);
         return;
       }
-      chosen.set(req, { protocol: r.session.protocol, requestId: r.requestId });
-      wss.handleUpgrade(req, socket, head, (ws) => open(ws, r.session));
+      const { session, requestId } = r.value;
+      chosen.set(req, { protocol: session.protocol, requestId });
+      wss.handleUpgrade(req, socket, head, (ws) => open(ws, session));
     });
   };
 }

@@ -7,12 +7,13 @@ import type * as Uws from 'uWebSockets.js';
 import { normaliseAddress } from '../address.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
 import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type WireReply } from '../types.js';
+import { fail, ok, type Result } from '../../result.js';
 
 type UwsModule = typeof Uws;
 
 const require = createRequire(import.meta.url);
 
-export type UwsLoad = { ok: true; engine: Engine; binary: string; sha256: string } | { ok: false; reason: string };
+export type UwsLoad = Result<{ engine: Engine; binary: string; sha256: string }, string>;
 
 let cached: UwsLoad | undefined;
 
@@ -38,21 +39,21 @@ function packageDir(): string | null {
 export function tryLoad(dir: string | null = packageDir(), pins: Readonly<Record<string, string>> = uwsBinarySha256): UwsLoad {
   const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
   const expected = pins[binary];
-  if (!expected) return { ok: false, reason: `no pinned uWebSockets.js binary for ${binary}` };
-  if (dir === null) return { ok: false, reason: 'uWebSockets.js is not installed' };
+  if (!expected) return fail(`no pinned uWebSockets.js binary for ${binary}`);
+  if (dir === null) return fail('uWebSockets.js is not installed');
   const path = join(dir, binary);
   let sha256: string;
   try {
     sha256 = createHash('sha256').update(readFileSync(path)).digest('hex');
   } catch (err) {
-    return { ok: false, reason: `cannot read ${binary}: ${(err as Error).message}` };
+    return fail(`cannot read ${binary}: ${(err as Error).message}`);
   }
-  if (sha256 !== expected) return { ok: false, reason: `${binary} has sha256 ${sha256}, pinned ${expected}` };
+  if (sha256 !== expected) return fail(`${binary} has sha256 ${sha256}, pinned ${expected}`);
   try {
     const mod = require(path) as UwsModule;
-    return { ok: true, engine: uwsEngine(mod), binary, sha256 };
+    return ok({ engine: uwsEngine(mod), binary, sha256 });
   } catch (err) {
-    return { ok: false, reason: `${binary} does not load: ${(err as Error).message.split('\n')[0]}` };
+    return fail(`${binary} does not load: ${(err as Error).message.split('\n')[0]}`);
   }
 }
 
@@ -143,7 +144,7 @@ function write(res: Uws.HttpResponse, reply: WireReply): void {
  */
 function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string, onAbort: Array<() => void>, bodyCap: number): (max: number) => Promise<BodyResult> {
   const hasBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
-  if (!hasBody) return async () => ({ ok: true, bytes: Buffer.alloc(0) });
+  if (!hasBody) return async () => ok(Buffer.alloc(0));
   const declared = Number(headers.get('content-length') ?? NaN);
   const chunks: Buffer[] = [];
   let size = 0;
@@ -160,7 +161,7 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
   // Past the cap the rest is read and dropped, so the client gets its 413 instead of a reset; past this much, a
   // client still sending is cut off.
   const drainLimit = bodyCap * 8;
-  const tooLarge: BodyResult = { ok: false, reason: 'too_large' };
+  const tooLarge: BodyResult = fail('too_large');
   res.onData((chunk, isLast) => {
     size += chunk.byteLength;
     if (!overflow && size > cap) {
@@ -171,12 +172,12 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
     if (!overflow) chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
     if (isLast) {
       done = true;
-      finish(overflow ? tooLarge : { ok: true, bytes: Buffer.concat(chunks, size) });
+      finish(overflow ? tooLarge : ok(Buffer.concat(chunks, size)));
     } else if (overflow && size > drainLimit) {
       finish(tooLarge);
     }
   });
-  onAbort.push(() => finish({ ok: false, reason: 'aborted' }));
+  onAbort.push(() => finish(fail('aborted')));
   return (max) =>
     new Promise<BodyResult>((resolve) => {
       cap = Math.min(max, bodyCap);
@@ -194,7 +195,7 @@ function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: 
         chunks.length = 0;
       }
       if (done) {
-        resolve(overflow ? tooLarge : { ok: true, bytes: Buffer.concat(chunks, size) });
+        resolve(overflow ? tooLarge : ok(Buffer.concat(chunks, size)));
         return;
       }
       settle = resolve;
