@@ -33,7 +33,17 @@ import { batchInputLimit, ShardAggregator } from '../src/aggregate/shard.js';
 import { Bus } from '../src/bus/bus.js';
 import { EventReader } from '../src/bus/event-reader.js';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { decodeMessage, decodeOutput, decodeSignals, encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../src/bus/wire.js';
+import {
+  decodeMessage,
+  decodeOutput,
+  decodeSignals,
+  encodeEvent,
+  encodeRows,
+  frameInput,
+  frameMessage,
+  frameOutput,
+  type WireEvent,
+} from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
 import { Flusher } from '../src/flush/flusher.js';
@@ -60,7 +70,9 @@ const skip = new Set((args.skip ?? '').split(',').filter(Boolean));
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('warn');
 
-console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${process.platform}`);
+console.log(
+  `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${process.platform}`,
+);
 
 /** Sessions as a player sends them: a start, then heartbeats every 10 s, with a stall now and then. */
 function playbackEvents(count: number, sessions: number, t0: number): WireEvent[] {
@@ -71,7 +83,16 @@ function playbackEvents(count: number, sessions: number, t0: number): WireEvent[
     const s = i % sessions;
     const step = steps[s]!++;
     const ts = t0 + (s % 10_000) + step * 10_000;
-    const type = step === 0 ? 'play_start' : step === 1 ? 'first_frame' : step % 17 === 0 ? 'rebuffer_start' : step % 17 === 1 ? 'rebuffer_end' : 'heartbeat';
+    const type =
+      step === 0
+        ? 'play_start'
+        : step === 1
+          ? 'first_frame'
+          : step % 17 === 0
+            ? 'rebuffer_start'
+            : step % 17 === 1
+              ? 'rebuffer_end'
+              : 'heartbeat';
     out.push({
       tenant: 'bench',
       env: 'production',
@@ -84,7 +105,9 @@ function playbackEvents(count: number, sessions: number, t0: number): WireEvent[
       region: regions[s % regions.length]!,
       device: s % 3 === 0 ? 'tv' : 'mobile',
       session_id: `sess-${s}`,
-      ...(step === 0 ? { content_id: `match-${s % 5}`, user_id: `user-${s}`, properties: { duration_sec: 10_800 } } : {}),
+      ...(step === 0
+        ? { content_id: `match-${s % 5}`, user_id: `user-${s}`, properties: { duration_sec: 10_800 } }
+        : {}),
       position_sec: step * 10,
       context: { pop: `pop-${s % 8}` },
     });
@@ -98,7 +121,12 @@ function encodedMessages(messages: number, perMessage: number, sessions: number)
   const bodies: Buffer[] = [];
   for (let m = 0; m < messages; m++) {
     const encoded = events.slice(m * perMessage, (m + 1) * perMessage).map(encodeEvent);
-    bodies.push(frameMessage(encoded, encoded.reduce((s, b) => s + b.length, 0)));
+    bodies.push(
+      frameMessage(
+        encoded,
+        encoded.reduce((s, b) => s + b.length, 0),
+      ),
+    );
   }
   return bodies;
 }
@@ -106,7 +134,10 @@ function encodedMessages(messages: number, perMessage: number, sessions: number)
 /** `fn` over a fresh namespace whose events stream holds `bodies` (shard 0), given the last one's sequence. */
 async function withMessages<T>(bodies: readonly Buffer[], fn: (bus: Bus, last: number) => Promise<T>): Promise<T> {
   const prefix = `bench${randomUUID().slice(0, 8)}`;
-  const config = loadConfig({ env: { NODE_ENV: 'test' }, overrides: { nats_url: natsUrl, nats_prefix: prefix, shards: 1 } });
+  const config = loadConfig({
+    env: { NODE_ENV: 'test' },
+    overrides: { nats_url: natsUrl, nats_prefix: prefix, shards: 1 },
+  });
   const bus = await Bus.connect(config, log, 'bench-aggregate');
   try {
     await bus.ensureStreams(1, 1);
@@ -135,7 +166,9 @@ async function timeShard(bus: Bus, last: number, ps: readonly Pipeline[]): Promi
   // signals message, not the raw one: fetching a raw message of some 100 KB (base64 in JSON) every 20 ms cost the
   // bench process a tenth of the shard's time.
   for (;;) {
-    const m = await bus.jsm.streams.getMessage(bus.names.signalsStream, { last_by_subj: bus.names.signalsSubject(0) }).catch(() => null);
+    const m = await bus.jsm.streams
+      .getMessage(bus.names.signalsStream, { last_by_subj: bus.names.signalsSubject(0) })
+      .catch(() => null);
     if (m && decodeSignals(m.data).up_to >= last) break;
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -175,11 +208,21 @@ async function throughput(): Promise<void> {
   // acknowledgements): what every pipeline's work comes on top of.
   const floorSeconds = await withMessages(bodies, (bus, last) => timeShard(bus, last, []));
   const rate = total / seconds;
-  console.log(`\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream (${Number(args.playing).toLocaleString()} sessions)`);
-  console.log(`   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`);
-  console.log(`   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`);
-  console.log(`   bare JetStream read of the same messages (no work): ${Math.round(readRate).toLocaleString()} events/s; ratio ${((rate / readRate) * 100).toFixed(1)}%`);
-  console.log(`   one shard with no pipeline (bus, de-duplication, session timelines, output): ${Math.round(total / floorSeconds).toLocaleString()} events/s`);
+  console.log(
+    `\n1. one shard, JetStream → dedup + ${pipelines.length} pipelines → sealed output acknowledged in JetStream (${Number(args.playing).toLocaleString()} sessions)`,
+  );
+  console.log(
+    `   ${total.toLocaleString()} events in ${messages} messages: ${seconds.toFixed(2)} s = ${Math.round(rate).toLocaleString()} events/s`,
+  );
+  console.log(
+    `   bare msgpackr decode of the same messages: ${Math.round(decodeRate).toLocaleString()} events/s; ratio ${((rate / decodeRate) * 100).toFixed(1)}%`,
+  );
+  console.log(
+    `   bare JetStream read of the same messages (no work): ${Math.round(readRate).toLocaleString()} events/s; ratio ${((rate / readRate) * 100).toFixed(1)}%`,
+  );
+  console.log(
+    `   one shard with no pipeline (bus, de-duplication, session timelines, output): ${Math.round(total / floorSeconds).toLocaleString()} events/s`,
+  );
   const agg = new Aggregation(pipelines, 86_400_000);
   const reader = new EventReader();
   let sinceSeal = 0;
@@ -194,7 +237,9 @@ async function throughput(): Promise<void> {
     }
   });
   const runtimeRate = total / (Number(process.hrtime.bigint() - t) / 1e9);
-  console.log(`   the runtime alone (the shard's reader + pipelines + encoded rows, in-process, no bus, no de-duplication): ${Math.round(runtimeRate).toLocaleString()} events/s`);
+  console.log(
+    `   the runtime alone (the shard's reader + pipelines + encoded rows, in-process, no bus, no de-duplication): ${Math.round(runtimeRate).toLocaleString()} events/s`,
+  );
   console.log(`   target: ≥ 300,000 events/s: ${rate >= 300_000 ? 'met' : 'NOT met'}`);
 }
 
@@ -233,8 +278,12 @@ function memory(): void {
   gc();
   const grown = process.memoryUsage().heapUsed - before;
   console.log(`\n2. memory: ${agg.sessionCount.toLocaleString()} open sessions (5 events each) in the runtime`);
-  console.log(`   heap +${(grown / 2 ** 20).toFixed(0)} MiB = ${Math.round(grown / sessions)} bytes/session; fed at ${Math.round(n / seconds).toLocaleString()} events/s in-process`);
-  console.log(`   target: 1,000,000 sessions in ≤ 1 GiB of heap: ${grown * (1_000_000 / sessions) <= 2 ** 30 ? 'met' : 'NOT met'}`);
+  console.log(
+    `   heap +${(grown / 2 ** 20).toFixed(0)} MiB = ${Math.round(grown / sessions)} bytes/session; fed at ${Math.round(n / seconds).toLocaleString()} events/s in-process`,
+  );
+  console.log(
+    `   target: 1,000,000 sessions in ≤ 1 GiB of heap: ${grown * (1_000_000 / sessions) <= 2 ** 30 ? 'met' : 'NOT met'}`,
+  );
 }
 
 async function freshness(): Promise<void> {
@@ -242,13 +291,25 @@ async function freshness(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-bench-'));
   const config = loadConfig({
     env: { NODE_ENV: 'test' },
-    overrides: { nats_url: natsUrl, nats_prefix: `bench${randomUUID().slice(0, 8)}`, data_dir: dataDir, ingest_port: 0, base_port: 0 },
+    overrides: {
+      nats_url: natsUrl,
+      nats_prefix: `bench${randomUUID().slice(0, 8)}`,
+      data_dir: dataDir,
+      ingest_port: 0,
+      base_port: 0,
+    },
   });
   const services = new Services(config, log);
   const started = await startModules(registry, resolveTargets(registry, 'all'), services);
   try {
     const control = await ControlPlane.open(services.get('bus'));
-    await control.createTenant({ slug: 'fresh', name: 'Fresh', plan: 'enterprise', ownerEmail: 'o@fresh.test', ownerPassword: 'correct horse battery' });
+    await control.createTenant({
+      slug: 'fresh',
+      name: 'Fresh',
+      plan: 'enterprise',
+      ownerEmail: 'o@fresh.test',
+      ownerPassword: 'correct horse battery',
+    });
     const key = (await control.apiKeys.create({ tenant: 'fresh', name: 'bench', environment: 'production' })).key;
     const port = services.listeners.get('ingest')!.port;
     const client = services.get('store').client;
@@ -256,8 +317,23 @@ async function freshness(): Promise<void> {
     const lags: number[] = [];
     for (let i = 0; i < probes; i++) {
       const ts = Date.now();
-      const body = { sent_at: new Date(ts).toISOString(), events: [{ event_type: 'play_start', ts: new Date(ts).toISOString(), session_id: `probe-${i}`, content_id: 'final', user_id: `u-${i}` }] };
-      const r = await fetch(`http://127.0.0.1:${port}/v1/ingest/events`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const body = {
+        sent_at: new Date(ts).toISOString(),
+        events: [
+          {
+            event_type: 'play_start',
+            ts: new Date(ts).toISOString(),
+            session_id: `probe-${i}`,
+            content_id: 'final',
+            user_id: `u-${i}`,
+          },
+        ],
+      };
+      const r = await fetch(`http://127.0.0.1:${port}/v1/ingest/events`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       const acked = performance.now();
       if (r.status !== 200) throw new Error(`ingest answered ${r.status}`);
       sent.push(ts);
@@ -266,7 +342,8 @@ async function freshness(): Promise<void> {
       const expected = sent.filter((s) => Math.ceil(s / 1000) <= second && second * 1000 <= s + 30_000).length;
       for (;;) {
         const res = await client.query({
-          query: 'SELECT sum(sessions) AS n FROM concurrency_seconds WHERE tenant = {t:String} AND ts = toDateTime({s:UInt32})',
+          query:
+            'SELECT sum(sessions) AS n FROM concurrency_seconds WHERE tenant = {t:String} AND ts = toDateTime({s:UInt32})',
           query_params: { t: 'fresh', s: second },
           format: 'JSONEachRow',
         });
@@ -279,8 +356,12 @@ async function freshness(): Promise<void> {
     }
     lags.sort((a, b) => a - b);
     const pct = (p: number): number => lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))]!;
-    console.log(`\n3. freshness: ingest acknowledged → counted in concurrency_seconds (AGGREGATE_FLUSH_INTERVAL_MS=${config.aggregate_flush_interval_ms}), ${probes} probes`);
-    console.log(`   p50 ${pct(50).toFixed(0)} ms, p99 ${pct(99).toFixed(0)} ms, max ${lags[lags.length - 1]!.toFixed(0)} ms`);
+    console.log(
+      `\n3. freshness: ingest acknowledged → counted in concurrency_seconds (AGGREGATE_FLUSH_INTERVAL_MS=${config.aggregate_flush_interval_ms}), ${probes} probes`,
+    );
+    console.log(
+      `   p50 ${pct(50).toFixed(0)} ms, p99 ${pct(99).toFixed(0)} ms, max ${lags[lags.length - 1]!.toFixed(0)} ms`,
+    );
     console.log(`   target: p99 < 2 s: ${pct(99) < 2000 ? 'met' : 'NOT met'}`);
   } finally {
     await started.stop();
@@ -304,10 +385,15 @@ async function flush(): Promise<void> {
   });
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-bench-flush-'));
   const store = await Store.open({ clickhouse_url: '', data_dir: dataDir, events_retention_days: 30 }, log);
-  console.log(`\n4. flush: ${count} output messages of ${perMessage} events and their snapshot rows (${snapshotRows(outputs)} rows), raw stream (and the events from the event stream) → embedded ClickHouse`);
+  console.log(
+    `\n4. flush: ${count} output messages of ${perMessage} events and their snapshot rows (${snapshotRows(outputs)} rows), raw stream (and the events from the event stream) → embedded ClickHouse`,
+  );
   const rates: number[] = [];
   try {
-    for (const [label, options] of [['in groups (as it runs)', {}], ['one message per group', { maxGroupBytes: 1 }]] as const) {
+    for (const [label, options] of [
+      ['in groups (as it runs)', {}],
+      ['one message per group', { maxGroupBytes: 1 }],
+    ] as const) {
       // A namespace each: its raw stream's creation time makes its de-duplication tokens its own.
       const prefix = `bench${randomUUID().slice(0, 8)}`;
       const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log, 'bench-flush');
@@ -319,11 +405,14 @@ async function flush(): Promise<void> {
         const flusher = new Flusher(bus, store, log, options);
         const started = process.hrtime.bigint();
         await flusher.start();
-        while ((await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).ack_floor.stream_seq < last) await new Promise((r) => setTimeout(r, 10));
+        while ((await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).ack_floor.stream_seq < last)
+          await new Promise((r) => setTimeout(r, 10));
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         await flusher.stop();
         rates.push(count / seconds);
-        console.log(`   ${label}: ${seconds.toFixed(2)} s = ${Math.round(count / seconds).toLocaleString()} messages/s, ${Math.round((count * perMessage) / seconds).toLocaleString()} events/s`);
+        console.log(
+          `   ${label}: ${seconds.toFixed(2)} s = ${Math.round(count / seconds).toLocaleString()} messages/s, ${Math.round((count * perMessage) / seconds).toLocaleString()} events/s`,
+        );
       } finally {
         await bus.close();
         await removeNamespace(natsUrl, prefix);
@@ -337,7 +426,10 @@ async function flush(): Promise<void> {
 }
 
 function snapshotRows(outputs: readonly Buffer[]): number {
-  return outputs.reduce((n, o) => n + Object.values(decodeOutput(o).rows ?? {}).reduce((m, rows) => m + rows.length, 0), 0);
+  return outputs.reduce(
+    (n, o) => n + Object.values(decodeOutput(o).rows ?? {}).reduce((m, rows) => m + rows.length, 0),
+    0,
+  );
 }
 
 if (!skip.has('throughput')) await throughput();

@@ -14,13 +14,26 @@ const resultsFile = `${root}bench/RESULTS.md`;
 const begin = '<!-- latest full run: written by `npm run bench` -->';
 const end = '<!-- end of the latest full run -->';
 
-const { values } = parseArgs({ options: { only: { type: 'string' }, skip: { type: 'string' } }, strict: true, allowPositionals: false });
-const list = (v: string | undefined): string[] => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []);
+const { values } = parseArgs({
+  options: { only: { type: 'string' }, skip: { type: 'string' } },
+  strict: true,
+  allowPositionals: false,
+});
+const list = (v: string | undefined): string[] =>
+  v
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { scripts: Record<string, string> };
-const all = Object.keys(pkg.scripts).filter((s) => s.startsWith('bench:')).map((s) => s.slice('bench:'.length));
+const all = Object.keys(pkg.scripts)
+  .filter((s) => s.startsWith('bench:'))
+  .map((s) => s.slice('bench:'.length));
 const only = list(values.only);
 const skip = new Set(list(values.skip));
-for (const name of [...only, ...skip]) if (!all.includes(name)) throw new Error(`no script bench:${name}; there are ${all.join(', ')}`);
+for (const name of [...only, ...skip])
+  if (!all.includes(name)) throw new Error(`no script bench:${name}; there are ${all.join(', ')}`);
 const chosen = (only.length > 0 ? only : all).filter((n) => !skip.has(n));
 
 function sh(cmd: string, args: string[]): string {
@@ -34,7 +47,8 @@ function sh(cmd: string, args: string[]): string {
 const natsBin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}; nats-server ${sh(natsBin, ['--version']).replace(/^nats-server:\s*/, '')}`;
 // RESULTS.md itself is not a change to what is measured.
-const dirty = sh('git', ['status', '--porcelain', '--', '.', ':!bench/RESULTS.md']) !== '' ? ' (with uncommitted changes)' : '';
+const dirty =
+  sh('git', ['status', '--porcelain', '--', '.', ':!bench/RESULTS.md']) !== '' ? ' (with uncommitted changes)' : '';
 const commit = `${sh('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`;
 
 interface Ran {
@@ -48,7 +62,9 @@ interface Ran {
 function runOne(name: string): Promise<Ran> {
   return new Promise((resolve) => {
     const started = Date.now();
-    const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+    const load = loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
     console.log(`\n=== npm run bench:${name} (load average ${load})`);
     const child = spawn('npm', ['run', '--silent', `bench:${name}`], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -77,10 +93,14 @@ function previous(section: string): Map<string, Entry> {
   const commitOf = /\*\*Commit:\*\* `([^`]*)`/.exec(section)?.[1] ?? '?';
   const dateOf = /\), (\d{4}-\d\d-\d\dT[^\n]*)$/m.exec(section)?.[1] ?? '?';
   for (const m of section.matchAll(/^\| ([a-z0-9-]+) \| `npm run bench:[^|]*\|.*$/gm)) {
-    const cells = m[0].split('|').slice(1, -1).map((c) => c.trim());
+    const cells = m[0]
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim());
     // Rows written before the date and commit columns existed take the section's.
     const row = cells.length >= 7 ? m[0] : `| ${[...cells, dateOf, `\`${commitOf}\``].join(' | ')} |`;
-    const details = new RegExp(`<details><summary>bench:${m[1]} output</summary>[\\s\\S]*?</details>`).exec(section)?.[0] ?? '';
+    const details =
+      new RegExp(`<details><summary>bench:${m[1]} output</summary>[\\s\\S]*?</details>`).exec(section)?.[0] ?? '';
     entries.set(m[1]!, { row, details });
   }
   return entries;
@@ -92,7 +112,15 @@ const entries = at >= 0 ? previous(current.slice(at, current.indexOf(end))) : ne
 for (const r of ran) {
   entries.set(r.name, {
     row: `| ${r.name} | \`npm run bench:${r.name}\` | ${r.code} | ${(r.seconds / 60).toFixed(1)} | ${r.load} | ${when} | \`${commit}\` |`,
-    details: [`<details><summary>bench:${r.name} output</summary>`, '', '```', r.output.trimEnd(), '```', '', '</details>'].join('\n'),
+    details: [
+      `<details><summary>bench:${r.name} output</summary>`,
+      '',
+      '```',
+      r.output.trimEnd(),
+      '```',
+      '',
+      '</details>',
+    ].join('\n'),
   });
 }
 const order = [...all.filter((n) => entries.has(n))];
@@ -110,7 +138,10 @@ const section = [
   end,
 ].join('\n');
 
-const next = at >= 0 ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}` : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
+const next =
+  at >= 0
+    ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}`
+    : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
 writeFileSync(resultsFile, next);
 console.log(`\nwritten to bench/RESULTS.md: ${ran.map((r) => `${r.name} (exit ${r.code})`).join(', ')}`);
 if (ran.some((r) => r.code !== 0)) process.exitCode = 1;

@@ -25,7 +25,21 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, scrapeMetrics, sleep, threadCpu } from './host.js';
+import {
+  cli,
+  cpuModel,
+  freePort,
+  gitCommit,
+  machineCpu,
+  mainJs,
+  natsServerPid,
+  natsServerVersion,
+  natsUrl,
+  processCpu,
+  scrapeMetrics,
+  sleep,
+  threadCpu,
+} from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 
@@ -49,7 +63,16 @@ interface GeneratorSecond {
   skipped: number;
 }
 
-const regions = ['Maharashtra', 'Delhi', 'Karnataka', 'Tamil Nadu', 'Uttar Pradesh', 'West Bengal', 'Gujarat', 'Telangana'];
+const regions = [
+  'Maharashtra',
+  'Delhi',
+  'Karnataka',
+  'Tamil Nadu',
+  'Uttar Pradesh',
+  'West Bengal',
+  'Gujarat',
+  'Telangana',
+];
 const devices = ['mobile', 'mobile', 'mobile', 'tv', 'desktop', 'tablet'];
 const contents = ['ind-vs-aus-final', 'ind-vs-aus-final', 'ind-vs-aus-final', 'highlights-day-1', 'post-match-show'];
 
@@ -83,7 +106,18 @@ async function generator(spec: GeneratorSpec): Promise<void> {
     const body = `{"events":[${events.join(',')}]}`;
     const started = performance.now();
     const req = request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': spec.key, 'content-length': Buffer.byteLength(body) } },
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-api-key': spec.key,
+          'content-length': Buffer.byteLength(body),
+        },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -92,7 +126,8 @@ async function generator(spec: GeneratorSpec): Promise<void> {
           const status = String(res.statusCode);
           second.statuses[status] = (second.statuses[status] ?? 0) + 1;
           second.latencies.push(performance.now() - started);
-          if (res.statusCode === 200) second.accepted += (JSON.parse(Buffer.concat(chunks).toString()) as { accepted: number }).accepted;
+          if (res.statusCode === 200)
+            second.accepted += (JSON.parse(Buffer.concat(chunks).toString()) as { accepted: number }).accepted;
         });
       },
     );
@@ -121,7 +156,9 @@ async function generator(spec: GeneratorSpec): Promise<void> {
       session[v]!++;
       const n = `v${v}-${session[v]}`;
       const ctx = `{"device_type":"${devices[v % devices.length]}","region":"${regions[v % regions.length]}","country":"IN","cdn":"cdn-${v % 3}","pop":"pop-${v % 7}"}`;
-      push(`{"event_type":"play_start","session_id":"${n}","anonymous_id":"a${v}","content_id":"${contents[v % contents.length]}","content_type":"live","context":${ctx}}`);
+      push(
+        `{"event_type":"play_start","session_id":"${n}","anonymous_id":"a${v}","content_id":"${contents[v % contents.length]}","content_type":"live","context":${ctx}}`,
+      );
       push(`{"event_type":"first_frame","session_id":"${n}"}`);
       stalled[v] = 0;
       return;
@@ -134,7 +171,9 @@ async function generator(spec: GeneratorSpec): Promise<void> {
       stalled[v] = 1;
       return;
     }
-    push(`{"event_type":"heartbeat","session_id":"${s}","position_sec":${Math.floor(random() * 7200)},"bitrate_kbps":4500}`);
+    push(
+      `{"event_type":"heartbeat","session_id":"${s}","position_sec":${Math.floor(random() * 7200)},"bitrate_kbps":4500}`,
+    );
   };
 
   process.stdin.setEncoding('utf8');
@@ -231,7 +270,9 @@ async function scrape(port: number): Promise<Metrics> {
     stored: value('darshak_flush_rows_total', ['table', 'events']),
     lag: value('darshak_ingest_pipeline_lag_seconds'),
     shed: value('darshak_ingest_shed_requests_total'),
-    rows: Object.fromEntries(samples.filter((s) => s.name === 'darshak_flush_rows_total').map((s) => [s.labels.table ?? '', s.value])),
+    rows: Object.fromEntries(
+      samples.filter((s) => s.name === 'darshak_flush_rows_total').map((s) => [s.labels.table ?? '', s.value]),
+    ),
   };
 }
 
@@ -264,7 +305,7 @@ class Probe {
     this.loops.push(this.send(), this.poll());
     this.socket = new WebSocket(`${this.baseUrl.replace(/^http/, 'ws')}/v1/live?token=${this.token}`, 'darshak.v1');
     this.socket.on('message', (data) => {
-      const m = JSON.parse(String(data)) as { type: string; value?: number };
+      const m = JSON.parse((data as Buffer).toString()) as { type: string; value?: number };
       if (m.type !== 'concurrency' || m.value === undefined) return;
       this.liveVisible = this.seen(this.liveVisible, m.value, this.liveFreshness);
     });
@@ -284,11 +325,24 @@ class Probe {
   private async send(): Promise<void> {
     while (!this.stopped) {
       const k = ++this.k;
-      const events = [{ event_type: 'play_start', session_id: `p${k}`, anonymous_id: `p${k}`, content_id: 'probe', context: { device_type: 'desktop', region: 'Delhi', country: 'IN' } }];
+      const events = [
+        {
+          event_type: 'play_start',
+          session_id: `p${k}`,
+          anonymous_id: `p${k}`,
+          content_id: 'probe',
+          context: { device_type: 'desktop', region: 'Delhi', country: 'IN' },
+        },
+      ];
       // Sessions older than the 490 kept playing are let go; the count then stops rising, and so does the probe.
-      for (let j = Math.max(1, k - 490); j < k; j++) events.push({ event_type: 'heartbeat', session_id: `p${j}` } as (typeof events)[number]);
+      for (let j = Math.max(1, k - 490); j < k; j++)
+        events.push({ event_type: 'heartbeat', session_id: `p${j}` } as (typeof events)[number]);
       const started = Date.now();
-      const res = await fetch(`${this.ingestUrl}/v1/ingest/events`, { method: 'POST', headers: { 'x-api-key': this.key, 'content-type': 'application/json' }, body: JSON.stringify({ events }) }).catch(() => null);
+      const res = await fetch(`${this.ingestUrl}/v1/ingest/events`, {
+        method: 'POST',
+        headers: { 'x-api-key': this.key, 'content-type': 'application/json' },
+        body: JSON.stringify({ events }),
+      }).catch(() => null);
       this.acked[k] = res?.status === 200 ? Date.now() : NaN;
       await sleep(Math.max(0, 1000 - (Date.now() - started)));
     }
@@ -296,7 +350,9 @@ class Probe {
 
   private async poll(): Promise<void> {
     while (!this.stopped) {
-      const res = await fetch(`${this.baseUrl}/v1/analytics/concurrency?range=24h&interval=1`, { headers: { authorization: `Bearer ${this.token}` } }).catch(() => null);
+      const res = await fetch(`${this.baseUrl}/v1/analytics/concurrency?range=24h&interval=1`, {
+        headers: { authorization: `Bearer ${this.token}` },
+      }).catch(() => null);
       if (res?.ok) {
         const { points } = (await res.json()) as { points: Array<{ value: number }> };
         this.visible = this.seen(this.visible, Math.max(0, ...points.slice(-3).map((p) => p.value)), this.freshness);
@@ -346,7 +402,16 @@ async function main(): Promise<void> {
   const log = createWriteStream(logFile);
   const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const service = spawn(process.execPath, [...nodeArgs, mainJs, 'start'], {
-    env: { ...process.env, NATS_URL: natsUrl, NATS_PREFIX: prefix, NATS_AUTOSTART: 'false', DATA_DIR: join(dir, 'data'), BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      NATS_URL: natsUrl,
+      NATS_PREFIX: prefix,
+      NATS_AUTOSTART: 'false',
+      DATA_DIR: join(dir, 'data'),
+      BASE_PORT: String(basePort),
+      INGEST_PORT: String(ingestPort),
+      LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   service.stdout.pipe(log);
@@ -361,19 +426,72 @@ async function main(): Promise<void> {
     const ingestUrl = `http://127.0.0.1:${ingestPort}`;
     const baseUrl = `http://127.0.0.1:${basePort}`;
     for (let i = 0; ; i++) {
-      const ok = await Promise.all([ingestUrl, baseUrl].map((u) => fetch(`${u}/readyz`).then((r) => r.ok).catch(() => false)));
+      const ok = await Promise.all(
+        [ingestUrl, baseUrl].map((u) =>
+          fetch(`${u}/readyz`)
+            .then((r) => r.ok)
+            .catch(() => false),
+        ),
+      );
       if (ok.every(Boolean)) break;
-      if (i > 600 || service.exitCode !== null) throw new Error(`the service did not start:\n${readFileSync(logFile, 'utf8').slice(-2000)}`);
+      if (i > 600 || service.exitCode !== null)
+        throw new Error(`the service did not start:\n${readFileSync(logFile, 'utf8').slice(-2000)}`);
       await sleep(100);
     }
-    await cli(prefix, ['tenant', 'create', '--slug', 'final', '--name', 'Final', '--plan', 'enterprise', '--owner-email', 'load@final.test', '--owner-password', 'capacity-bench-1']);
+    await cli(prefix, [
+      'tenant',
+      'create',
+      '--slug',
+      'final',
+      '--name',
+      'Final',
+      '--plan',
+      'enterprise',
+      '--owner-email',
+      'load@final.test',
+      '--owner-password',
+      'capacity-bench-1',
+    ]);
     await cli(prefix, ['tenant', 'update', '--slug', 'final', '--rate-per-minute', '1000000000']);
-    const key = String((await cli(prefix, ['apikey', 'create', '--tenant', 'final', '--name', 'load', '--environment', 'production'])).key);
-    await cli(prefix, ['tenant', 'create', '--slug', 'probe', '--name', 'Probe', '--plan', 'pro', '--owner-email', 'probe@final.test', '--owner-password', 'capacity-bench-1']);
-    const probeKey = String((await cli(prefix, ['apikey', 'create', '--tenant', 'probe', '--name', 'probe', '--environment', 'production'])).key);
-    const login = (await (await fetch(`${baseUrl}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'probe@final.test', password: 'capacity-bench-1' }) })).json()) as { access_token: string };
+    const key = String(
+      (await cli(prefix, ['apikey', 'create', '--tenant', 'final', '--name', 'load', '--environment', 'production']))
+        .key,
+    );
+    await cli(prefix, [
+      'tenant',
+      'create',
+      '--slug',
+      'probe',
+      '--name',
+      'Probe',
+      '--plan',
+      'pro',
+      '--owner-email',
+      'probe@final.test',
+      '--owner-password',
+      'capacity-bench-1',
+    ]);
+    const probeKey = String(
+      (await cli(prefix, ['apikey', 'create', '--tenant', 'probe', '--name', 'probe', '--environment', 'production']))
+        .key,
+    );
+    const login = (await (
+      await fetch(`${baseUrl}/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'probe@final.test', password: 'capacity-bench-1' }),
+      })
+    ).json()) as { access_token: string };
 
-    const gen = spawn(process.execPath, [selfJs, '--generator', JSON.stringify({ url: `${ingestUrl}/v1/ingest/events`, key, batch: opts.batch } satisfies GeneratorSpec)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const gen = spawn(
+      process.execPath,
+      [
+        selfJs,
+        '--generator',
+        JSON.stringify({ url: `${ingestUrl}/v1/ingest/events`, key, batch: opts.batch } satisfies GeneratorSpec),
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
     children.push(gen);
     const seconds: GeneratorSecond[] = [];
     let buffered = '';
@@ -389,11 +507,23 @@ async function main(): Promise<void> {
     const probe = new Probe(ingestUrl, baseUrl, probeKey, login.access_token);
     probe.start();
     const natsPid = natsServerPid();
-    const cpu = () => ({ service: processCpu(service.pid), nats: processCpu(natsPid), generator: processCpu(gen.pid), machine: machineCpu(), threads: threadCpu(service.pid) });
+    const cpu = () => ({
+      service: processCpu(service.pid),
+      nats: processCpu(natsPid),
+      generator: processCpu(gen.pid),
+      machine: machineCpu(),
+      threads: threadCpu(service.pid),
+    });
 
-    console.log(`Darshak capacity benchmark: one \`darshak start\` (every role, embedded store), viewers with a heartbeat every 10 s`);
-    console.log(`  machine: ${cpuModel()}, Node ${process.version}, nats-server ${await natsServerVersion()}; commit ${gitCommit()}`);
-    console.log(`  batch ${opts.batch} events per request; ${opts.stepSeconds} s per step, rates over its last ${opts.stepSeconds - 10} s`);
+    console.log(
+      `Darshak capacity benchmark: one \`darshak start\` (every role, embedded store), viewers with a heartbeat every 10 s`,
+    );
+    console.log(
+      `  machine: ${cpuModel()}, Node ${process.version}, nats-server ${await natsServerVersion()}; commit ${gitCommit()}`,
+    );
+    console.log(
+      `  batch ${opts.batch} events per request; ${opts.stepSeconds} s per step, rates over its last ${opts.stepSeconds - 10} s`,
+    );
     const results: StepResult[] = [];
     for (const viewers of opts.steps) {
       gen.stdin.write(`${viewers}\n`);
@@ -415,7 +545,8 @@ async function main(): Promise<void> {
       const window = seconds.slice(measuredFrom);
       const all = seconds.slice(from);
       const statuses: Record<string, number> = {};
-      for (const s of all) for (const [k, n] of Object.entries(s.statuses)) if (k !== '200') statuses[k] = (statuses[k] ?? 0) + n;
+      for (const s of all)
+        for (const [k, n] of Object.entries(s.statuses)) if (k !== '200') statuses[k] = (statuses[k] ?? 0) + n;
       const r: StepResult = {
         viewers,
         offered: viewers / 10,
@@ -423,8 +554,14 @@ async function main(): Promise<void> {
         acceptedPerSecond: window.reduce((a, s) => a + s.accepted, 0) / window.length,
         statuses,
         skipped: all.reduce((a, s) => a + s.skipped, 0),
-        p50: quantile(all.flatMap((s) => s.latencies), 0.5),
-        p99: quantile(all.flatMap((s) => s.latencies), 0.99),
+        p50: quantile(
+          all.flatMap((s) => s.latencies),
+          0.5,
+        ),
+        p99: quantile(
+          all.flatMap((s) => s.latencies),
+          0.99,
+        ),
         maxLag,
         probesFrom: t0,
         probesTo: t0 + span * 1000,
@@ -494,25 +631,35 @@ async function main(): Promise<void> {
       .reduce<Record<string, number>>((acc, msg) => ({ ...acc, [msg]: (acc[msg] ?? 0) + 1 }), {});
 
     console.log('');
-    console.log('| viewers | events/s offered | sent/s | accepted/s | not 200 | ingest p50 / p99 | max lag | freshness p50 / p99 (probes) | /v1/live p50 / p99 | CPU service / nats / generator |');
+    console.log(
+      '| viewers | events/s offered | sent/s | accepted/s | not 200 | ingest p50 / p99 | max lag | freshness p50 / p99 (probes) | /v1/live p50 / p99 | CPU service / nats / generator |',
+    );
     console.log('|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|');
     const n = (x: number): string => Math.round(x).toLocaleString('en');
     for (const r of results) {
-      const not200 = Object.entries(r.statuses).map(([k, v]) => `${v} × ${k}`).join(', ') || '0';
+      const not200 =
+        Object.entries(r.statuses)
+          .map(([k, v]) => `${v} × ${k}`)
+          .join(', ') || '0';
       console.log(
         `| ${n(r.viewers)} | ${n(r.offered)} | ${n(r.sentPerSecond)} | ${n(r.acceptedPerSecond)} | ${not200}${r.skipped ? ` (+${r.skipped} not sent)` : ''} | ${r.p50.toFixed(0)} ms / ${r.p99.toFixed(0)} ms | ${r.maxLag.toFixed(1)} s | ` +
           `${(r.freshP50 / 1000).toFixed(2)} s / ${(r.freshP99 / 1000).toFixed(2)} s (${r.freshCount}) | ${(r.liveP50 / 1000).toFixed(2)} s / ${(r.liveP99 / 1000).toFixed(2)} s | ${(r.cpu.service * 100).toFixed(0)}% / ${(r.cpu.nats * 100).toFixed(0)}% / ${(r.cpu.generator * 100).toFixed(0)}% |`,
       );
     }
     console.log('');
-    console.log('Where the service\u2019s CPU went (cores; host.ts `threadCpu`), and what it wrote to the store (rows per accepted event):');
+    console.log(
+      'Where the service\u2019s CPU went (cores; host.ts `threadCpu`), and what it wrote to the store (rows per accepted event):',
+    );
     console.log('');
-    console.log('| viewers | event loop | libuv and V8 threads | store statements | store merges | µs CPU per accepted event | rows/event | of which events / session_hours / viewer_windows / content |');
+    console.log(
+      '| viewers | event loop | libuv and V8 threads | store statements | store merges | µs CPU per accepted event | rows/event | of which events / session_hours / viewer_windows / content |',
+    );
     console.log('|---:|---:|---:|---:|---:|---:|---:|---|');
     for (const r of results) {
       const th = r.threads;
       const total = Object.values(r.rows).reduce((a, b) => a + b, 0);
-      const per = (t: string): string => (r.rows[t] ?? 0) / r.acceptedPerSecond >= 0.005 ? ((r.rows[t] ?? 0) / r.acceptedPerSecond).toFixed(2) : '0';
+      const per = (t: string): string =>
+        (r.rows[t] ?? 0) / r.acceptedPerSecond >= 0.005 ? ((r.rows[t] ?? 0) / r.acceptedPerSecond).toFixed(2) : '0';
       const content = ((r.rows.content_minute_sums ?? 0) + (r.rows.content_catalog ?? 0)) / r.acceptedPerSecond;
       console.log(
         `| ${n(r.viewers)} | ${(th.loop * 100).toFixed(0)}% | ${(th.node * 100).toFixed(0)}% | ${(th.store * 100).toFixed(0)}% | ${(th.merges * 100).toFixed(0)}% | ` +
@@ -520,13 +667,24 @@ async function main(): Promise<void> {
       );
     }
     console.log('');
-    console.log(`Drained after the load stopped: ${Number.isNaN(drainedAfter) ? 'not within 5 minutes' : `${drainedAfter.toFixed(1)} s`}; accepted ${n(m.accepted)}, aggregated ${n(m.passed + m.duplicates)}, stored ${n(m.stored)}; requests shed ${n(m.shed)}`);
+    console.log(
+      `Drained after the load stopped: ${Number.isNaN(drainedAfter) ? 'not within 5 minutes' : `${drainedAfter.toFixed(1)} s`}; accepted ${n(m.accepted)}, aggregated ${n(m.passed + m.duplicates)}, stored ${n(m.stored)}; requests shed ${n(m.shed)}`,
+    );
     console.log(`Service log, warnings and errors by message: ${JSON.stringify(warnings)}`);
-    const held = results.filter((r) => r.freshP99 <= 2000 && !Object.keys(r.statuses).some((s) => s.startsWith('5') || s.startsWith('error')) && r.skipped === 0);
+    const held = results.filter(
+      (r) =>
+        r.freshP99 <= 2000 &&
+        !Object.keys(r.statuses).some((s) => s.startsWith('5') || s.startsWith('error')) &&
+        r.skipped === 0,
+    );
     const best = held.length > 0 ? Math.max(...held.map((r) => r.viewers)) : 0;
     const withinIngest = held.filter((r) => r.p99 <= 250);
-    console.log(`Largest audience held (freshness p99 ≤ 2 s, no 5xx): ${best.toLocaleString('en')} viewers (${(best / 10).toLocaleString('en')} events/s)`);
-    console.log(`  of those also with ingest p99 ≤ 250 ms: ${withinIngest.length > 0 ? Math.max(...withinIngest.map((r) => r.viewers)).toLocaleString('en') : 0} viewers`);
+    console.log(
+      `Largest audience held (freshness p99 ≤ 2 s, no 5xx): ${best.toLocaleString('en')} viewers (${(best / 10).toLocaleString('en')} events/s)`,
+    );
+    console.log(
+      `  of those also with ingest p99 ≤ 250 ms: ${withinIngest.length > 0 ? Math.max(...withinIngest.map((r) => r.viewers)).toLocaleString('en') : 0} viewers`,
+    );
     console.log('  target: 500,000 viewers (50,000 events/s) with freshness p99 ≤ 2 s, ingest p99 ≤ 250 ms and no 5xx');
     gen.stdin.end();
     service.kill('SIGTERM');

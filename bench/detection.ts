@@ -25,7 +25,10 @@ const categoryOf: Record<IncidentKind, string> = {
 const dueMs: Record<IncidentKind, number> = { rebuffer: 120_000, startup: 120_000, errors: 120_000, payments: 300_000 };
 
 /** The counted cohort an incident hits, as a suffix of its scope's key ('' for none, or one not counted). */
-const cohortKey = (i: Incident): string => (i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content' ? `/${i.cohort.dimension}=${i.cohort.value}` : '');
+const cohortKey = (i: Incident): string =>
+  i.cohort && i.cohort.dimension !== 'player' && i.cohort.dimension !== 'content'
+    ? `/${i.cohort.dimension}=${i.cohort.value}`
+    : '';
 
 /** Per minute: play_starts per region, heartbeats per region and pop (six a minute per playing session). */
 class Samples {
@@ -43,10 +46,16 @@ class Samples {
     if (c?.region === undefined) return;
     const minute = Math.floor(e.ts / 60_000);
     // The scope's count, and each injectable cohort's (the simulator's incidents hit a device type or an app version).
-    const scopes = e.event_type === 'play_start' ? `${c.region}/${minute}` : e.event_type === 'heartbeat' ? `${c.region}/${c.pop ?? ''}/${minute}` : undefined;
+    const scopes =
+      e.event_type === 'play_start'
+        ? `${c.region}/${minute}`
+        : e.event_type === 'heartbeat'
+          ? `${c.region}/${c.pop ?? ''}/${minute}`
+          : undefined;
     if (scopes === undefined) return;
     const counts = e.event_type === 'play_start' ? this.starts : this.beats;
-    for (const k of [scopes, `${scopes}/device=${c.device_type ?? ''}`, `${scopes}/app_version=${c.app_version ?? ''}`]) counts.set(k, (counts.get(k) ?? 0) + 1);
+    for (const k of [scopes, `${scopes}/device=${c.device_type ?? ''}`, `${scopes}/app_version=${c.app_version ?? ''}`])
+      counts.set(k, (counts.get(k) ?? 0) + 1);
   }
 
   /**
@@ -95,11 +104,14 @@ class Samples {
 }
 
 /** How the detected incidents' alerts named their cause. */
-function causes(scored: Array<{ incident: Incident; cohort: { dimension: string; value: string } | null | undefined }>): Record<string, number> {
+function causes(
+  scored: Array<{ incident: Incident; cohort: { dimension: string; value: string } | null | undefined }>,
+): Record<string, number> {
   const detected = scored.filter((s) => s.cohort !== undefined);
   const inCohort = detected.filter((s) => s.incident.cohort);
   const wide = detected.filter((s) => !s.incident.cohort);
-  const same = (s: (typeof scored)[number]): boolean => s.cohort?.dimension === s.incident.cohort?.dimension && s.cohort?.value === s.incident.cohort?.value;
+  const same = (s: (typeof scored)[number]): boolean =>
+    s.cohort?.dimension === s.incident.cohort?.dimension && s.cohort?.value === s.incident.cohort?.value;
   return {
     cohort_incidents_detected: inCohort.length,
     cohort_named_right: inCohort.filter(same).length,
@@ -138,13 +150,31 @@ function main(): void {
   const noise = Number(values.noise);
   const blips = Number(values.blips);
   if (!(noise >= 0) || !(blips >= 0)) throw new UsageError('--noise and --blips must be numbers, 0 or more');
-  if (values.day !== 'steady' && values.day !== 'incidents') throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
+  if (values.day !== 'steady' && values.day !== 'incidents')
+    throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
   // 00:00 IST of a weekday.
   const startAt = Date.UTC(2026, 10, 23, 18, 30);
   const durationMs = Math.round(hours * 3_600_000);
   const day = steadyDay({ seed, noise, blipsPerHour: blips, hours });
-  const incidents = values.day === 'incidents' ? incidentDay({ seed, hours, perKind: positive(values['per-kind'], 'per-kind'), nearMisses: Number(values['near-misses']) }) : [];
-  const fleet = new Fleet({ tenant: 'acme', viewers, startAt, durationMs, seed, incidents, audience: (x) => dayAudience(x * hours), levels: day.levels });
+  const incidents =
+    values.day === 'incidents'
+      ? incidentDay({
+          seed,
+          hours,
+          perKind: positive(values['per-kind'], 'per-kind'),
+          nearMisses: Number(values['near-misses']),
+        })
+      : [];
+  const fleet = new Fleet({
+    tenant: 'acme',
+    viewers,
+    startAt,
+    durationMs,
+    seed,
+    incidents,
+    audience: (x) => dayAudience(x * hours),
+    levels: day.levels,
+  });
   const samples = new Samples();
   // Sessions idle for 3 hours leave the aggregator's memory, as in a running shard: a day of them would not fit.
   const run = new DetectionRun({ retainMs: 3 * 3_600_000 });
@@ -162,7 +192,9 @@ function main(): void {
     }
     if (t - reported >= 3_600_000) {
       reported = t;
-      process.stderr.write(`  ${new Date(t + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST: ${run.events.toLocaleString('en')} events, ${run.raised.length} alerts\n`);
+      process.stderr.write(
+        `  ${new Date(t + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST: ${run.events.toLocaleString('en')} events, ${run.raised.length} alerts\n`,
+      );
     }
   }
   run.finish();
@@ -176,11 +208,27 @@ function main(): void {
     const from = startAt + i.start;
     const hits = alerts
       .map((r, index) => ({ r, index }))
-      .filter(({ r }) => r.category === categoryOf[i.kind] && r.at >= from && r.at <= from + i.length + 5 * 60_000 && (i.region === undefined || r.row.data.region === i.region) && (i.pop === undefined || r.row.data.pop === i.pop));
+      .filter(
+        ({ r }) =>
+          r.category === categoryOf[i.kind] &&
+          r.at >= from &&
+          r.at <= from + i.length + 5 * 60_000 &&
+          (i.region === undefined || r.row.data.region === i.region) &&
+          (i.pop === undefined || r.row.data.pop === i.pop),
+      );
     // An alert on a near miss stays a false one.
     if (!i.nearMiss) for (const h of hits) matched.add(h.index);
-    const cohort = hits.length > 0 ? (hits[0]!.r.row.data.cohort as { dimension: string; value: string } | null | undefined) : undefined;
-    return { incident: i, enough: samples.enough(i, from), starts2: samples.startsIn(i, from, 2), delay: hits.length > 0 ? hits[0]!.r.at - from : null, cohort };
+    const cohort =
+      hits.length > 0
+        ? (hits[0]!.r.row.data.cohort as { dimension: string; value: string } | null | undefined)
+        : undefined;
+    return {
+      incident: i,
+      enough: samples.enough(i, from),
+      starts2: samples.startsIn(i, from, 2),
+      delay: hits.length > 0 ? hits[0]!.r.at - from : null,
+      cohort,
+    };
   });
   const falseAlerts = alerts.filter((_, index) => !matched.has(index));
   const named = (s: (typeof scored)[number]): string =>
@@ -208,7 +256,9 @@ function main(): void {
           near_misses_alerted: near.filter((s) => s.delay !== null).length,
           missed: expected.filter((s) => s.delay === null).map(named),
           // Past due, with the play_starts of the first 2 minutes of its scope (the sample a startup or error window has).
-          late: expected.filter((s) => s.delay !== null && s.delay > dueMs[kind]).map((s) => `${named(s)}: ${Math.round(s.delay! / 1000)} s, ${s.starts2} starts in 2 min`),
+          late: expected
+            .filter((s) => s.delay !== null && s.delay > dueMs[kind])
+            .map((s) => `${named(s)}: ${Math.round(s.delay! / 1000)} s, ${s.starts2} starts in 2 min`),
         },
       ];
     }),
@@ -227,9 +277,18 @@ function main(): void {
     sessions: fleet.stats.sessions,
     peak_players: fleet.stats.peakPlayers,
     false_alerts: falseAlerts.length,
-    ...(values.day === 'incidents' && { incidents: kindsReport, precision_pct: alerts.length > 0 ? Math.round(((alerts.length - falseAlerts.length) / alerts.length) * 1000) / 10 : null }),
+    ...(values.day === 'incidents' && {
+      incidents: kindsReport,
+      precision_pct:
+        alerts.length > 0 ? Math.round(((alerts.length - falseAlerts.length) / alerts.length) * 1000) / 10 : null,
+    }),
     by_category: Object.fromEntries(byCategory),
-    alerts: falseAlerts.map((r) => ({ at: new Date(r.at + 5.5 * 3_600_000).toISOString().slice(11, 19) + ' IST', category: r.category, title: r.row.title, data: r.row.data })),
+    alerts: falseAlerts.map((r) => ({
+      at: new Date(r.at + 5.5 * 3_600_000).toISOString().slice(11, 19) + ' IST',
+      category: r.category,
+      title: r.row.title,
+      data: r.row.data,
+    })),
     seconds: Math.round(seconds),
     cpu_us_per_event: Math.round(((cpu.user + cpu.system) / run.events) * 10) / 10,
   };

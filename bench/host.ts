@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { connect } from 'nats';
 
 // The repository: two levels up from dist/bench/host.js, one from bench/host.ts (a test runs the source).
-export const root = fileURLToPath(new URL(import.meta.url.includes('/dist/bench/') ? '../../' : '../', import.meta.url));
+export const root = fileURLToPath(
+  new URL(import.meta.url.includes('/dist/bench/') ? '../../' : '../', import.meta.url),
+);
 export const mainJs = join(root, 'dist/src/main.js');
 export const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
@@ -24,7 +26,11 @@ export async function poll(check: () => Promise<boolean>, ms: number, every: num
   }
 }
 
-export function run(cmd: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function run(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -51,14 +57,22 @@ export async function scrapeMetrics(port: number): Promise<MetricSample[]> {
     const m = /^([a-z_]+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$/.exec(line);
     if (!m) continue;
     const [, name = '', labelText = '', valueText] = m;
-    samples.push({ name, labels: Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!])), value: Number(valueText) });
+    samples.push({
+      name,
+      labels: Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!])),
+      value: Number(valueText),
+    });
   }
   return samples;
 }
 
 /** A `darshak` CLI command in the namespace `prefix`; its JSON answer. */
 export async function cli(prefix: string, args: string[]): Promise<Record<string, unknown>> {
-  const r = await run(process.execPath, [mainJs, ...args], { NATS_PREFIX: prefix, NATS_URL: natsUrl, LOG_LEVEL: 'warn' });
+  const r = await run(process.execPath, [mainJs, ...args], {
+    NATS_PREFIX: prefix,
+    NATS_URL: natsUrl,
+    LOG_LEVEL: 'warn',
+  });
   if (r.code !== 0) throw new Error(`darshak ${args.slice(0, 2).join(' ')} failed (${r.code}): ${r.stderr.trim()}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
 }
@@ -152,7 +166,14 @@ export function threadCpu(pid: number | undefined): Record<'loop' | 'merges' | '
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       const cpu = statCpu(stat);
-      const group = Number(tid) === pid ? 'loop' : comm === 'MergeMutate' ? 'merges' : comm === 'node' || comm.startsWith('V8') || comm.startsWith('libuv') ? 'node' : 'store';
+      const group =
+        Number(tid) === pid
+          ? 'loop'
+          : comm === 'MergeMutate'
+            ? 'merges'
+            : comm === 'node' || comm.startsWith('V8') || comm.startsWith('libuv')
+              ? 'node'
+              : 'store';
       out[group] += cpu;
     } catch {
       // The thread ended between listing and reading.
@@ -188,4 +209,3 @@ export function natsServerPid(): number | undefined {
   }
   return undefined;
 }
-

@@ -25,7 +25,21 @@ import { fileURLToPath } from 'node:url';
 import { encodeCmcd, type Cmcd } from '@svta/cml-cmcd';
 import { connect } from 'nats';
 import { removeNamespace } from '../src/bus/namespace.js';
-import { cli, cpuModel, freePort, gitCommit, machineCpu, mainJs, natsServerPid, natsServerVersion, natsUrl, processCpu, run, scrapeMetrics, sleep } from './host.js';
+import {
+  cli,
+  cpuModel,
+  freePort,
+  gitCommit,
+  machineCpu,
+  mainJs,
+  natsServerPid,
+  natsServerVersion,
+  natsUrl,
+  processCpu,
+  run,
+  scrapeMetrics,
+  sleep,
+} from './host.js';
 
 const selfJs = fileURLToPath(import.meta.url);
 const ingestPath = '/v1/ingest/events';
@@ -56,12 +70,36 @@ const hex = (n: number): string => {
 const uuid = (): string => `${hex(8)}-${hex(4)}-4${hex(3)}-${pick(['8', '9', 'a', 'b'])}${hex(3)}-${hex(12)}`;
 
 const platforms = [
-  { device_type: 'mobile', os: 'Android 14', browser: 'Chrome Mobile 126', player: 'ExoPlayer 2.19', app_version: '5.12.1' },
+  {
+    device_type: 'mobile',
+    os: 'Android 14',
+    browser: 'Chrome Mobile 126',
+    player: 'ExoPlayer 2.19',
+    app_version: '5.12.1',
+  },
   { device_type: 'mobile', os: 'iOS 17.5', browser: 'Safari Mobile 17', player: 'AVPlayer', app_version: '5.12.0' },
-  { device_type: 'desktop', os: 'Windows 11', browser: 'Chrome 126', player: 'Shaka Player 4.9', app_version: 'web-2026.11.3' },
-  { device_type: 'desktop', os: 'macOS 14.5', browser: 'Safari 17.5', player: 'hls.js 1.5', app_version: 'web-2026.11.3' },
+  {
+    device_type: 'desktop',
+    os: 'Windows 11',
+    browser: 'Chrome 126',
+    player: 'Shaka Player 4.9',
+    app_version: 'web-2026.11.3',
+  },
+  {
+    device_type: 'desktop',
+    os: 'macOS 14.5',
+    browser: 'Safari 17.5',
+    player: 'hls.js 1.5',
+    app_version: 'web-2026.11.3',
+  },
   { device_type: 'tv', os: 'Tizen 7.0', browser: 'Samsung Internet TV', player: 'AVPlay', app_version: 'tv-3.4.0' },
-  { device_type: 'tv', os: 'Android TV 12', browser: 'WebView 120', player: 'ExoPlayer 2.19', app_version: 'atv-4.1.2' },
+  {
+    device_type: 'tv',
+    os: 'Android TV 12',
+    browser: 'WebView 120',
+    player: 'ExoPlayer 2.19',
+    app_version: 'atv-4.1.2',
+  },
   { device_type: 'tablet', os: 'iPadOS 17.5', browser: 'Safari 17', player: 'AVPlayer', app_version: '5.12.0' },
 ] as const;
 const cdns = ['akamai', 'cloudfront', 'fastly', 'jio-cdn'] as const;
@@ -72,7 +110,14 @@ const renditions = [
   { name: '720p', kbps: 2800 },
   { name: '1080p', kbps: 5000 },
 ] as const;
-const titles = ['Sacred Games S2E4', 'IPL 2026: MI vs CSK', 'Panchayat S3E1', 'RRR', 'Kota Factory S1E2', 'Delhi Crime S2E1'] as const;
+const titles = [
+  'Sacred Games S2E4',
+  'IPL 2026: MI vs CSK',
+  'Panchayat S3E1',
+  'RRR',
+  'Kota Factory S1E2',
+  'Delhi Crime S2E1',
+] as const;
 const contentTypeOf = ['episode', 'sports', 'episode', 'movie', 'episode', 'series'] as const;
 
 interface BenchEvent {
@@ -133,8 +178,8 @@ function nextEvent(s: Session, now: number): BenchEvent {
     return {
       ...base('play_start'),
       content_id: `cnt_${String(s.content).padStart(6, '0')}`,
-      content_type: contentTypeOf[s.content] as string,
-      content_title: titles[s.content] as string,
+      content_type: contentTypeOf[s.content],
+      content_title: titles[s.content],
       properties: { duration_sec: int(600, 9_000), autoplay: rand() < 0.3, referrer: 'home_rail', drm: 'widevine' },
     };
   }
@@ -143,7 +188,13 @@ function nextEvent(s: Session, now: number): BenchEvent {
   if (x < 0.72) {
     return {
       ...base('heartbeat'),
-      properties: { playhead_sec: s.position, buffered_sec: int(2, 30), rendition: r.name, dropped_frames: int(0, 3), bandwidth_kbps: int(1_000, 40_000) },
+      properties: {
+        playhead_sec: s.position,
+        buffered_sec: int(2, 30),
+        rendition: r.name,
+        dropped_frames: int(0, 3),
+        bandwidth_kbps: int(1_000, 40_000),
+      },
     };
   }
   if (x < 0.76) return { ...base('first_frame'), properties: { startup_ms: int(300, 4_000) } };
@@ -152,11 +203,27 @@ function nextEvent(s: Session, now: number): BenchEvent {
   if (x < 0.89) {
     s.rendition = int(0, renditions.length - 1);
     const to = renditions[s.rendition] as (typeof renditions)[number];
-    return { ...base('bitrate_change'), bitrate_kbps: to.kbps, properties: { from_kbps: r.kbps, rendition: to.name, reason: 'abr' } };
+    return {
+      ...base('bitrate_change'),
+      bitrate_kbps: to.kbps,
+      properties: { from_kbps: r.kbps, rendition: to.name, reason: 'abr' },
+    };
   }
   if (x < 0.92) return { ...base(pick(['pause', 'resume'])), properties: { trigger: 'user' } };
-  if (x < 0.95) return { ...base(pick(['seek_start', 'seek_end'])), properties: { from_sec: s.position, to_sec: s.position + int(-60, 120) } };
-  if (x < 0.97) return { ...base('error'), properties: { code: pick(['MEDIA_ERR_NETWORK', 'DRM_LICENSE_EXPIRED', 'HTTP_404']), fatal: rand() < 0.2, message: 'segment request failed' } };
+  if (x < 0.95)
+    return {
+      ...base(pick(['seek_start', 'seek_end'])),
+      properties: { from_sec: s.position, to_sec: s.position + int(-60, 120) },
+    };
+  if (x < 0.97)
+    return {
+      ...base('error'),
+      properties: {
+        code: pick(['MEDIA_ERR_NETWORK', 'DRM_LICENSE_EXPIRED', 'HTTP_404']),
+        fatal: rand() < 0.2,
+        message: 'segment request failed',
+      },
+    };
   if (x < 0.985) return { ...base('ended'), properties: { watched_sec: s.position } };
   return { ...base('session_end'), properties: { reason: 'page_unload' } };
 }
@@ -188,7 +255,15 @@ const cmcdState: Record<string, [e: string, sta?: string]> = {
 function cmcdReport(e: BenchEvent, sn: number): string {
   const [type, sta] = cmcdState[e.event_type]!;
   const p = e.properties ?? {};
-  const report: Record<string, unknown> = { v: 2, e: type, ts: Date.parse(e.ts), sid: e.session_id, sn, st: 'v', sf: 'h' };
+  const report: Record<string, unknown> = {
+    v: 2,
+    e: type,
+    ts: Date.parse(e.ts),
+    sid: e.session_id,
+    sn,
+    st: 'v',
+    sf: 'h',
+  };
   if (sta) report.sta = sta;
   if (e.event_type === 'error') {
     report.sta = p.fatal === true ? 'f' : 'p';
@@ -244,7 +319,9 @@ interface ParseResult {
 }
 
 function runParse(file: string, seconds: number): ParseResult {
-  const bodies = readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0);
+  const bodies = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0);
   let events = 0;
   let bytes = 0;
   let n = 0;
@@ -313,7 +390,11 @@ async function runLoadgen(spec: LoadSpec): Promise<LoadResult> {
           port: url.port,
           path: url.pathname,
           method: 'POST',
-          headers: { 'content-type': spec.cmcd ? 'application/cmcd' : 'application/json', 'content-length': body.length, 'x-api-key': spec.key },
+          headers: {
+            'content-type': spec.cmcd ? 'application/cmcd' : 'application/json',
+            'content-length': body.length,
+            'x-api-key': spec.key,
+          },
           timeout: 10_000,
         },
         (res) => {
@@ -352,9 +433,16 @@ async function runLoadgen(spec: LoadSpec): Promise<LoadResult> {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  const q = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+  const q = (p: number): number =>
+    latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
   const mean = latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length);
-  return { requests, seconds: Math.min(spec.seconds, seconds), errors, statuses, latencyUs: { p50: q(50), p90: q(90), p99: q(99), max: q(100), mean } };
+  return {
+    requests,
+    seconds: Math.min(spec.seconds, seconds),
+    errors,
+    statuses,
+    latencyUs: { p50: q(50), p90: q(90), p99: q(99), max: q(100), mean },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -366,8 +454,8 @@ const hasCommand = (cmd: string, args: string[]): boolean => {
 };
 
 const haveTaskset = hasCommand('taskset', ['--version']);
-const pinned = (core: number, cmd: string, args: string[]): [string, string[]] => (haveTaskset ? ['taskset', ['-c', String(core), cmd, ...args]] : [cmd, args]);
-
+const pinned = (core: number, cmd: string, args: string[]): [string, string[]] =>
+  haveTaskset ? ['taskset', ['-c', String(core), cmd, ...args]] : [cmd, args];
 
 interface RunningService {
   child: ChildProcess;
@@ -400,7 +488,10 @@ async function startService(prefix: string, engine: string, dir: string): Promis
   void exited.then(() => (gone = true));
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (gone) throw new Error(`the ingest service (${engine}) exited during start; see ${join(dir, `service-${engine}.log`)}:\n${readFileSync(join(dir, `service-${engine}.log`), 'utf8').slice(-2000)}`);
+    if (gone)
+      throw new Error(
+        `the ingest service (${engine}) exited during start; see ${join(dir, `service-${engine}.log`)}:\n${readFileSync(join(dir, `service-${engine}.log`), 'utf8').slice(-2000)}`,
+      );
     try {
       const r = await fetch(`http://127.0.0.1:${port}/readyz`);
       if (r.status === 200) break;
@@ -455,7 +546,6 @@ async function purgeEvents(prefix: string): Promise<void> {
     await nc.close();
   }
 }
-
 
 interface CpuSample {
   at: number;
@@ -518,24 +608,61 @@ interface Load {
   latencyUs: LoadResult['latencyUs'];
 }
 
-async function drive(tool: 'wrk' | 'node', port: number, key: string, scenario: Scenario, bodiesFile: string, luaFile: string, connections: number, seconds: number): Promise<Load> {
+async function drive(
+  tool: 'wrk' | 'node',
+  port: number,
+  key: string,
+  scenario: Scenario,
+  bodiesFile: string,
+  luaFile: string,
+  connections: number,
+  seconds: number,
+): Promise<Load> {
   const cmcd = scenario === 'cmcd';
   const url = `http://127.0.0.1:${port}${cmcd ? cmcdPath : ingestPath}`;
   // The Lua script sends JSON bodies; CMCD bodies go through the Node generator.
   if (tool === 'wrk' && !cmcd) {
-    const [cmd, args] = pinned(1, 'wrk', ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--timeout', '10s', '-s', luaFile, url]);
+    const [cmd, args] = pinned(1, 'wrk', [
+      '-t1',
+      `-c${connections}`,
+      `-d${Math.max(1, Math.round(seconds))}s`,
+      '--timeout',
+      '10s',
+      '-s',
+      luaFile,
+      url,
+    ]);
     const r = await run(cmd, args);
     const line = r.stdout.split('\n').find((l) => l.startsWith('WRKJSON '));
     if (r.code !== 0 || !line) throw new Error(`wrk failed (${r.code}): ${r.stderr.trim()}\n${r.stdout}`);
-    const j = JSON.parse(line.slice(8)) as { requests: number; duration_us: number; errors: Load['errors']; latency_us: Load['latencyUs'] };
-    return { tool, connections, requests: j.requests, seconds: j.duration_us / 1e6, errors: j.errors, latencyUs: j.latency_us };
+    const j = JSON.parse(line.slice(8)) as {
+      requests: number;
+      duration_us: number;
+      errors: Load['errors'];
+      latency_us: Load['latencyUs'];
+    };
+    return {
+      tool,
+      connections,
+      requests: j.requests,
+      seconds: j.duration_us / 1e6,
+      errors: j.errors,
+      latencyUs: j.latency_us,
+    };
   }
   const spec: LoadSpec = { url, key, bodiesFile, cmcd, connections, seconds };
   const [cmd, args] = pinned(1, process.execPath, [selfJs, '--loadgen-child', JSON.stringify(spec)]);
   const r = await run(cmd, args);
   if (r.code !== 0) throw new Error(`node load generator failed (${r.code}): ${r.stderr.trim()}`);
   const j = JSON.parse(r.stdout) as LoadResult;
-  return { tool: 'node', connections, requests: j.requests, seconds: j.seconds, errors: j.errors, latencyUs: j.latencyUs };
+  return {
+    tool: 'node',
+    connections,
+    requests: j.requests,
+    seconds: j.seconds,
+    errors: j.errors,
+    latencyUs: j.latencyUs,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -593,7 +720,8 @@ function options(argv: string[]): Options {
       }
       case '--engines':
         o.engines = need().split(',').filter(Boolean);
-        for (const e of o.engines) if (e !== 'uws' && e !== 'node') throw new Error(`--engines takes uws and/or node, not ${JSON.stringify(e)}`);
+        for (const e of o.engines)
+          if (e !== 'uws' && e !== 'node') throw new Error(`--engines takes uws and/or node, not ${JSON.stringify(e)}`);
         break;
       case '--scenarios':
         o.scenarios = need()
@@ -664,15 +792,24 @@ async function main(): Promise<void> {
   }
 
   const o = options(argv);
-  const tool: 'wrk' | 'node' = o.loadgen === 'auto' ? (spawnSync('wrk', ['-v']).error === undefined ? 'wrk' : 'node') : o.loadgen;
-  const command = process.env.npm_lifecycle_event === 'bench:ingest' ? `npm run bench:ingest${argv.length ? ` -- ${argv.join(' ')}` : ''}` : `node ${process.argv.slice(1).join(' ')}`;
+  const tool: 'wrk' | 'node' =
+    o.loadgen === 'auto' ? (spawnSync('wrk', ['-v']).error === undefined ? 'wrk' : 'node') : o.loadgen;
+  const command =
+    process.env.npm_lifecycle_event === 'bench:ingest'
+      ? `npm run bench:ingest${argv.length ? ` -- ${argv.join(' ')}` : ''}`
+      : `node ${process.argv.slice(1).join(' ')}`;
   const machine = {
     cpu: cpuModel(),
     cores: cpus().length,
     node: process.version,
     nats: await natsServerVersion(),
     taskset: haveTaskset,
-    wrk: tool === 'wrk' ? (spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout.split('\n')[0] ?? '').replace(/\s*Copyright.*$/, '').trim() : '',
+    wrk:
+      tool === 'wrk'
+        ? (spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout.split('\n')[0] ?? '')
+            .replace(/\s*Copyright.*$/, '')
+            .trim()
+        : '',
   };
   const commit = gitCommit();
   const prefix = `bench${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`.slice(0, 32);
@@ -680,19 +817,31 @@ async function main(): Promise<void> {
   const out = (s: string): boolean => process.stdout.write(`${s}\n`);
 
   out(`Darshak ingest benchmark`);
-  out(`  machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, nats-server ${machine.nats}${machine.wrk ? `, ${machine.wrk}` : ''}`);
+  out(
+    `  machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, nats-server ${machine.nats}${machine.wrk ? `, ${machine.wrk}` : ''}`,
+  );
   out(`  commit:  ${commit}`);
   out(`  command: ${command}`);
-  out(`  pinning: ${haveTaskset ? 'ingest on core 0, load generator on core 1 (taskset); nats-server not pinned' : 'none (taskset not found)'}`);
-  out(`  load:    ${tool === 'wrk' ? 'wrk (Lua script, 1 thread)' : 'Node keep-alive load generator (wrk not found)'}; ${o.duration} s per scenario after ${o.warmup} s warm-up`);
+  out(
+    `  pinning: ${haveTaskset ? 'ingest on core 0, load generator on core 1 (taskset); nats-server not pinned' : 'none (taskset not found)'}`,
+  );
+  out(
+    `  load:    ${tool === 'wrk' ? 'wrk (Lua script, 1 thread)' : 'Node keep-alive load generator (wrk not found)'}; ${o.duration} s per scenario after ${o.warmup} s warm-up`,
+  );
   out(`  prefix:  ${prefix}`);
   const idleA = machineCpu();
   await sleep(1000);
   const quiet = machineCpu() - idleA;
-  out(`  before:  machine ${pct(quiet)} busy (of ${machine.cores * 100}%) in the second before the run${quiet > 0.15 ? ' (NOT quiet: figures will be low)' : ''}`);
+  out(
+    `  before:  machine ${pct(quiet)} busy (of ${machine.cores * 100}%) in the second before the run${quiet > 0.15 ? ' (NOT quiet: figures will be low)' : ''}`,
+  );
 
   const bodies = makeBodies(16, 2000);
-  const files: Record<Scenario, string> = { batch: join(dir, 'batch.txt'), single: join(dir, 'single.txt'), cmcd: join(dir, 'cmcd.txt') };
+  const files: Record<Scenario, string> = {
+    batch: join(dir, 'batch.txt'),
+    single: join(dir, 'single.txt'),
+    cmcd: join(dir, 'cmcd.txt'),
+  };
   writeFileSync(files.batch, `${bodies.batch.join('\n')}\n`);
   writeFileSync(files.single, `${bodies.single.join('\n')}\n`);
   writeFileSync(files.cmcd, `${bodies.cmcd.map((b) => JSON.stringify(b)).join('\n')}\n`);
@@ -716,9 +865,34 @@ async function main(): Promise<void> {
   let service: RunningService | undefined;
   let failure: unknown;
   try {
-    await cli(prefix, ['tenant', 'create', '--slug', 'bench', '--name', 'Bench OTT', '--plan', 'enterprise', '--owner-email', `owner@${prefix}.test`, '--owner-password', 'correct horse battery']);
-    await cli(prefix, ['tenant', 'update', '--slug', 'bench', '--rate-per-minute', '1000000000000', '--monthly-quota', '1000000000000000']);
-    const key = String((await cli(prefix, ['apikey', 'create', '--tenant', 'bench', '--name', 'bench', '--environment', 'production'])).key);
+    await cli(prefix, [
+      'tenant',
+      'create',
+      '--slug',
+      'bench',
+      '--name',
+      'Bench OTT',
+      '--plan',
+      'enterprise',
+      '--owner-email',
+      `owner@${prefix}.test`,
+      '--owner-password',
+      'correct horse battery',
+    ]);
+    await cli(prefix, [
+      'tenant',
+      'update',
+      '--slug',
+      'bench',
+      '--rate-per-minute',
+      '1000000000000',
+      '--monthly-quota',
+      '1000000000000000',
+    ]);
+    const key = String(
+      (await cli(prefix, ['apikey', 'create', '--tenant', 'bench', '--name', 'bench', '--environment', 'production']))
+        .key,
+    );
     const lua: Record<Scenario, string> = { batch: join(dir, 'batch.lua'), single: join(dir, 'single.lua'), cmcd: '' };
     writeFileSync(lua.batch, luaScript(files.batch, key));
     writeFileSync(lua.single, luaScript(files.single, key));
@@ -728,16 +902,27 @@ async function main(): Promise<void> {
       for (const scenario of o.scenarios) {
         const connections = scenario === 'single' ? o.singleConnections : o.batchConnections;
         const eventsPerRequest = scenario === 'single' ? 1 : 500;
-        if (o.warmup > 0) await drive(tool, service.port, key, scenario, files[scenario], lua[scenario], connections, o.warmup);
+        if (o.warmup > 0)
+          await drive(tool, service.port, key, scenario, files[scenario], lua[scenario], connections, o.warmup);
         await sleep(500);
         const before = await scrape(service.port);
         const cpuBefore = cpuSample(service.child.pid, natsPid);
-        const load = await drive(tool, service.port, key, scenario, files[scenario], lua[scenario], connections, o.duration);
+        const load = await drive(
+          tool,
+          service.port,
+          key,
+          scenario,
+          files[scenario],
+          lua[scenario],
+          connections,
+          o.duration,
+        );
         const cpu = cpuShares(cpuBefore, cpuSample(service.child.pid, natsPid));
         await sleep(500); // let requests still in flight when the load stopped be answered
         const after = await scrape(service.port);
         const serverStatuses: Record<string, number> = {};
-        for (const [s, n] of Object.entries(after.statuses)) if (n - (before.statuses[s] ?? 0) > 0) serverStatuses[s] = n - (before.statuses[s] ?? 0);
+        for (const [s, n] of Object.entries(after.statuses))
+          if (n - (before.statuses[s] ?? 0) > 0) serverStatuses[s] = n - (before.statuses[s] ?? 0);
         const server200 = serverStatuses['200'] ?? 0;
         const serverAccepted = after.accepted - before.accepted;
         const errorsTotal = Object.values(load.errors).reduce((a, b) => a + b, 0);
@@ -789,12 +974,15 @@ async function main(): Promise<void> {
     out(`\nRemoved NATS streams: ${removed.join(', ') || '(none)'}`);
     rmSync(dir, { recursive: true, force: true });
   }
-  if (failure) throw failure;
+  if (failure) throw failure as Error;
 
   // Summary.
-  const find = (engine: string, scenario: string): ScenarioResult | undefined => results.find((r) => r.engine === engine && r.scenario === scenario);
+  const find = (engine: string, scenario: string): ScenarioResult | undefined =>
+    results.find((r) => r.engine === engine && r.scenario === scenario);
   out('\nSummary');
-  out('| engine | scenario | connections | requests/s | events/s (JetStream-acked) | p50 ms | p99 ms | all 200 | ingest CPU | ingest CPU µs/request | nats-server CPU | other CPU |');
+  out(
+    '| engine | scenario | connections | requests/s | events/s (JetStream-acked) | p50 ms | p99 ms | all 200 | ingest CPU | ingest CPU µs/request | nats-server CPU | other CPU |',
+  );
   out('|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const r of results) {
     out(
@@ -802,14 +990,18 @@ async function main(): Promise<void> {
         `${ms(r.load.latencyUs.p50)} | ${ms(r.load.latencyUs.p99)} | ${r.all200 ? 'yes' : 'NO'} | ${pct(r.cpu.service)} | ${r.serviceCpuUsPerRequest.toFixed(1)} | ${pct(r.cpu.nats)} | ${pct(r.cpu.rest)} |`,
     );
   }
-  out(`\nBare JSON.parse (one core): ${fmt(parse.batch.eventsPerSecond)} events/s over the batch bodies, ${fmt(parse.single.eventsPerSecond)} over the 1-event bodies`);
+  out(
+    `\nBare JSON.parse (one core): ${fmt(parse.batch.eventsPerSecond)} events/s over the batch bodies, ${fmt(parse.single.eventsPerSecond)} over the 1-event bodies`,
+  );
   let ok = results.every((r) => r.all200);
   for (const engine of o.engines) {
     const b = find(engine, 'batch');
     if (b) {
       const ratio = b.eventsPerSecond / parse.batch.eventsPerSecond;
       const met = ratio >= 0.5;
-      out(`Batch 500 on ${engine}: ${fmt(b.eventsPerSecond)} ÷ ${fmt(parse.batch.eventsPerSecond)} = ${(ratio * 100).toFixed(1)}% of the bare parse rate (target ≥ 50%: ${met ? 'met' : 'MISSED'})`);
+      out(
+        `Batch 500 on ${engine}: ${fmt(b.eventsPerSecond)} ÷ ${fmt(parse.batch.eventsPerSecond)} = ${(ratio * 100).toFixed(1)}% of the bare parse rate (target ≥ 50%: ${met ? 'met' : 'MISSED'})`,
+      );
       if (engine === 'uws') ok &&= met;
     }
     const c = find(engine, 'cmcd');
@@ -822,11 +1014,17 @@ async function main(): Promise<void> {
     const s = find(engine, 'single');
     if (s) {
       const met = s.requestsPerSecond >= 60_000;
-      out(`1-event requests on ${engine}: ${fmt(s.requestsPerSecond)} req/s vs the 60,000 req/s target (${((s.requestsPerSecond / 60_000) * 100).toFixed(0)}%: ${met ? 'met' : 'MISSED'})`);
+      out(
+        `1-event requests on ${engine}: ${fmt(s.requestsPerSecond)} req/s vs the 60,000 req/s target (${((s.requestsPerSecond / 60_000) * 100).toFixed(0)}%: ${met ? 'met' : 'MISSED'})`,
+      );
       if (engine === 'uws') ok &&= met;
     }
   }
-  if (o.json) writeFileSync(o.json, `${JSON.stringify({ machine, commit, command, tool, options: o, parse, results }, null, 2)}\n`);
+  if (o.json)
+    writeFileSync(
+      o.json,
+      `${JSON.stringify({ machine, commit, command, tool, options: o, parse, results }, null, 2)}\n`,
+    );
   out(ok ? '\nAll targets met.' : '\nSome targets missed (see above).');
 }
 

@@ -57,7 +57,8 @@ export class PrivateNats {
         60_000,
         250,
       );
-      if (!placed) throw new Error('the three servers did not form a cluster that places replicated streams within 60 s');
+      if (!placed)
+        throw new Error('the three servers did not form a cluster that places replicated streams within 60 s');
       return servers;
     } catch (err) {
       await Promise.all(servers.map((s) => s.kill()));
@@ -70,7 +71,19 @@ export class PrivateNats {
     const ports = await Promise.all([0, 1, 2].map(() => freePort(true)));
     const routePorts = await Promise.all([0, 1, 2].map(() => freePort(true)));
     const routes = routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
-    return ports.map((port, i) => new PrivateNats(port, join(dir, `n${i}`), ['--server_name', `n${i}`, '--cluster_name', 'darshak', '--cluster', `nats://127.0.0.1:${routePorts[i]}`, '--routes', routes]));
+    return ports.map(
+      (port, i) =>
+        new PrivateNats(port, join(dir, `n${i}`), [
+          '--server_name',
+          `n${i}`,
+          '--cluster_name',
+          'darshak',
+          '--cluster',
+          `nats://127.0.0.1:${routePorts[i]}`,
+          '--routes',
+          routes,
+        ]),
+    );
   }
 
   get url(): string {
@@ -84,10 +97,14 @@ export class PrivateNats {
 
   /** Start the process without waiting: a cluster's servers answer JetStream only once a quorum of them runs. */
   launch(): void {
-    const child = spawn(natsServerBin, ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...this.access.env },
-    });
+    const child = spawn(
+      natsServerBin,
+      ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...this.access.env },
+      },
+    );
     this.child = child;
     this.exited = new Promise((r) => child.once('exit', r));
     const keep = (d: Buffer): void => {
@@ -103,7 +120,13 @@ export class PrivateNats {
       async () => {
         let nc: NatsConnection | undefined;
         try {
-          nc = await connect({ servers: this.url, reconnect: false, timeout: 500, user: this.access.user, pass: this.access.pass });
+          nc = await connect({
+            servers: this.url,
+            reconnect: false,
+            timeout: 500,
+            user: this.access.user,
+            pass: this.access.pass,
+          });
           await (await nc.jetstreamManager({ timeout: 1000 })).getAccountInfo();
           return true;
         } catch {

@@ -11,7 +11,14 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { subscriptionUsers } from '../pipelines/billing.js';
 import { viewerWindows } from '../pipelines/viewers.js';
-import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Range, TopContentItem } from '../src/store/queries/index.js';
+import type {
+  ConcurrencySeries,
+  DeviceItem,
+  GeoItem,
+  Overview,
+  Range,
+  TopContentItem,
+} from '../src/store/queries/index.js';
 
 export const benchTenant = 'bench';
 /** Share of the sessions (and subscribers) of each tenant: the bench tenant holds most of them. */
@@ -168,7 +175,12 @@ export async function sessionEvents(client: ClickHouseClient, plan: Plan): Promi
 }
 
 /** Insert the sessions [first, first + count) as events. */
-export async function insertSessions(client: ClickHouseClient, plan: Plan, first: number, count: number): Promise<void> {
+export async function insertSessions(
+  client: ClickHouseClient,
+  plan: Plan,
+  first: number,
+  count: number,
+): Promise<void> {
   await client.command({
     query: `INSERT INTO events (tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id,
         content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, app_version, os, browser,
@@ -319,11 +331,17 @@ const minute = (msCol: string): string => `toDateTime(intDiv(${msCol}, 60000) * 
  * and session_hours are then merged (OPTIMIZE … FINAL) so each key holds one row, as the live tables do once ClickHouse
  * has merged.
  */
-export async function deriveSnapshots(client: ClickHouseClient, parts: number, progress: (step: string) => void): Promise<void> {
+export async function deriveSnapshots(
+  client: ClickHouseClient,
+  parts: number,
+  progress: (step: string) => void,
+): Promise<void> {
   const run = (query: string): Promise<unknown> => client.command({ query });
   await run('DROP TABLE IF EXISTS bench_sessions_part');
   await run('DROP TABLE IF EXISTS bench_concurrency_delta');
-  await run('CREATE TABLE bench_concurrency_delta (tenant LowCardinality(String), s Int64, d Int64) ENGINE = MergeTree ORDER BY (tenant, s)');
+  await run(
+    'CREATE TABLE bench_concurrency_delta (tenant LowCardinality(String), s Int64, d Int64) ENGINE = MergeTree ORDER BY (tenant, s)',
+  );
   for (let p = 0; p < parts; p++) {
     await run(`CREATE TABLE bench_sessions_part ENGINE = Memory AS
       SELECT tenant, session_id, events, content_id, region, country, pop, device, viewer, furthest_sec, duration_sec, ended,
@@ -384,7 +402,14 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);
   progress('content_catalog, billing_events, subscription_users, quota_minutes');
-  for (const t of ['watch_time_minutes', 'qos_minutes', 'qos_startup_histogram', 'concurrency_seconds', 'quota_minutes', 'session_hours']) {
+  for (const t of [
+    'watch_time_minutes',
+    'qos_minutes',
+    'qos_startup_histogram',
+    'concurrency_seconds',
+    'quota_minutes',
+    'session_hours',
+  ]) {
     await run(`OPTIMIZE TABLE ${t} FINAL`);
   }
   progress('sum tables and session_hours merged');
@@ -407,22 +432,35 @@ export async function deriveSnapshots(client: ClickHouseClient, parts: number, p
 /** A bound on session length, stated with the figures: sessions are read from events in [from − 1 day, to). */
 export const lookbackMs = day;
 
-async function rows<T>(client: ClickHouseClient, query: string, params: Record<string, string | number> = {}): Promise<T[]> {
+async function rows<T>(
+  client: ClickHouseClient,
+  query: string,
+  params: Record<string, string | number> = {},
+): Promise<T[]> {
   const result = await client.query({ query, query_params: params, format: 'JSONEachRow' });
   return result.json<T>();
 }
 
-const rawSettings = (timeoutS: number): string => `SETTINGS max_execution_time = ${timeoutS}, timeout_overflow_mode = 'throw'`;
+const rawSettings = (timeoutS: number): string =>
+  `SETTINGS max_execution_time = ${timeoutS}, timeout_overflow_mode = 'throw'`;
 const ms = (name: string): string => `fromUnixTimestamp64Milli({${name}:Int64}, 'UTC')`;
-const tenantEvents = (lo: string, hi: string): string => `tenant = {tenant:String} AND ts >= ${ms(lo)} AND ts < ${ms(hi)}`;
-const inRangeSql = (fromName: string, toName: string): string => `first_ts < {${toName}:Int64} AND last_ts >= {${fromName}:Int64}`;
+const tenantEvents = (lo: string, hi: string): string =>
+  `tenant = {tenant:String} AND ts >= ${ms(lo)} AND ts < ${ms(hi)}`;
+const inRangeSql = (fromName: string, toName: string): string =>
+  `first_ts < {${toName}:Int64} AND last_ts >= {${fromName}:Int64}`;
 /** Watch time of a session attributed to instants in [from, to). */
-const watchIn = (fromName: string, toName: string): string => `arraySum((w, t) -> if(t >= {${fromName}:Int64} AND t < {${toName}:Int64}, w, 0), wms, t2)`;
+const watchIn = (fromName: string, toName: string): string =>
+  `arraySum((w, t) -> if(t >= {${fromName}:Int64} AND t < {${toName}:Int64}, w, 0), wms, t2)`;
 const hours = (n: number): number => n / 3_600_000;
 const changePct = (a: number, b: number): number => (b === 0 ? (a === 0 ? 0 : 100) : ((a - b) / b) * 100);
 
 /** docs/metrics.md "Overview" from events: one query over sessions, two over billing events. */
-export async function rawOverview(client: ClickHouseClient, tenant: string, range: Range, timeoutS: number): Promise<Overview> {
+export async function rawOverview(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  timeoutS: number,
+): Promise<Overview> {
   const to = range.to;
   const params = {
     tenant,
@@ -486,7 +524,13 @@ export async function rawOverview(client: ClickHouseClient, tenant: string, rang
  * docs/metrics.md "Concurrency" from events: +1 at the first second each active segment counts, −1 after its last;
  * the running sum is the per-second count, evaluated at every change and at every point's first second (and `from`).
  */
-export async function rawConcurrency(client: ClickHouseClient, tenant: string, range: Range, intervalMinutes: number, timeoutS: number): Promise<ConcurrencySeries> {
+export async function rawConcurrency(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  intervalMinutes: number,
+  timeoutS: number,
+): Promise<ConcurrencySeries> {
   const step = intervalMinutes * 60;
   const fromS = range.from / 1000;
   const toS = range.to / 1000;
@@ -501,7 +545,15 @@ export async function rawConcurrency(client: ClickHouseClient, tenant: string, r
          UNION ALL SELECT arrayJoin({marks:Array(Int64)}) AS s, toInt64(0) AS d
        ) GROUP BY s
      ) WHERE s >= {from_s:Int64} AND s < {to_s:Int64} GROUP BY p ORDER BY p ${rawSettings(timeoutS)}`,
-    { tenant, lo: range.from - lookbackMs, to: range.to, step, from_s: fromS, to_s: toS, marks: `[${marks.join(',')}]` },
+    {
+      tenant,
+      lo: range.from - lookbackMs,
+      to: range.to,
+      step,
+      from_s: fromS,
+      to_s: toS,
+      marks: `[${marks.join(',')}]`,
+    },
   );
   const byPoint = new Map(buckets.map((b) => [Number(b.p), b]));
   const points: ConcurrencySeries['points'] = [];
@@ -520,8 +572,21 @@ export async function rawConcurrency(client: ClickHouseClient, tenant: string, r
 }
 
 /** docs/metrics.md "Top content" from events: per session content, and the catalogue from all the tenant's events. */
-export async function rawTopContent(client: ClickHouseClient, tenant: string, range: Range, timeoutS: number): Promise<TopContentItem[]> {
-  const list = await rows<{ content_id: string; ms: string; sessions: string; viewers: string; completion: number | null; title: string; content_type: string }>(
+export async function rawTopContent(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  timeoutS: number,
+): Promise<TopContentItem[]> {
+  const list = await rows<{
+    content_id: string;
+    ms: string;
+    sessions: string;
+    viewers: string;
+    completion: number | null;
+    title: string;
+    content_type: string;
+  }>(
     client,
     `SELECT content_id, sum(${watchIn('from', 'to')}) AS ms, countIf(${inRangeSql('from', 'to')}) AS sessions,
        uniqExactIf(viewer, viewer != '' AND ${inRangeSql('from', 'to')}) AS viewers,
@@ -561,7 +626,12 @@ export async function rawTopContent(client: ClickHouseClient, tenant: string, ra
 }
 
 /** docs/metrics.md "Geo" from events. */
-export async function rawGeo(client: ClickHouseClient, tenant: string, range: Range, timeoutS: number): Promise<GeoItem[]> {
+export async function rawGeo(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  timeoutS: number,
+): Promise<GeoItem[]> {
   const list = await rows<{ region: string; ms: string; viewers: string; sessions: string }>(
     client,
     `SELECT region, sum(${watchIn('from', 'to')}) AS ms, uniqExactIf(viewer, viewer != '' AND ${inRangeSql('from', 'to')}) AS viewers,
@@ -581,7 +651,12 @@ export async function rawGeo(client: ClickHouseClient, tenant: string, range: Ra
 }
 
 /** docs/metrics.md "Devices" from events. */
-export async function rawDevices(client: ClickHouseClient, tenant: string, range: Range, timeoutS: number): Promise<DeviceItem[]> {
+export async function rawDevices(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  timeoutS: number,
+): Promise<DeviceItem[]> {
   const list = await rows<{ device: string; sessions: string }>(
     client,
     `SELECT device, count() AS sessions FROM (${sessionsSql(tenantEvents('lo', 'to'))}) WHERE ${inRangeSql('from', 'to')} GROUP BY device ${rawSettings(timeoutS)}`,
@@ -589,7 +664,11 @@ export async function rawDevices(client: ClickHouseClient, tenant: string, range
   );
   const total = list.reduce((s, r) => s + Number(r.sessions), 0);
   return list
-    .map((r) => ({ device: r.device === '' ? 'unknown' : r.device, sessions: Number(r.sessions), share_pct: total === 0 ? 0 : (Number(r.sessions) / total) * 100 }))
+    .map((r) => ({
+      device: r.device === '' ? 'unknown' : r.device,
+      sessions: Number(r.sessions),
+      share_pct: total === 0 ? 0 : (Number(r.sessions) / total) * 100,
+    }))
     .sort((a, b) => b.sessions - a.sessions || (a.device < b.device ? -1 : 1));
 }
 

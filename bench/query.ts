@@ -33,7 +33,16 @@ import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { freePort, sleep } from './host.js';
 import { createLogger } from '../src/log.js';
-import { concurrencySeries, devices, geo, overview, resolveRange, topContent, type Range, type RangeName } from '../src/store/queries/index.js';
+import {
+  concurrencySeries,
+  devices,
+  geo,
+  overview,
+  resolveRange,
+  topContent,
+  type Range,
+  type RangeName,
+} from '../src/store/queries/index.js';
 import { sessionHistory } from '../src/store/events.js';
 import { Store } from '../src/store/store.js';
 import {
@@ -81,7 +90,8 @@ const perInsert = 10_000_000;
 
 const int = (s: string | undefined, name: string): number => {
   const n = Number(s);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--${name} must be a positive whole number, got ${JSON.stringify(s)}`);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new Error(`--${name} must be a positive whole number, got ${JSON.stringify(s)}`);
   return n;
 };
 const fmt = (n: number): string => n.toLocaleString('en-US');
@@ -96,13 +106,20 @@ if (args.size === undefined) {
   int(args.reps, 'reps');
   int(args['raw-reps'], 'raw-reps');
   int(args['raw-timeout'], 'raw-timeout');
-  if (!(Number(args['max-busy']) > 0) || !(Number(args['quiet-wait']) >= 0)) throw new Error('--max-busy must be a percentage above 0, --quiet-wait seconds (0 or more)');
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}`);
-  const passOn = process.argv.slice(2).filter((a, i, all) => a !== '--events' && all[i - 1] !== '--events' && !a.startsWith('--events='));
+  if (!(Number(args['max-busy']) > 0) || !(Number(args['quiet-wait']) >= 0))
+    throw new Error('--max-busy must be a percentage above 0, --quiet-wait seconds (0 or more)');
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}`,
+  );
+  const passOn = process.argv
+    .slice(2)
+    .filter((a, i, all) => a !== '--events' && all[i - 1] !== '--events' && !a.startsWith('--events='));
   let failed = false;
   for (const size of sizes) {
     const code = await new Promise<number | null>((done) => {
-      const child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...passOn, '--size', String(size)], { stdio: 'inherit' });
+      const child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...passOn, '--size', String(size)], {
+        stdio: 'inherit',
+      });
       child.on('exit', (c) => done(c));
     });
     if (code !== 0) {
@@ -158,7 +175,13 @@ const rangeNames = (args.ranges ?? '24h')
   .filter(Boolean) as RangeName[];
 for (const r of rangeNames) {
   if (!['24h', '7d', '30d', 'qtd'].includes(r)) throw new Error(`--ranges: unknown range ${r}`);
-  endpoints.push({ name: `overview ${r}`, path: `/v1/analytics/overview?range=${r}`, range: r, api: (c, x) => overview(c, tenant, x), raw: (c, x, t) => rawOverview(c, tenant, x, t) });
+  endpoints.push({
+    name: `overview ${r}`,
+    path: `/v1/analytics/overview?range=${r}`,
+    range: r,
+    api: (c, x) => overview(c, tenant, x),
+    raw: (c, x, t) => rawOverview(c, tenant, x, t),
+  });
   if (r === rangeNames[0]) {
     endpoints.push({
       name: 'concurrency 24h/5 min',
@@ -187,8 +210,20 @@ for (const r of rangeNames) {
       return { items: list.slice(0, limit), total: list.length };
     },
   });
-  endpoints.push({ name: `geo ${r}`, path: `/v1/analytics/geo?range=${r}`, range: r, api: (c, x) => geo(c, tenant, x), raw: (c, x, t) => rawGeo(c, tenant, x, t) });
-  endpoints.push({ name: `devices ${r}`, path: `/v1/analytics/devices?range=${r}`, range: r, api: (c, x) => devices(c, tenant, x), raw: (c, x, t) => rawDevices(c, tenant, x, t) });
+  endpoints.push({
+    name: `geo ${r}`,
+    path: `/v1/analytics/geo?range=${r}`,
+    range: r,
+    api: (c, x) => geo(c, tenant, x),
+    raw: (c, x, t) => rawGeo(c, tenant, x, t),
+  });
+  endpoints.push({
+    name: `devices ${r}`,
+    path: `/v1/analytics/devices?range=${r}`,
+    range: r,
+    api: (c, x) => devices(c, tenant, x),
+    raw: (c, x, t) => rawDevices(c, tenant, x, t),
+  });
 }
 
 const readMeta = (): Meta | null => {
@@ -206,9 +241,16 @@ async function load(client: ClickHouseClient): Promise<Meta> {
   const perSession = await eventsPerSession(client, { sessions: 0, users: 1000, anons: 1000, nowMs });
   // Billing and catalogue events add about 0.35 × 3.9 events per user, users being a quarter of the sessions.
   const sessions = Math.round(size / (perSession + 0.35 * 0.25 * 3.9));
-  const plan: Plan = { sessions, users: Math.max(1000, Math.round(sessions / 4)), anons: Math.max(1000, Math.round(sessions / 2.5)), nowMs };
+  const plan: Plan = {
+    sessions,
+    users: Math.max(1000, Math.round(sessions / 4)),
+    anons: Math.max(1000, Math.round(sessions / 2.5)),
+    nowMs,
+  };
   const chunk = Math.max(1, Math.round(perInsert / perSession));
-  console.log(`loading ${fmt(size)} events: ${fmt(sessions)} sessions (${perSession.toFixed(1)} events each), ${fmt(plan.users)} users, in inserts of ${fmt(chunk)} sessions`);
+  console.log(
+    `loading ${fmt(size)} events: ${fmt(sessions)} sessions (${perSession.toFixed(1)} events each), ${fmt(plan.users)} users, in inserts of ${fmt(chunk)} sessions`,
+  );
   for (let first = 0; first < sessions; first += chunk) {
     await insertSessions(client, plan, first, Math.min(chunk, sessions - first));
     console.log(`  events: ${fmt(Math.min(sessions, first + chunk))} / ${fmt(sessions)} sessions, ${secs(t0)}`);
@@ -218,23 +260,39 @@ async function load(client: ClickHouseClient): Promise<Meta> {
   // A silent loss (see noDedup in query-data.ts) must fail the run, not skew it.
   const [stored] = await selectRows<{ n: string }>(client, `SELECT count() AS n FROM events WHERE session_id != ''`);
   const expected = await sessionEvents(client, plan);
-  if (Number(stored!.n) !== expected) throw new Error(`stored ${fmt(Number(stored!.n))} session events, generated ${fmt(expected)}`);
+  if (Number(stored!.n) !== expected)
+    throw new Error(`stored ${fmt(Number(stored!.n))} session events, generated ${fmt(expected)}`);
   t0 = performance.now();
   await client.command({ query: 'OPTIMIZE TABLE events FINAL' });
   stages.merge_events_s = (performance.now() - t0) / 1000;
   console.log(`  events merged (OPTIMIZE FINAL): ${secs(t0)}`);
-  const [count] = await selectRows<{ n: string; b: string }>(client, `SELECT count() AS n, countIf(tenant = {t:String}) AS b FROM events`, { t: tenant });
+  const [count] = await selectRows<{ n: string; b: string }>(
+    client,
+    `SELECT count() AS n, countIf(tenant = {t:String}) AS b FROM events`,
+    { t: tenant },
+  );
   const events = Number(count!.n);
   t0 = performance.now();
-  await deriveSnapshots(client, Math.max(1, Math.ceil(events / perInsert)), (step) => console.log(`  snapshots: ${step}, ${secs(t0)}`));
+  await deriveSnapshots(client, Math.max(1, Math.ceil(events / perInsert)), (step) =>
+    console.log(`  snapshots: ${step}, ${secs(t0)}`),
+  );
   stages.derive_snapshots_s = (performance.now() - t0) / 1000;
   const [s] = await selectRows<{ n: string; m: string }>(
     client,
     `SELECT (SELECT uniqExact(tenant, session_id) FROM session_hours) AS n, (SELECT uniqExact(tenant, session_id) FROM events WHERE session_id != '') AS m`,
   );
   if (s!.n !== s!.m) throw new Error(`session_hours holds ${s!.n} sessions, events ${s!.m}`);
-  console.log(`  checked: every generated event stored (${fmt(expected)} session events), every session in session_hours`);
-  const meta: Meta = { events_requested: size, events, bench_events: Number(count!.b), sessions: Number(s!.n), now_ms: nowMs, load: stages };
+  console.log(
+    `  checked: every generated event stored (${fmt(expected)} session events), every session in session_hours`,
+  );
+  const meta: Meta = {
+    events_requested: size,
+    events,
+    bench_events: Number(count!.b),
+    sessions: Number(s!.n),
+    now_ms: nowMs,
+    load: stages,
+  };
   writeFileSync(metaPath, JSON.stringify(meta, null, 2));
   return meta;
 }
@@ -302,7 +360,10 @@ function difference(a: unknown, b: unknown, path = ''): [number, string] {
   return a === b ? [0, path] : [Infinity, `${path}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`];
 }
 
-async function timeRaw(client: ClickHouseClient, e: Endpoint): Promise<{ timing: Timing; answer: unknown; range: Range }> {
+async function timeRaw(
+  client: ClickHouseClient,
+  e: Endpoint,
+): Promise<{ timing: Timing; answer: unknown; range: Range }> {
   const timing: Timing = { samples: [] };
   let answer: unknown = null;
   const range = resolveRange(e.range, Date.now());
@@ -313,7 +374,9 @@ async function timeRaw(client: ClickHouseClient, e: Endpoint): Promise<{ timing:
       timing.samples.push(performance.now() - t0);
     } catch (err) {
       const message = (err as Error).message;
-      timing.failure = /TIMEOUT_EXCEEDED|Timeout exceeded|timeout/i.test(message) ? `> ${rawTimeout} s` : `failed: ${message.split('\n')[0]!.slice(0, 200)}`;
+      timing.failure = /TIMEOUT_EXCEEDED|Timeout exceeded|timeout/i.test(message)
+        ? `> ${rawTimeout} s`
+        : `failed: ${message.split('\n')[0]!.slice(0, 200)}`;
       break;
     }
   }
@@ -342,13 +405,34 @@ async function timeHttp(): Promise<Map<string, Timing>> {
   try {
     const created = spawnSync(
       process.execPath,
-      [mainJs, 'tenant', 'create', '--slug', tenant, '--name', 'Bench', '--plan', 'enterprise', '--owner-email', email, '--owner-password', password],
+      [
+        mainJs,
+        'tenant',
+        'create',
+        '--slug',
+        tenant,
+        '--name',
+        'Bench',
+        '--plan',
+        'enterprise',
+        '--owner-email',
+        email,
+        '--owner-password',
+        password,
+      ],
       { env, encoding: 'utf8' },
     );
-    if (created.status !== 0) throw new Error(`darshak tenant create failed (${created.status}): ${created.stderr.trim()}`);
+    if (created.status !== 0)
+      throw new Error(`darshak tenant create failed (${created.status}): ${created.stderr.trim()}`);
     const port = await freePort();
     const api = spawn(process.execPath, [mainJs, 'start', '--role', 'api'], {
-      env: { ...env, DATA_DIR: dir, BASE_PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ANALYTICS_RATE_PER_MINUTE: '1000000' },
+      env: {
+        ...env,
+        DATA_DIR: dir,
+        BASE_PORT: String(port),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+        ANALYTICS_RATE_PER_MINUTE: '1000000',
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -371,7 +455,11 @@ async function timeHttp(): Promise<Map<string, Timing>> {
         await sleep(100);
       }
       console.log(`api role ready in ${secs(t0)} (port ${port}, NATS_PREFIX ${prefix})`);
-      const login = await fetch(`${base}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+      const login = await fetch(`${base}/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email, password }),
+      });
       if (login.status !== 200) throw new Error(`login answered ${login.status}: ${await login.text()}`);
       const { access_token: token } = (await login.json()) as { access_token: string };
       const headers = { authorization: `Bearer ${token}` };
@@ -398,7 +486,9 @@ async function timeHttp(): Promise<Map<string, Timing>> {
       }
     }
   } finally {
-    await removeNamespace(natsUrl, prefix).catch((err: Error) => console.log(`(NATS namespace ${prefix} not removed: ${err.message})`));
+    await removeNamespace(natsUrl, prefix).catch((err: Error) =>
+      console.log(`(NATS namespace ${prefix} not removed: ${err.message})`),
+    );
   }
   return out;
 }
@@ -436,13 +526,14 @@ const diskBytes = Number(du.stdout.split(/\s/)[0]);
 const activeBytes = tables.reduce((n, t) => n + Number(t.bytes), 0);
 
 console.log(
-  `data: ${fmt(meta.events)} events (${fmt(meta.bench_events)} of tenant "${tenant}", ${fmt(Number(bench!.sessions))} of its sessions, ${fmt(Number(bench!.viewers))} viewers, ${fmt(Number(bench!.contents))} contents), ${fmt(meta.sessions)} sessions in all, ending ${new Date(meta.now_ms).toISOString()}${ageH > 1 ? ` (${ageH.toFixed(1)} h ago: the 24h range holds less than a fresh load)` : ''}${laterHour ? '; this run starts in a later UTC hour than the data ends, so the ranges\' last, partial hour holds no sessions, which a live store\'s does (the overview\'s lookups of it find none: faster than live)' : ''}`,
+  `data: ${fmt(meta.events)} events (${fmt(meta.bench_events)} of tenant "${tenant}", ${fmt(Number(bench!.sessions))} of its sessions, ${fmt(Number(bench!.viewers))} viewers, ${fmt(Number(bench!.contents))} contents), ${fmt(meta.sessions)} sessions in all, ending ${new Date(meta.now_ms).toISOString()}${ageH > 1 ? ` (${ageH.toFixed(1)} h ago: the 24h range holds less than a fresh load)` : ''}${laterHour ? "; this run starts in a later UTC hour than the data ends, so the ranges' last, partial hour holds no sessions, which a live store's does (the overview's lookups of it find none: faster than live)" : ''}`,
 );
 console.log(
   `load${reused ? ' (earlier run)' : ''}: events generated ${meta.load.generate_events_s!.toFixed(0)} s, merged ${meta.load.merge_events_s!.toFixed(0)} s, snapshot tables derived ${meta.load.derive_snapshots_s!.toFixed(0)} s; disk: ${(activeBytes / 2 ** 30).toFixed(2)} GiB of active parts, ${(diskBytes / 2 ** 30).toFixed(2)} GiB under DATA_DIR (du: also counts parts merged away and not yet deleted)`,
 );
 console.log('\n| table | rows | on disk | parts |\n|---|---:|---:|---:|');
-for (const t of tables) console.log(`| ${t.table} | ${fmt(Number(t.rows))} | ${(Number(t.bytes) / 2 ** 20).toFixed(1)} MiB | ${t.parts} |`);
+for (const t of tables)
+  console.log(`| ${t.table} | ${fmt(Number(t.rows))} | ${(Number(t.bytes) / 2 ** 20).toFixed(1)} MiB | ${t.parts} |`);
 
 // Raw answers, and the snapshot answer at the same instant for the comparison.
 const load1 = (): string => loadavg()[0]!.toFixed(2);
@@ -460,7 +551,10 @@ for (const e of endpoints) {
   raw.set(e.name, r.timing);
   if (r.answer !== null) {
     const [d, where] = difference(await e.api(client, r.range), r.answer);
-    agreement.set(e.name, d <= 1e-9 ? 'yes' : Number.isFinite(d) ? `≈ (max ${(d * 100).toPrecision(2)}% at ${where})` : `NO (${where})`);
+    agreement.set(
+      e.name,
+      d <= 1e-9 ? 'yes' : Number.isFinite(d) ? `≈ (max ${(d * 100).toPrecision(2)}% at ${where})` : `NO (${where})`,
+    );
   } else agreement.set(e.name, 'n/a');
   console.log(
     `  ${e.name}: ${r.timing.samples.map((x) => ms1(x)).join(', ')} ms${r.timing.failure ? `, then ${r.timing.failure}` : ''} (${secs(t0)}; machine ${busyCell(busyRaw.get(e.name)!)} busy before)`,
@@ -501,8 +595,12 @@ if (args.direct || !apiRoleBuilt) {
   api = await timeHttp();
 }
 
-console.log(`\n### ${fmt(size)} events: API (${how}, ${reps} timed after 2 warm-up) vs raw SQL over \`events\` (${rawReps} runs)\n`);
-console.log(`| endpoint | API p50 ms | API p95 ms | API first ms | raw p50 ms | raw p95 ms | raw/API (p50) | p95 ≤ ${targetP95Ms} ms | ≥ ${targetRatio}× | same answer | CPU busy before API / raw |`);
+console.log(
+  `\n### ${fmt(size)} events: API (${how}, ${reps} timed after 2 warm-up) vs raw SQL over \`events\` (${rawReps} runs)\n`,
+);
+console.log(
+  `| endpoint | API p50 ms | API p95 ms | API first ms | raw p50 ms | raw p95 ms | raw/API (p50) | p95 ≤ ${targetP95Ms} ms | ≥ ${targetRatio}× | same answer | CPU busy before API / raw |`,
+);
 console.log('|---|---:|---:|---:|---:|---:|---:|---|---|---|---|');
 for (const e of endpoints) {
   const a = api.get(e.name)!;

@@ -40,10 +40,15 @@ async function main(): Promise<void> {
     return;
   }
   const durationMs = ms(values.duration, 'duration');
-  if (values.incidents !== 'default' && values.incidents !== 'none') throw new UsageError('--incidents is default or none');
-  const incidents = [...(values.incidents === 'default' && !values.incident ? defaultIncidents(durationMs) : []), ...(values.incident ?? []).map(parseIncident)];
+  if (values.incidents !== 'default' && values.incidents !== 'none')
+    throw new UsageError('--incidents is default or none');
+  const incidents = [
+    ...(values.incidents === 'default' && !values.incident ? defaultIncidents(durationMs) : []),
+    ...(values.incident ?? []).map(parseIncident),
+  ];
   const given = values['api-key'] !== undefined;
-  if (given && (!values.tenant || !values.email || !values.password)) throw new UsageError('--api-key needs --tenant, --email and --password (an account that reads the analytics)');
+  if (given && (!values.tenant || !values.email || !values.password))
+    throw new UsageError('--api-key needs --tenant, --email and --password (an account that reads the analytics)');
   // Every option is checked before a tenant is made for the run.
   const run = {
     ingestUrls: values['ingest-url'].split(','),
@@ -58,7 +63,9 @@ async function main(): Promise<void> {
     out: values.out,
     log: (line: string) => console.error(line),
   };
-  const account = given ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! } : await provision(`sim-${run.seed}`, `Simulated final ${run.seed}`);
+  const account = given
+    ? { tenant: values.tenant!, apiKey: values['api-key']!, email: values.email!, password: values.password! }
+    : await provision(`sim-${run.seed}`, `Simulated final ${run.seed}`);
   if (!given) console.error(`created tenant ${account.tenant} (owner ${account.email}, password ${account.password})`);
   const options = { ...run, ...account };
   const result = await simulate(options);

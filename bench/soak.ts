@@ -9,7 +9,8 @@ import { parseArgs } from 'node:util';
 import { ms, positive, UsageError } from './simulator/incidents.js';
 import { soak, type SoakResult } from './soak/run.js';
 
-const usage = 'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--cluster] [--out soak] [--keep]';
+const usage =
+  'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--cluster] [--out soak] [--keep]';
 
 function summary(r: SoakResult): string {
   const applied = r.faults.filter((f) => !f.skipped);
@@ -19,7 +20,8 @@ function summary(r: SoakResult): string {
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
   const byKind = [...counts].map(([k, n]) => `${k} x${n}`).join(', ');
-  const list = (xs: readonly string[]): string => (xs.length === 0 ? '0' : `${xs.length}: ${xs.slice(0, 10).join('; ')}${xs.length > 10 ? '; …' : ''}`);
+  const list = (xs: readonly string[]): string =>
+    xs.length === 0 ? '0' : `${xs.length}: ${xs.slice(0, 10).join('; ')}${xs.length > 10 ? '; …' : ''}`;
   return [
     `soak seed ${r.seed}: ${applied.length} faults (${r.faults.length - applied.length} skipped): ${byKind}`,
     `events acknowledged ${r.events.accepted}: lost ${r.events.lost}, stored twice ${r.events.storedTwice}; sessions without a session_hours row ${list(r.sessionsWithoutRow)}`,
@@ -51,10 +53,13 @@ async function main(): Promise<void> {
   if (values.help) return void console.log(usage);
   const durationMs = ms(values.duration, 'duration');
   // A checkpoint every 90 s of traffic unless told.
-  const segments = Math.round(positive(values.segments ?? String(Math.max(1, Math.round(durationMs / 90_000))), 'segments'));
+  const segments = Math.round(
+    positive(values.segments ?? String(Math.max(1, Math.round(durationMs / 90_000))), 'segments'),
+  );
   const dir = mkdtempSync(join(tmpdir(), 'darshak-soak-'));
   const started = Date.now();
-  const say = (line: string): void => console.error(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${line}`);
+  const say = (line: string): void =>
+    console.error(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${line}`);
   try {
     const result = await soak({
       durationMs,

@@ -34,7 +34,12 @@ export class Receiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const r: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), path: req.url ?? '', at: Date.now() };
+        const r: Received = {
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          path: req.url ?? '',
+          at: Date.now(),
+        };
         self?.received.push(r);
         const answer = self?.respond(r) ?? { status: 200 };
         r.answered = answer.status;

@@ -44,7 +44,9 @@ const probes = Number(args.probes);
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('warn');
 
-console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${process.platform}`);
+console.log(
+  `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${process.platform}`,
+);
 
 // The receiver: counts requests, reports probes (path /probe) at once over IPC with their arrival time.
 const receiverCode = `
@@ -91,7 +93,8 @@ function received(child: ChildProcess): Promise<number> {
   });
 }
 
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
 
 const prefix = `bench${Date.now().toString(36)}`;
 const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log);
@@ -100,22 +103,52 @@ let service: WebhookService | undefined;
 let roles: Started | undefined;
 try {
   const control = await ControlPlane.open(bus);
-  await control.createTenant({ slug: 'bench', name: 'Bench', plan: 'enterprise', ownerEmail: 'owner@bench.test', ownerPassword: 'correct horse battery' });
-  const ep = await control.webhooks.create('bench', { url: `http://127.0.0.1:${port}/hook`, categories: ['qos.rebuffer_spike'] });
-  const data = { severity: 'warning', region: 'Maharashtra', pop: 'bom1', current_rate: 6.5, baseline_rate: 2, affected_sessions: 40 };
-  const event = () => ({ id: newEventId(), type: 'qos.rebuffer_spike', created_at: new Date().toISOString(), tenant_slug: 'bench', data });
-  for (let i = 0; i < events; i += 500) await Promise.all(Array.from({ length: Math.min(500, events - i) }, () => publishWebhookEvent(bus, event())));
+  await control.createTenant({
+    slug: 'bench',
+    name: 'Bench',
+    plan: 'enterprise',
+    ownerEmail: 'owner@bench.test',
+    ownerPassword: 'correct horse battery',
+  });
+  const ep = await control.webhooks.create('bench', {
+    url: `http://127.0.0.1:${port}/hook`,
+    categories: ['qos.rebuffer_spike'],
+  });
+  const data = {
+    severity: 'warning',
+    region: 'Maharashtra',
+    pop: 'bom1',
+    current_rate: 6.5,
+    baseline_rate: 2,
+    affected_sessions: 40,
+  };
+  const event = () => ({
+    id: newEventId(),
+    type: 'qos.rebuffer_spike',
+    created_at: new Date().toISOString(),
+    tenant_slug: 'bench',
+    data,
+  });
+  for (let i = 0; i < events; i += 500)
+    await Promise.all(Array.from({ length: Math.min(500, events - i) }, () => publishWebhookEvent(bus, event())));
 
   const mailer = new Mailer({ smtp_url: '', data_dir: '/tmp', public_base_url: 'http://127.0.0.1:8080' });
   const started = performance.now();
-  service = await WebhookService.start(bus, control, mailer, log, { allowHosts: ['127.0.0.0/8'], dashboardUrl: 'http://127.0.0.1:8080', concurrency: Number(args.concurrency) });
+  service = await WebhookService.start(bus, control, mailer, log, {
+    allowHosts: ['127.0.0.0/8'],
+    dashboardUrl: 'http://127.0.0.1:8080',
+    concurrency: Number(args.concurrency),
+  });
   const logged = async (): Promise<number> => (await bus.jsm.streams.info(bus.names.webhookLogStream)).state.messages;
   // The log keeps 200 per endpoint, so count what the log stream has ever taken (its last sequence).
-  const lastLogSeq = async (): Promise<number> => (await bus.jsm.streams.info(bus.names.webhookLogStream)).state.last_seq;
+  const lastLogSeq = async (): Promise<number> =>
+    (await bus.jsm.streams.info(bus.names.webhookLogStream)).state.last_seq;
   while ((await lastLogSeq()) < events) await new Promise((r) => setTimeout(r, 20));
   const seconds = (performance.now() - started) / 1000;
   const got = await received(child);
-  console.log(`throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`);
+  console.log(
+    `throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`,
+  );
   // In the same run, the floor: bare POSTs of a delivery-sized body to the same receiver from this process, as many
   // at once, through a node:http keep-alive agent like the webhooks role's (src/webhooks/send.ts), with no NATS, no
   // signing, no SSRF check and no log. (fetch is no floor: it was slower than the role itself.)
@@ -123,10 +156,20 @@ try {
   const agent = new Agent({ keepAlive: true, maxSockets: 32 });
   const post = (): Promise<void> =>
     new Promise((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, path: '/bare', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.resume();
-        res.on('end', resolve);
-      });
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/bare',
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', resolve);
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -142,7 +185,9 @@ try {
   );
   agent.destroy();
   const bare = events / ((performance.now() - bareStarted) / 1000);
-  console.log(`bare POSTs (node:http keep-alive agent, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${(((events / seconds) / bare) * 100).toFixed(0)}% of it`);
+  console.log(
+    `bare POSTs (node:http keep-alive agent, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${((events / seconds / bare) * 100).toFixed(0)}% of it`,
+  );
 
   // Latency: probes to a second endpoint.
   await control.webhooks.update('bench', ep.id, { categories: ['billing.churn_spike'] });
@@ -165,14 +210,27 @@ try {
   const deadline = Date.now() + 10_000;
   while (latencies.length < probes && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   latencies.sort((a, b) => a - b);
-  console.log(`latency (publishWebhookEvent → received), ${latencies.length}/${probes} probes: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${latencies.at(-1)} ms`);
+  console.log(
+    `latency (publishWebhookEvent → received), ${latencies.length}/${probes} probes: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${latencies.at(-1)} ms`,
+  );
 
   // Detection to delivery, through the roles that carry an alert.
-  const config = loadConfig({ overrides: { nats_url: natsUrl, nats_prefix: prefix, ingest_port: 0, base_port: 0, data_dir: mkdtempSync(join(tmpdir(), 'bench-detect-')) } });
+  const config = loadConfig({
+    overrides: {
+      nats_url: natsUrl,
+      nats_prefix: prefix,
+      ingest_port: 0,
+      base_port: 0,
+      data_dir: mkdtempSync(join(tmpdir(), 'bench-detect-')),
+    },
+  });
   roles = await startModules(registry, ['ingest', 'aggregate', 'alerts'], new Services(config, log));
   const ingestUrl = `http://127.0.0.1:${roles.services.listeners.get('ingest')!.port}/v1/ingest/events`;
   const key = await control.apiKeys.create({ tenant: 'bench', name: 'bench', environment: 'production' });
-  await control.webhooks.create('bench', { url: `http://127.0.0.1:${port}/detect`, categories: ['content.new_release_detected'] });
+  await control.webhooks.create('bench', {
+    url: `http://127.0.0.1:${port}/detect`,
+    categories: ['content.new_release_detected'],
+  });
   await new Promise((r) => setTimeout(r, 1000));
   const posted = new Map<string, number>();
   const detected: number[] = [];
@@ -183,16 +241,30 @@ try {
   const sends: Array<Promise<unknown>> = [];
   for (let i = 0; i < probes; i++) {
     const title = `premiere-${i}`;
-    const body = JSON.stringify({ events: [{ event_type: 'play_start', ts: new Date().toISOString(), session_id: `s-${i}`, anonymous_id: `a-${i}`, content_id: title }] });
+    const body = JSON.stringify({
+      events: [
+        {
+          event_type: 'play_start',
+          ts: new Date().toISOString(),
+          session_id: `s-${i}`,
+          anonymous_id: `a-${i}`,
+          content_id: title,
+        },
+      ],
+    });
     posted.set(title, Date.now());
-    sends.push(fetch(ingestUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body }));
+    sends.push(
+      fetch(ingestUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body }),
+    );
     await new Promise((r) => setTimeout(r, 25));
   }
   await Promise.all(sends);
   const until = Date.now() + 15_000;
   while (detected.length < probes && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
   detected.sort((a, b) => a - b);
-  console.log(`detection to delivery (ingest POST → webhook received), ${detected.length}/${probes} alerts: p50 ${pct(detected, 50)} ms, p99 ${pct(detected, 99)} ms, max ${detected.at(-1)} ms`);
+  console.log(
+    `detection to delivery (ingest POST → webhook received), ${detected.length}/${probes} alerts: p50 ${pct(detected, 50)} ms, p99 ${pct(detected, 99)} ms, max ${detected.at(-1)} ms`,
+  );
 } finally {
   await roles?.stop();
   await service?.stop();

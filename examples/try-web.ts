@@ -22,7 +22,9 @@ const { values: args } = parseArgs({
 const port = Number(args.port);
 const seconds = Number(args.seconds);
 if (!args.key || !Number.isInteger(port) || port < 0 || port > 65535 || !(seconds >= 4 && seconds <= 3600)) {
-  process.stderr.write('usage: npm run try:web -- --key <ingest key> [--ingest http://127.0.0.1:8081] [--port 8090] [--seconds 4..3600]\n');
+  process.stderr.write(
+    'usage: npm run try:web -- --key <ingest key> [--ingest http://127.0.0.1:8081] [--port 8090] [--seconds 4..3600]\n',
+  );
   process.exit(2);
 }
 let hlsJs: string;
@@ -59,17 +61,27 @@ the session within seconds. Another tab is another viewer.</p>
 </script>
 `;
 
-const types: Record<string, string> = { '.m3u8': 'application/vnd.apple.mpegurl', '.m4s': 'video/iso.segment', '.mp4': 'video/mp4' };
+const types: Record<string, string> = {
+  '.m3u8': 'application/vnd.apple.mpegurl',
+  '.m4s': 'video/iso.segment',
+  '.mp4': 'video/mp4',
+};
 const server = createServer((req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname;
   if (path === '/') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page);
-  if (path === '/lib/hls.js') return void createReadStream(hlsJs).pipe(res.writeHead(200, { 'content-type': 'text/javascript' }));
+  if (path === '/lib/hls.js')
+    return void createReadStream(hlsJs).pipe(res.writeHead(200, { 'content-type': 'text/javascript' }));
   const file = normalize(join(stream.dir, decodeURIComponent(path.replace(/^\/stream\//, ''))));
-  if (!path.startsWith('/stream/') || !file.startsWith(stream.dir) || !existsSync(file)) return void res.writeHead(404).end();
-  createReadStream(file).pipe(res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }));
+  if (!path.startsWith('/stream/') || !file.startsWith(stream.dir) || !existsSync(file))
+    return void res.writeHead(404).end();
+  createReadStream(file).pipe(
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }),
+  );
 });
 server.listen(port, '127.0.0.1', () => {
-  process.stdout.write(`The sample stream with the web SDK: http://127.0.0.1:${(server.address() as AddressInfo).port}/ (Ctrl-C stops)\n`);
+  process.stdout.write(
+    `The sample stream with the web SDK: http://127.0.0.1:${(server.address() as AddressInfo).port}/ (Ctrl-C stops)\n`,
+  );
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {

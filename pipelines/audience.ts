@@ -44,7 +44,23 @@ export const audience: Pipeline = {
   tables: [sessionHours],
   snapshot({ attrs: a, first_ts, last_ts, events }, out) {
     for (let hour = Math.floor(first_ts / hourMs) * hourMs; hour <= last_ts; hour += hourMs) {
-      out.put(sessionHours, [a.tenant, hour / 1000, a.session_id, first_ts, last_ts, a.viewer, a.content_id, a.region, a.country, a.pop, a.device, events, a.furthest_sec, a.duration_sec, a.ended ? 1 : 0]);
+      out.put(sessionHours, [
+        a.tenant,
+        hour / 1000,
+        a.session_id,
+        first_ts,
+        last_ts,
+        a.viewer,
+        a.content_id,
+        a.region,
+        a.country,
+        a.pop,
+        a.device,
+        events,
+        a.furthest_sec,
+        a.duration_sec,
+        a.ended ? 1 : 0,
+      ]);
     }
   },
 };

@@ -2,11 +2,17 @@ import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.
 import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../src/metric/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
-const subscriptionKinds = ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'] as const;
+const subscriptionKinds = [
+  'subscription_started',
+  'subscription_renewed',
+  'subscription_cancelled',
+  'subscription_expired',
+] as const;
 /** The same, as a ClickHouse array literal. */
 const subscriptionKindsSql = `['${subscriptionKinds.join("', '")}']`;
 /** A subscription kind's rank, the low 3 bits of its `sub_order`. */
-export const subscriptionRank = (kind: (typeof subscriptionKinds)[number]): number => subscriptionKinds.indexOf(kind) + 1;
+export const subscriptionRank = (kind: (typeof subscriptionKinds)[number]): number =>
+  subscriptionKinds.indexOf(kind) + 1;
 
 const kinds = new Set<string>([...subscriptionKinds, 'payment_succeeded', 'payment_failed']);
 
@@ -38,7 +44,9 @@ export const billingEvents: TableSpec = {
 };
 
 /** Per user of the `billing_events` rows `where` selects: their subscription events' `sub_order`s and latest time. */
-const usersOf = (where: string): string => `SELECT tenant, user_key, groupUniqArray(sub_order) AS orders, max(ts) AS last_ts FROM billing_events
+const usersOf = (
+  where: string,
+): string => `SELECT tenant, user_key, groupUniqArray(sub_order) AS orders, max(ts) AS last_ts FROM billing_events
   WHERE ${where} AND sub_order % 8 != 0 GROUP BY tenant, user_key`;
 
 /** The version of a refresh: its time, and above every version the tenant has, should the clock step back. */
@@ -160,9 +168,21 @@ export const billing: Pipeline = {
     const payment = e.event_type === 'payment_succeeded' || e.event_type === 'payment_failed';
     const failed = e.event_type === 'payment_failed';
     const cancelled = e.event_type === 'subscription_cancelled';
-    if (payment || cancelled) out.signal('billing', [e.tenant], minuteOf(e.ts), { payments: payment ? 1 : 0, failed: failed ? 1 : 0, cancellations: cancelled ? 1 : 0 });
+    if (payment || cancelled)
+      out.signal('billing', [e.tenant], minuteOf(e.ts), {
+        payments: payment ? 1 : 0,
+        failed: failed ? 1 : 0,
+        cancellations: cancelled ? 1 : 0,
+      });
     const amount = e.properties?.amount_inr;
     const plan = e.properties?.plan;
-    out.append(billingEvents, [e.tenant, e.ts, e.user_id, e.event_type, typeof amount === 'number' ? amount : 0, typeof plan === 'string' ? plan : '']);
+    out.append(billingEvents, [
+      e.tenant,
+      e.ts,
+      e.user_id,
+      e.event_type,
+      typeof amount === 'number' ? amount : 0,
+      typeof plan === 'string' ? plan : '',
+    ]);
   },
 };

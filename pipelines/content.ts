@@ -1,4 +1,11 @@
-import { minuteOf, timeRollups, type Cell, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
+import {
+  minuteOf,
+  timeRollups,
+  type Cell,
+  type Pipeline,
+  type SessionAttrs,
+  type TableSpec,
+} from '../src/metric/pipeline.js';
 import { round, sumFields, type OnceDetector, windowDetector } from '../src/metric/detector.js';
 import { watchMs } from './watch-time.js';
 
@@ -117,7 +124,13 @@ export const completionDrop = windowDetector({
       severity,
       title: `Completion drop: ${title || contentId}`,
       description: `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).`,
-      data: { severity, content_id: contentId, title: title || null, current_pct: round(now), baseline_pct: round(before) },
+      data: {
+        severity,
+        content_id: contentId,
+        title: title || null,
+        current_pct: round(now),
+        baseline_pct: round(before),
+      },
     };
   },
 });
@@ -150,17 +163,32 @@ export const content: Pipeline = {
     if (a.content_id === '') return;
     const c = completionOf(a);
     // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion.
-    if (c !== null && a.closed_at !== null) out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
-    if (a.first_minute !== null) out.add(contentMinuteSums, [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1], [0, sign, c === null ? 0 : sign * c]);
+    if (c !== null && a.closed_at !== null)
+      out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
+    if (a.first_minute !== null)
+      out.add(
+        contentMinuteSums,
+        [a.tenant, a.first_minute / 1000, a.content_id, c === null ? a.furthest_sec : -1],
+        [0, sign, c === null ? 0 : sign * c],
+      );
   },
   // Mostly an open session's furthest position moved: its completion changes within the same row.
   sessionChange(before, after, out) {
     const cb = completionOf(before);
     const ca = completionOf(after);
     const sameRow =
-      before.tenant === after.tenant && before.content_id === after.content_id && before.first_minute === after.first_minute && after.content_id !== '' && after.first_minute !== null;
+      before.tenant === after.tenant &&
+      before.content_id === after.content_id &&
+      before.first_minute === after.first_minute &&
+      after.content_id !== '' &&
+      after.first_minute !== null;
     if (sameRow && before.closed_at === null && after.closed_at === null && cb !== null && ca !== null) {
-      if (ca !== cb) out.add(contentMinuteSums, sumKey(after.tenant, after.first_minute! / 1000, after.content_id), sumValues(0, 0, ca - cb));
+      if (ca !== cb)
+        out.add(
+          contentMinuteSums,
+          sumKey(after.tenant, after.first_minute / 1000, after.content_id),
+          sumValues(0, 0, ca - cb),
+        );
       return;
     }
     content.session!(before, -1, out);
@@ -176,11 +204,24 @@ export const content: Pipeline = {
     const published = e.event_type === 'content_published';
     // Detector signal `content_seen` [tenant, content, title, type] per minute: plays and publications.
     if (published || e.event_type === 'play_start') {
-      out.signal('content_seen', [e.tenant, e.content_id, e.content_title ?? '', e.content_type ?? ''], minuteOf(e.ts), { events: 1 });
+      out.signal(
+        'content_seen',
+        [e.tenant, e.content_id, e.content_title ?? '', e.content_type ?? ''],
+        minuteOf(e.ts),
+        { events: 1 },
+      );
     }
     const d = e.properties?.duration_sec;
     const duration = published && typeof d === 'number' && d > 0 ? d : null;
     if (!published && !e.content_title && !e.content_type) return;
-    out.append(contentCatalog, [e.tenant, e.content_id, e.ts, published ? 1 : 0, e.content_title ?? '', e.content_type ?? '', duration]);
+    out.append(contentCatalog, [
+      e.tenant,
+      e.content_id,
+      e.ts,
+      published ? 1 : 0,
+      e.content_title ?? '',
+      e.content_type ?? '',
+      duration,
+    ]);
   },
 };

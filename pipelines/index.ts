@@ -12,4 +12,3 @@ import { watchTime } from './watch-time.js';
 export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, content, audience, viewers, billing, quota];
 
 export const snapshotTables: readonly TableSpec[] = pipelines.flatMap((p) => p.tables);
-

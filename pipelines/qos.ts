@@ -1,6 +1,22 @@
 import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
 import { State } from '../src/aggregate/session.js';
-import { binomialTail, cohortField, cohortSpike, explain, median, pct, negBinomialTail, round, severityOf, sumFields, windowFields, windowSpans, type Cohort, type Window, windowDetector } from '../src/metric/detector.js';
+import {
+  binomialTail,
+  cohortField,
+  cohortSpike,
+  explain,
+  median,
+  pct,
+  negBinomialTail,
+  round,
+  severityOf,
+  sumFields,
+  windowFields,
+  windowSpans,
+  type Cohort,
+  type Window,
+  windowDetector,
+} from '../src/metric/detector.js';
 import { watchMs } from './watch-time.js';
 
 const dims = [
@@ -40,7 +56,12 @@ export function startupBucket(ms: number): number {
   return ms <= 1 ? 0 : Math.ceil(Math.log(ms) / Math.log(bucketGrowth));
 }
 
-const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [a.tenant, minuteOf(ms), a.region, a.pop];
+const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
+  a.tenant,
+  minuteOf(ms),
+  a.region,
+  a.pop,
+];
 
 // Detector signals (docs/alerts.md), per event-time minute:
 // - `qos_pop` [tenant, region, pop]: watch_ms, rebuffer_ms; sessions (distinct, with any event in the minute);
@@ -71,7 +92,8 @@ const popCohorts = regionCohorts.slice(1);
 /** The session's counts (metric letter → count) as cohort counters: each metric once per cohort of the session. */
 function cohortFields(a: SessionAttrs, cohorts: typeof regionCohorts | typeof popCohorts, counts: Fields): Fields {
   const fields: Fields = {};
-  for (const metric in counts) for (const [dimension, attr] of cohorts) fields[cohortField(metric, dimension, a[attr])] = counts[metric]!;
+  for (const metric in counts)
+    for (const [dimension, attr] of cohorts) fields[cohortField(metric, dimension, a[attr])] = counts[metric]!;
   return fields;
 }
 
@@ -79,7 +101,11 @@ function cohortFields(a: SessionAttrs, cohorts: typeof regionCohorts | typeof po
 const seriesMinutes = 20;
 
 /** The metric per minute around the alert, as `data.series`: null where a minute has nothing to measure. */
-function seriesOf(w: Window, unit: '%' | 'ms', value: (f: Fields) => number | null): { start: string; step_seconds: number; unit: string; values: Array<number | null> } {
+function seriesOf(
+  w: Window,
+  unit: '%' | 'ms',
+  value: (f: Fields) => number | null,
+): { start: string; step_seconds: number; unit: string; values: Array<number | null> } {
   const first = w.bucket - (seriesMinutes - 1) * minute;
   const values: Array<number | null> = [];
   for (let b = first; b <= w.bucket; b += minute) {
@@ -91,7 +117,8 @@ function seriesOf(w: Window, unit: '%' | 'ms', value: (f: Fields) => number | nu
 }
 
 /** A cohort in words: its dimension as people say it, and the content's title where the alerts role knows it. */
-const cohortName = (c: Cohort, w: Window): string => `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
+const cohortName = (c: Cohort, w: Window): string =>
+  `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
 
 /** The sentence a description gets for its cohort. */
 function describe(c: Cohort | null, w: Window, what: string, unit: string): string {
@@ -100,12 +127,24 @@ function describe(c: Cohort | null, w: Window, what: string, unit: string): stri
 }
 
 /** The cohort that explains a finding, as its alert's `data.cohort`, and the words its title and description get. */
-function cohortOf(c: Cohort | null, w: Window, what: string, mean = false): { data: Record<string, unknown> | null; words: string; sentence: string } {
+function cohortOf(
+  c: Cohort | null,
+  w: Window,
+  what: string,
+  mean = false,
+): { data: Record<string, unknown> | null; words: string; sentence: string } {
   const sentence = describe(c, w, what, mean ? ' ms' : ' %');
   if (!c) return { data: null, words: '', sentence };
   const words = `, mostly ${cohortName(c, w)}`;
   const data = mean
-    ? { dimension: c.dimension, value: c.value, current_mean_ms: Math.round(c.current), baseline_mean_ms: Math.round(c.baseline), share: c.share, startups: c.exposure }
+    ? {
+        dimension: c.dimension,
+        value: c.value,
+        current_mean_ms: Math.round(c.current),
+        baseline_mean_ms: Math.round(c.baseline),
+        share: c.share,
+        startups: c.exposure,
+      }
     : { dimension: c.dimension, value: c.value, current_rate: c.current, baseline_rate: c.baseline, share: c.share };
   return { data, words, sentence };
 }
@@ -148,7 +187,11 @@ const baselineRange = (w: Window<'baseline_minutes'>, span: number): [number, nu
  * The counts of the window of `span` minutes ending with `w.bucket` and of its baseline, firing minutes left out: of
  * the detector's signal, or of its cohort signal (to explain a finding).
  */
-function windowAndBaseline(w: Window<'baseline_minutes'>, span: number, read: 'at' | 'cohorts' = 'at'): { cur: Fields; base: Fields } {
+function windowAndBaseline(
+  w: Window<'baseline_minutes'>,
+  span: number,
+  read: 'at' | 'cohorts' = 'at',
+): { cur: Fields; base: Fields } {
   const [from, to] = baselineRange(w, span);
   return { cur: windowFields(w, span, read), base: sumFields(w, from, to, true, read) };
 }
@@ -168,8 +211,10 @@ export const rebufferSpike = windowDetector({
     min_sessions: 'sessions with an event in the minute, at least',
     baseline_minutes: 'the baseline is the median of the per-minute rates of this many minutes before',
     min_baseline_minutes: 'minutes with watch time the baseline needs, at least',
-    cohort_min_stalled: 'a cohort alone (a device type, an app version, a player, a title): stalled sessions in the two minutes, at least',
-    cohort_max_chance: 'and so many would stall by chance at its own baseline rate less often than this (a negative binomial tail)',
+    cohort_min_stalled:
+      'a cohort alone (a device type, an app version, a player, a title): stalled sessions in the two minutes, at least',
+    cohort_max_chance:
+      'and so many would stall by chance at its own baseline rate less often than this (a negative binomial tail)',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -198,27 +243,48 @@ export const rebufferSpike = windowDetector({
       // A cohort cannot cross on its own with fewer stalled sessions in the pop, nor (short of the others falling as
       // it rises) while the pop stalls no more than its baseline expects: its sums are not read then.
       const sessions = (cur.sessions ?? 0) + (w.at(w.bucket - minute)?.sessions ?? 0);
-      if (stalled < t.cohort_min_stalled || stalled <= (sessions * baseStalled) / Math.max(1, baseSessions)) return null;
+      if (stalled < t.cohort_min_stalled || stalled <= (sessions * baseStalled) / Math.max(1, baseSessions))
+        return null;
     }
     // Stalled sessions per session-minute, by cohort: the two running minutes against the baseline's.
     const cur2 = sumFields(w, w.bucket - minute, w.bucket + minute, false, 'cohorts');
     const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     // A cohort alone: in this minute, or, while it has too few sessions yet, with the minute before. (The two
     // minutes alone dilute a spike's first minute with the one before it, which delays the alert by a minute.)
-    const condition = { ratio: t.ratio, minPoints: t.min_points, minExposure: t.min_sessions, minBad: t.cohort_min_stalled, maxChance: t.cohort_max_chance };
-    const spike = popHolds ? null : (cohortSpike(w.cohorts(w.bucket) ?? {}, baseOf, 's', 'a', condition) ?? cohortSpike(cur2, baseOf, 's', 'a', condition));
+    const condition = {
+      ratio: t.ratio,
+      minPoints: t.min_points,
+      minExposure: t.min_sessions,
+      minBad: t.cohort_min_stalled,
+      maxChance: t.cohort_max_chance,
+    };
+    const spike = popHolds
+      ? null
+      : (cohortSpike(w.cohorts(w.bucket) ?? {}, baseOf, 's', 'a', condition) ??
+        cohortSpike(cur2, baseOf, 's', 'a', condition));
     if (!popHolds && !spike) return null;
     const [region, pop] = w.key;
     const cohort = cohortOf(spike ?? explain(cur2, baseOf(), 's', 'a', 'rate'), w, 'of the stalled sessions');
     const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, base);
     return {
       severity,
-      title: spike ? `Rebuffering spike in ${region} / ${pop} for ${cohortName(spike, w)}` : `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
+      title: spike
+        ? `Rebuffering spike in ${region} / ${pop} for ${cohortName(spike, w)}`
+        : `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
       description: spike
         ? `${cohortSpikeWords(spike, w, 'stalled', 'stalled sessions')}, while the pop's rebuffer rate is ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.`
         : `Rebuffer rate ${round(rate)} % against a baseline of ${round(base)} % over ${cur.sessions} sessions.${cohort.sentence}`,
       // Stalled sessions of the minute, or of the minute before when more (this one may have just begun).
-      data: { severity, region, pop, current_rate: round(rate), baseline_rate: round(base), affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0), cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)) },
+      data: {
+        severity,
+        region,
+        pop,
+        current_rate: round(rate),
+        baseline_rate: round(base),
+        affected_sessions: Math.max(cur.stalled ?? 0, w.at(w.bucket - minute)?.stalled ?? 0),
+        cohort: cohort.data,
+        series: seriesOf(w, '%', (f) => (f.watch_ms ? pct(f.rebuffer_ms ?? 0, f.watch_ms) : null)),
+      },
     };
   },
 });
@@ -239,7 +305,8 @@ export const startupRegression = windowDetector({
     min_increase_ms: 'and at least this many milliseconds more',
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
-    max_chance: 'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a binomial tail)',
+    max_chance:
+      'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a binomial tail)',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -258,12 +325,26 @@ export const startupRegression = windowDetector({
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
       const cohorts = windowAndBaseline(w, span, 'cohorts');
-      const cohort = cohortOf(explain(cohorts.cur, cohorts.base, 'm', 'n', 'mean'), w, 'of the added startup time', true);
+      const cohort = cohortOf(
+        explain(cohorts.cur, cohorts.base, 'm', 'n', 'mean'),
+        w,
+        'of the added startup time',
+        true,
+      );
       return {
         severity,
         title: `Startup time regression in ${region}${cohort.words}`,
         description: `Median startup ${p50} ms against a baseline of ${baseP50} ms over the ${n} startups of the last ${span} minutes.${cohort.sentence}`,
-        data: { severity, region, current_p50_ms: p50, baseline_p50_ms: baseP50, current_p95_ms: startupPercentile(cur, 0.95), affected_sessions: slow, cohort: cohort.data, series: seriesOf(w, 'ms', (f) => (f.startups ? startupPercentile(f, 0.5) : null)) },
+        data: {
+          severity,
+          region,
+          current_p50_ms: p50,
+          baseline_p50_ms: baseP50,
+          current_p95_ms: startupPercentile(cur, 0.95),
+          affected_sessions: slow,
+          cohort: cohort.data,
+          series: seriesOf(w, 'ms', (f) => (f.startups ? startupPercentile(f, 0.5) : null)),
+        },
       };
     }
     return null;
@@ -286,8 +367,10 @@ export const errorSpike = windowDetector({
     min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
     min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
     baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
-    max_chance: "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
-    cohort_max_chance: 'a cohort alone (a pop, a device type, an app version, a player, a title) whose fatal sessions per session-minute cross ratio, min_points, min_sessions and min_errors against its own baseline, and would come by chance less often than this',
+    max_chance:
+      "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
+    cohort_max_chance:
+      'a cohort alone (a pop, a device type, an app version, a player, a title) whose fatal sessions per session-minute cross ratio, min_points, min_sessions and min_errors against its own baseline, and would come by chance less often than this',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -304,7 +387,10 @@ export const errorSpike = windowDetector({
     const baseExposure = base.active ?? 0;
     // Sessions playing in the window: those seen in its first minute, and those that started after it.
     const first = w.bucket - (span - 1) * minute;
-    const sessions = Math.max(fatal, (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0));
+    const sessions = Math.max(
+      fatal,
+      (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0),
+    );
     const baseFatal = base.fatal ?? 0;
     // The window's exposure against the baseline's, as starts or as session-minutes: the larger.
     const scale = Math.max(starts / Math.max(1, baseStarts), exposure / baseExposure);
@@ -328,7 +414,13 @@ export const errorSpike = windowDetector({
     const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
     const spike = regionHolds
       ? null
-      : cohortSpike(cohortsCur, baseOf, 'f', 'a', { ratio: t.ratio, minPoints: t.min_points, minExposure: t.min_sessions, minBad: t.min_errors, maxChance: t.cohort_max_chance });
+      : cohortSpike(cohortsCur, baseOf, 'f', 'a', {
+          ratio: t.ratio,
+          minPoints: t.min_points,
+          minExposure: t.min_sessions,
+          minBad: t.min_errors,
+          maxChance: t.cohort_max_chance,
+        });
     if (!regionHolds && !spike) return null;
     let top = '';
     for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
@@ -337,11 +429,22 @@ export const errorSpike = windowDetector({
     const cohort = cohortOf(spike ?? explain(cohortsCur, baseOf(), 'f', 'a', 'rate'), w, 'of the failed sessions');
     return {
       severity,
-      title: spike ? `Playback error spike in ${region} for ${cohortName(spike, w)}` : `Playback error spike in ${region}${cohort.words}`,
+      title: spike
+        ? `Playback error spike in ${region} for ${cohortName(spike, w)}`
+        : `Playback error spike in ${region}${cohort.words}`,
       description: spike
         ? `${cohortSpikeWords(spike, w, 'failed', 'failed sessions')}, while fatal errors in the region are ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.`
         : `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
-      data: { severity, region, current_rate: round(rate), baseline_rate: round(baseRate), affected_sessions: fatal, top_error_code: top.slice(5) || null, cohort: cohort.data, series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)) },
+      data: {
+        severity,
+        region,
+        current_rate: round(rate),
+        baseline_rate: round(baseRate),
+        affected_sessions: fatal,
+        top_error_code: top.slice(5) || null,
+        cohort: cohort.data,
+        series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)),
+      },
     };
   },
 });
@@ -368,7 +471,19 @@ export const qos: Pipeline = {
     segmentFields.rebuffer_ms = rebuffer;
     out.signal('qos_pop', segmentPop, minute, segmentFields);
   },
-  sessionReads: ['tenant', 'region', 'pop', 'device', 'app_version', 'player', 'content_id', 'started_at', 'fatal_at', 'startup_ms', 'startup_at'],
+  sessionReads: [
+    'tenant',
+    'region',
+    'pop',
+    'device',
+    'app_version',
+    'player',
+    'content_id',
+    'started_at',
+    'fatal_at',
+    'startup_ms',
+    'startup_at',
+  ],
   session(a, sign, out) {
     if (a.started_at !== null) {
       out.add(qosMinutes, key(a, a.started_at), [0, 0, sign, 0, 0, 0]);
@@ -386,7 +501,12 @@ export const qos: Pipeline = {
       out.add(qosStartupHistogram, [...key(a, a.startup_at), b], [sign]);
       const region = regionKey(a);
       out.signal('qos_region', region, minuteOf(a.startup_at), { startups: sign, [`b${b}`]: sign });
-      out.signal('qos_region_cohorts', region, minuteOf(a.startup_at), cohortFields(a, regionCohorts, { n: sign, m: sign * a.startup_ms }));
+      out.signal(
+        'qos_region_cohorts',
+        region,
+        minuteOf(a.startup_at),
+        cohortFields(a, regionCohorts, { n: sign, m: sign * a.startup_ms }),
+      );
     }
   },
   activity(a, e, marks, out) {
@@ -406,7 +526,9 @@ export const qos: Pipeline = {
     }
     if (e.event_type === 'error' && e.properties?.fatal === true) {
       const code = e.properties.code;
-      out.signal('qos_region', regionKey(a), m, { [`code:${typeof code === 'string' || typeof code === 'number' ? String(code).slice(0, 64) : 'unknown'}`]: 1 });
+      out.signal('qos_region', regionKey(a), m, {
+        [`code:${typeof code === 'string' || typeof code === 'number' ? String(code).slice(0, 64) : 'unknown'}`]: 1,
+      });
     }
   },
   detectors: [rebufferSpike, startupRegression, errorSpike],

@@ -35,7 +35,12 @@ export const quotaLevels = [
   { category: 'ingest.quota_exceeded', share: 1, severity: 'critical' },
 ] as const;
 
-export function quotaFinding(level: (typeof quotaLevels)[number], used: number, quota: number, period: string): Finding {
+export function quotaFinding(
+  level: (typeof quotaLevels)[number],
+  used: number,
+  quota: number,
+  period: string,
+): Finding {
   const share = level.share * 100;
   return {
     severity: level.severity,

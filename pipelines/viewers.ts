@@ -35,7 +35,9 @@ export const viewerWindows: TableSpec = {
   derived: [['pair_key', 'UInt64', 'cityHash64(toString(dim), value, viewer)']],
   spanDays: windowSpanS / 86_400,
   // The same rows from `session_hours` (a row per session and hour of its span, latest version wins).
-  rebuild: (scoped) => `INSERT INTO viewer_windows (tenant, ts, dim, value, viewer, \`hourMap.hour\`, \`hourMap.sessions\`)
+  rebuild: (
+    scoped,
+  ) => `INSERT INTO viewer_windows (tenant, ts, dim, value, viewer, \`hourMap.hour\`, \`hourMap.sessions\`)
     SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
     SELECT tenant, ts, dim, value, viewer, entries.1, entries.2 FROM (SELECT tenant, ts, dim, value, viewer, arraySort(groupArray((hour, sessions))) AS entries FROM (
       SELECT tenant, toDateTime(w, 'UTC') AS ts, dim, value, viewer, toUInt16(intDiv(h - w, ${hourS})) AS hour, toInt64(count()) AS sessions
@@ -87,7 +89,8 @@ function touch(a: SessionAttrs, first: number, last: number, sign: number, out: 
   }
 }
 
-const sameRows = (a: SessionAttrs, b: SessionAttrs): boolean => a.tenant === b.tenant && a.viewer === b.viewer && a.region === b.region && a.content_id === b.content_id;
+const sameRows = (a: SessionAttrs, b: SessionAttrs): boolean =>
+  a.tenant === b.tenant && a.viewer === b.viewer && a.region === b.region && a.content_id === b.content_id;
 
 export const viewers: Pipeline = {
   name: 'viewers',

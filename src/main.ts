@@ -43,7 +43,8 @@ async function main(argv: string[]): Promise<number> {
     else if (command === 'tenant' || command === 'user' || command === 'apikey') {
       const [action, ...flagsArgv] = rest;
       await runAdmin(command, action, flagsArgv, config, log, process.stdout);
-    } else if (command === 'replay') await (await import('./cli/replay.js')).runReplay(rest, config, log, process.stdout);
+    } else if (command === 'replay')
+      await (await import('./cli/replay.js')).runReplay(rest, config, log, process.stdout);
     else if (command === 'nats-auth') (await import('./cli/nats-auth.js')).runNatsAuth(rest, config, process.stdout);
     else throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     return 0;

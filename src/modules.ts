@@ -58,7 +58,10 @@ export type ModuleRegistry = Readonly<Record<string, ModuleDef>>;
 /** `all` is every role; a comma list names some. Unknown names are refused with the list of known ones. */
 export function resolveTargets(registry: ModuleRegistry, spec: string): string[] {
   const roles = Object.keys(registry).filter((k) => registry[k]?.role);
-  const asked = spec.split(',').map((s) => s.trim()).filter(Boolean);
+  const asked = spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (asked.length === 0 || asked.includes('all')) return roles;
   for (const r of asked) {
     if (!roles.includes(r)) throw new Error(`unknown role ${JSON.stringify(r)}; roles: all, ${roles.join(', ')}`);
@@ -97,7 +100,12 @@ export class StartAbandonedError extends Error {
 }
 
 /** Start `targets` and what they need; `abandon` is asked after each module, so a signal waits for one module only. */
-export async function startModules(registry: ModuleRegistry, targets: readonly string[], services: Services, abandon: () => boolean = () => false): Promise<Started> {
+export async function startModules(
+  registry: ModuleRegistry,
+  targets: readonly string[],
+  services: Services,
+  abandon: () => boolean = () => false,
+): Promise<Started> {
   const running: Array<[string, Running]> = [];
   const stop = async (): Promise<void> => {
     for (const [name, r] of running.reverse()) {

@@ -43,7 +43,9 @@ export const registry: ModuleRegistry = {
       const bus = services.get('bus');
       const log = services.log.child({ module: 'directory' });
       const [keys, tenants] = await Promise.all([
-        bus.kv(bus.names.apiKeysBucket).then((kv) => WatchedMap.open<ApiKeyRecord>(kv, bus, log, (_k, v) => v.key_hash)),
+        bus
+          .kv(bus.names.apiKeysBucket)
+          .then((kv) => WatchedMap.open<ApiKeyRecord>(kv, bus, log, (_k, v) => v.key_hash)),
         bus.kv(bus.names.tenantsBucket).then((kv) => WatchedMap.open<TenantRecord>(kv, bus, log)),
       ]);
       services.set('directory', { keys, tenants });

@@ -60,7 +60,10 @@ const unit: Levels = { stall: 1, startup: 1, fatal: 1 };
  * 1), each region's drift by an AR(1) walk sampled once per minute, and blips of 1 to 3 minutes at up to 1.6 times.
  * A function of (minute, region, pop, device), the same for every call: the fleet asks it per player per second.
  */
-export function steadyDay(o: DayOptions): { levels: (t: number, region: string, pop: string, device: string) => Levels; blips: Blip[] } {
+export function steadyDay(o: DayOptions): {
+  levels: (t: number, region: string, pop: string, device: string) => Levels;
+  blips: Blip[];
+} {
   const rng = new Rng(o.seed);
   const spread = (sigma: number): number => Math.exp(sigma * (rng.next() + rng.next() + rng.next() - 1.5) * 2);
   const fixed = (): Levels => ({ stall: spread(0.35), startup: spread(0.15), fatal: spread(0.35) });
@@ -69,7 +72,12 @@ export function steadyDay(o: DayOptions): { levels: (t: number, region: string, 
   const device = new Map(devices.map((d) => [d.device_type, fixed()]));
   const blips: Blip[] = [];
   for (let n = Math.round(o.blipsPerHour * o.hours); n > 0; n--) {
-    blips.push({ region: rng.pick(places).region, start: rng.int(0, o.hours * 60 - 4) * 60_000, length: rng.int(1, 3) * 60_000, factor: 1.2 + 0.4 * rng.next() });
+    blips.push({
+      region: rng.pick(places).region,
+      start: rng.int(0, o.hours * 60 - 4) * 60_000,
+      length: rng.int(1, 3) * 60_000,
+      factor: 1.2 + 0.4 * rng.next(),
+    });
   }
   // Each region's drift, one value per minute: x' = 0.9 x + e, scaled so its spread is about `noise`.
   const minutes = o.hours * 60 + 1;
@@ -99,7 +107,11 @@ export function steadyDay(o: DayOptions): { levels: (t: number, region: string, 
       const w = drift.get(r)?.[Math.min(minutes - 1, Math.max(0, minute))] ?? 1;
       let bump = 1;
       for (const blip of active) if (blip.region === r) bump *= blip.factor;
-      return { stall: a.stall * b.stall * c.stall * w * bump, startup: a.startup * b.startup * c.startup * Math.sqrt(w), fatal: a.fatal * b.fatal * c.fatal * w * bump };
+      return {
+        stall: a.stall * b.stall * c.stall * w * bump,
+        startup: a.startup * b.startup * c.startup * Math.sqrt(w),
+        fatal: a.fatal * b.fatal * c.fatal * w * bump,
+      };
     },
   };
 }

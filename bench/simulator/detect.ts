@@ -64,7 +64,8 @@ export class DetectionRun {
   }
 
   private record(changes: readonly AlertChange[], at: number): void {
-    for (const c of changes) (c.raised ? this.raised : this.resolved).push({ category: c.row.category, tenant: c.row.tenant, at, row: c.row });
+    for (const c of changes)
+      (c.raised ? this.raised : this.resolved).push({ category: c.row.category, tenant: c.row.tenant, at, row: c.row });
   }
 
   private seal(at: number): void {
@@ -83,7 +84,21 @@ export class DetectionRun {
       if (this.marks.has(mark) || !s.fresh) continue;
       this.marks.add(mark);
       const f = s.detector.finding(s.key, s.fields);
-      this.raised.push({ category: s.detector.category, tenant: s.tenant, at, row: { ...f, tenant: s.tenant, id: 0, category: s.detector.category, source: s.detector.source, created_at: at, resolved_at: null, version: 1 } });
+      this.raised.push({
+        category: s.detector.category,
+        tenant: s.tenant,
+        at,
+        row: {
+          ...f,
+          tenant: s.tenant,
+          id: 0,
+          category: s.detector.category,
+          source: s.detector.source,
+          created_at: at,
+          resolved_at: null,
+          version: 1,
+        },
+      });
     }
   }
 

@@ -71,7 +71,14 @@ interface Conditions {
   fatalPerSecond: number;
 }
 
-const normal: Conditions = { stallPerSecond: 0.0015, stallMs: [800, 4000], startupFactor: 1, startupExtraMs: 0, doomedAtStart: 0.004, fatalPerSecond: 0.00002 };
+const normal: Conditions = {
+  stallPerSecond: 0.0015,
+  stallMs: [800, 4000],
+  startupFactor: 1,
+  startupExtraMs: 0,
+  doomedAtStart: 0.004,
+  fatalPerSecond: 0.00002,
+};
 
 interface Viewer {
   anonymousId: string;
@@ -193,16 +200,38 @@ export class Fleet {
     let c = normal;
     if (this.o.levels) {
       const l = this.o.levels(t - this.o.startAt, v.place.region, v.pop, v.device.device_type);
-      c = { ...c, stallPerSecond: c.stallPerSecond * l.stall, startupFactor: c.startupFactor * l.startup, doomedAtStart: c.doomedAtStart * l.fatal, fatalPerSecond: c.fatalPerSecond * l.fatal };
+      c = {
+        ...c,
+        stallPerSecond: c.stallPerSecond * l.stall,
+        startupFactor: c.startupFactor * l.startup,
+        doomedAtStart: c.doomedAtStart * l.fatal,
+        fatalPerSecond: c.fatalPerSecond * l.fatal,
+      };
     }
     for (const i of this.o.incidents) {
       if (!this.during(i, t)) continue;
       if (i.region !== undefined && i.region !== v.place.region) continue;
       if (i.pop !== undefined && i.pop !== v.pop) continue;
       if (i.cohort && i.cohort.value !== cohortValue(i.cohort.dimension, v, content)) continue;
-      if (i.kind === 'rebuffer') c = i.magnitude === undefined ? { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] } : { ...c, stallPerSecond: c.stallPerSecond * i.magnitude };
-      if (i.kind === 'startup') c = i.magnitude === undefined ? { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 } : { ...c, startupFactor: c.startupFactor * i.magnitude };
-      if (i.kind === 'errors') c = i.magnitude === undefined ? { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 } : { ...c, doomedAtStart: Math.min(1, c.doomedAtStart * i.magnitude), fatalPerSecond: c.fatalPerSecond * i.magnitude };
+      if (i.kind === 'rebuffer')
+        c =
+          i.magnitude === undefined
+            ? { ...c, stallPerSecond: 0.03, stallMs: [2000, 8000] }
+            : { ...c, stallPerSecond: c.stallPerSecond * i.magnitude };
+      if (i.kind === 'startup')
+        c =
+          i.magnitude === undefined
+            ? { ...c, startupFactor: 3 * c.startupFactor, startupExtraMs: 1200 }
+            : { ...c, startupFactor: c.startupFactor * i.magnitude };
+      if (i.kind === 'errors')
+        c =
+          i.magnitude === undefined
+            ? { ...c, doomedAtStart: 0.25, fatalPerSecond: 0.002 }
+            : {
+                ...c,
+                doomedAtStart: Math.min(1, c.doomedAtStart * i.magnitude),
+                fatalPerSecond: c.fatalPerSecond * i.magnitude,
+              };
     }
     return c;
   }
@@ -232,7 +261,16 @@ export class Fleet {
     if (v) {
       e.anonymous_id = v.anonymousId;
       if (v.userId !== undefined) e.user_id = v.userId;
-      e.context = { country: 'IN', region: v.place.region, pop: v.pop, cdn: 'akamai', device_type: v.device.device_type, os: v.device.os, player: v.device.player, app_version: v.appVersion };
+      e.context = {
+        country: 'IN',
+        region: v.place.region,
+        pop: v.pop,
+        cdn: 'akamai',
+        device_type: v.device.device_type,
+        os: v.device.os,
+        player: v.device.player,
+        app_version: v.appVersion,
+      };
     }
     return e;
   }
@@ -256,13 +294,19 @@ export class Fleet {
       firstFrameAt: at + startupMs,
       nextHeartbeat: 0,
       until: 0,
-      position: content.duration === null ? 0 : this.rng.chance(0.2) ? this.rng.int(0, Math.floor(content.duration / 2)) : 0,
+      position:
+        content.duration === null ? 0 : this.rng.chance(0.2) ? this.rng.int(0, Math.floor(content.duration / 2)) : 0,
       bitrate: this.rng.pick(ladder.slice(1, 4)),
       doomedAt: this.rng.chance(c.doomedAtStart) ? at + startupMs + this.rng.int(1, 60) * SECOND : Infinity,
       lastTs: at,
       queue: [],
     };
-    const fields: Partial<OracleEvent> = { session_id: p.session, content_id: content.content_id, content_title: content.content_title, content_type: content.content_type };
+    const fields: Partial<OracleEvent> = {
+      session_id: p.session,
+      content_id: content.content_id,
+      content_title: content.content_title,
+      content_type: content.content_type,
+    };
     if (content.duration !== null) fields.properties = { duration_sec: content.duration };
     p.queue.push(this.event(at, 'play_start', fields, v));
     this.players.add(p);
@@ -294,12 +338,20 @@ export class Fleet {
       return;
     }
     if ((p.state === 'stalled' || p.state === 'paused') && p.until < end) {
-      this.emit(p, p.until, p.state === 'stalled' ? 'rebuffer_end' : 'resume', { position_sec: Math.floor(p.position) });
+      this.emit(p, p.until, p.state === 'stalled' ? 'rebuffer_end' : 'resume', {
+        position_sec: Math.floor(p.position),
+      });
       p.state = 'playing';
     }
     if (p.state === 'playing') p.position++;
     if (p.doomedAt < end || (p.state !== 'paused' && this.rng.chance(c.fatalPerSecond))) {
-      this.emit(p, at, 'error', { position_sec: Math.floor(p.position), properties: { fatal: true, code: this.rng.pick(['MEDIA_ERR_DECODE', 'DRM_LICENSE_FAILED', 'MANIFEST_LOAD_ERROR']) } });
+      this.emit(p, at, 'error', {
+        position_sec: Math.floor(p.position),
+        properties: {
+          fatal: true,
+          code: this.rng.pick(['MEDIA_ERR_DECODE', 'DRM_LICENSE_FAILED', 'MANIFEST_LOAD_ERROR']),
+        },
+      });
       this.leave(p, out, 'events');
       return;
     }
@@ -352,7 +404,10 @@ export class Fleet {
         this.emit(p, at, 'bitrate_change', { bitrate_kbps: next, position_sec: Math.floor(p.position) });
       }
     } else if (r < c.stallPerSecond + 0.006) {
-      this.emit(p, at, 'error', { position_sec: Math.floor(p.position), properties: { fatal: false, code: 'SEGMENT_RETRY' } });
+      this.emit(p, at, 'error', {
+        position_sec: Math.floor(p.position),
+        properties: { fatal: false, code: 'SEGMENT_RETRY' },
+      });
     }
   }
 
@@ -378,16 +433,38 @@ export class Fleet {
     const failPct = failing ? (failing.magnitude ?? 0.7) : 0.04;
     for (let n = this.poisson(this.o.viewers / 20_000); n > 0; n--) {
       const user = this.rng.pick(this.subscribers);
-      const [plan, amount] = this.rng.pick([['mobile', 149], ['premium', 299], ['premium-annual', 1499]] as const);
+      const [plan, amount] = this.rng.pick([
+        ['mobile', 149],
+        ['premium', 299],
+        ['premium-annual', 1499],
+      ] as const);
       if (this.rng.chance(failPct)) {
-        this.billing.push(this.event(at(), 'payment_failed', { user_id: user, properties: { amount_inr: amount, plan, reason: this.rng.pick(['bank_declined', 'upi_timeout', 'gateway_error']) } }));
+        this.billing.push(
+          this.event(at(), 'payment_failed', {
+            user_id: user,
+            properties: {
+              amount_inr: amount,
+              plan,
+              reason: this.rng.pick(['bank_declined', 'upi_timeout', 'gateway_error']),
+            },
+          }),
+        );
       } else {
-        this.billing.push(this.event(at(), 'payment_succeeded', { user_id: user, properties: { amount_inr: amount, plan } }));
-        this.billing.push(this.event(at(), 'subscription_renewed', { user_id: user, properties: { amount_inr: amount, plan } }));
+        this.billing.push(
+          this.event(at(), 'payment_succeeded', { user_id: user, properties: { amount_inr: amount, plan } }),
+        );
+        this.billing.push(
+          this.event(at(), 'subscription_renewed', { user_id: user, properties: { amount_inr: amount, plan } }),
+        );
       }
     }
     for (let n = this.poisson(this.o.viewers / 200_000); n > 0; n--) {
-      this.billing.push(this.event(at(), 'subscription_cancelled', { user_id: this.rng.pick(this.subscribers), properties: { reason: 'too_expensive' } }));
+      this.billing.push(
+        this.event(at(), 'subscription_cancelled', {
+          user_id: this.rng.pick(this.subscribers),
+          properties: { reason: 'too_expensive' },
+        }),
+      );
     }
     if ((t - this.o.startAt) % (5 * SECOND) === 0) this.flushBilling(out);
   }

@@ -10,12 +10,15 @@ export class UsageError extends Error {
 export function ms(value: string, name: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value);
   if (!m) throw new UsageError(`--${name}: expected a duration like 90s, 12m or 1h, got ${JSON.stringify(value)}`);
-  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h']);
+  return Math.round(
+    Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'],
+  );
 }
 
 export function positive(value: string, name: string): number {
   const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -23,8 +26,15 @@ const kinds: readonly IncidentKind[] = ['rebuffer', 'startup', 'errors', 'paymen
 
 export function parseIncident(spec: string): Incident {
   const m = /^([a-z]+)@([^+:]+)(?:\+([^:]+))?(?::([^/]+)(?:\/(.+))?)?$/.exec(spec);
-  if (!m || !kinds.includes(m[1] as IncidentKind)) throw new UsageError(`--incident ${JSON.stringify(spec)}: expected KIND@START[+LENGTH][:REGION[/POP]] with KIND one of ${kinds.join(', ')}`);
-  const incident: Incident = { kind: m[1] as IncidentKind, start: ms(m[2]!, 'incident'), length: m[3] === undefined ? 5 * 60_000 : ms(m[3], 'incident') };
+  if (!m || !kinds.includes(m[1] as IncidentKind))
+    throw new UsageError(
+      `--incident ${JSON.stringify(spec)}: expected KIND@START[+LENGTH][:REGION[/POP]] with KIND one of ${kinds.join(', ')}`,
+    );
+  const incident: Incident = {
+    kind: m[1] as IncidentKind,
+    start: ms(m[2]!, 'incident'),
+    length: m[3] === undefined ? 5 * 60_000 : ms(m[3], 'incident'),
+  };
   if (m[4] !== undefined) incident.region = m[4];
   if (m[5] !== undefined) incident.pop = m[5];
   return incident;

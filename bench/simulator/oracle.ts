@@ -4,7 +4,14 @@
 // shapes, a module of types): when the service and this file disagree, one of them misreads docs/metrics.md, and the
 // test (or the accuracy report) says which number.
 
-import type { ConcurrencySeries, DeviceItem, GeoItem, Overview, QosItem, TopContentItem } from '../../src/store/queries/answers.js';
+import type {
+  ConcurrencySeries,
+  DeviceItem,
+  GeoItem,
+  Overview,
+  QosItem,
+  TopContentItem,
+} from '../../src/store/queries/answers.js';
 
 export type Range = '24h' | '7d' | '30d' | 'qtd';
 
@@ -203,7 +210,8 @@ function buildSession(id: string, unsorted: OracleEvent[]): Session {
     if (startDuration !== null) break;
   }
   let furthest = 0;
-  for (const e of events) if (typeof e.position_sec === 'number' && e.position_sec > furthest) furthest = e.position_sec;
+  for (const e of events)
+    if (typeof e.position_sec === 'number' && e.position_sec > furthest) furthest = e.position_sec;
   return {
     id,
     events,
@@ -243,7 +251,12 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-const subscriptionTypes = new Set(['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired']);
+const subscriptionTypes = new Set([
+  'subscription_started',
+  'subscription_renewed',
+  'subscription_cancelled',
+  'subscription_expired',
+]);
 
 interface TenantData {
   sessions: Session[];
@@ -270,7 +283,7 @@ export class Oracle {
       const t = this.tenant(e.tenant);
       if (sessionTypes.has(e.event_type) && e.session_id !== undefined && e.session_id !== '') {
         let perTenant = sessionEvents.get(e.tenant);
-        if (!perTenant) sessionEvents.set(e.tenant, (perTenant = new Map()));
+        if (!perTenant) sessionEvents.set(e.tenant, (perTenant = new Map<string, OracleEvent[]>()));
         push(perTenant, e.session_id, e);
       }
       if (subscriptionTypes.has(e.event_type) && e.user_id) push(t.subscriptions, e.user_id, e);
@@ -285,7 +298,8 @@ export class Oracle {
       for (const [id, list] of perTenant) t.sessions.push(buildSession(id, list));
     }
     for (const t of this.tenants.values()) {
-      for (const list of t.subscriptions.values()) list.sort((a, b) => a.ts - b.ts || subscriptionTieRank(a) - subscriptionTieRank(b));
+      for (const list of t.subscriptions.values())
+        list.sort((a, b) => a.ts - b.ts || subscriptionTieRank(a) - subscriptionTieRank(b));
       for (const list of t.published.values()) list.sort((a, b) => a.ts - b.ts);
       for (const list of t.byContent.values()) list.sort((a, b) => a.ts - b.ts);
     }
@@ -301,7 +315,15 @@ export class Oracle {
   }
 
   private data(tenant: string): TenantData {
-    return this.tenants.get(tenant) ?? { sessions: [], subscriptions: new Map(), payments: [], published: new Map(), byContent: new Map() };
+    return (
+      this.tenants.get(tenant) ?? {
+        sessions: [],
+        subscriptions: new Map(),
+        payments: [],
+        published: new Map(),
+        byContent: new Map(),
+      }
+    );
   }
 
   private sessionsIn(tenant: string, from: number, to: number): Session[] {
@@ -345,7 +367,15 @@ export class Oracle {
     const paid = this.paidAt(tenant, to);
     const churned = new Set<string>();
     for (const [user, list] of this.data(tenant).subscriptions) {
-      if (list.some((e) => (e.event_type === 'subscription_cancelled' || e.event_type === 'subscription_expired') && e.ts >= from && e.ts < to)) churned.add(user);
+      if (
+        list.some(
+          (e) =>
+            (e.event_type === 'subscription_cancelled' || e.event_type === 'subscription_expired') &&
+            e.ts >= from &&
+            e.ts < to,
+        )
+      )
+        churned.add(user);
     }
     const paidAtFrom = this.paidAt(tenant, from);
     const weekStart = to - 7 * DAY;
@@ -358,7 +388,10 @@ export class Oracle {
       churn_pct: paidAtFrom === 0 ? 0 : (churned.size / paidAtFrom) * 100,
       wow_delta: {
         mau: delta(this.viewersIn(tenant, weekStart, to), this.viewersIn(tenant, priorStart, weekStart)),
-        watch_hours: delta(this.watchMs(tenant, weekStart, to) / HOUR, this.watchMs(tenant, priorStart, weekStart) / HOUR),
+        watch_hours: delta(
+          this.watchMs(tenant, weekStart, to) / HOUR,
+          this.watchMs(tenant, priorStart, weekStart) / HOUR,
+        ),
         subs: delta(this.paidAt(tenant, to), this.paidAt(tenant, weekStart)),
         revenue: delta(this.revenue(tenant, weekStart, to), this.revenue(tenant, priorStart, weekStart)),
       },
@@ -481,7 +514,12 @@ export class Oracle {
         ms += watchMsIn(s, from, to);
         if (s.viewer !== null) viewers.add(s.viewer);
       }
-      rows.push({ region, watch_hours: ms / HOUR, viewers: viewers.size, share_pct: totalMs === 0 ? 0 : (ms / totalMs) * 100 });
+      rows.push({
+        region,
+        watch_hours: ms / HOUR,
+        viewers: viewers.size,
+        share_pct: totalMs === 0 ? 0 : (ms / totalMs) * 100,
+      });
     }
     return rows.sort((a, b) => b.watch_hours - a.watch_hours || compareText(a.region, b.region));
   }
@@ -495,7 +533,8 @@ export class Oracle {
     const rows: QosItem[] = [];
     for (const region of new Set(this.data(tenant).sessions.map((s) => s.region))) {
       const q = this.qos(tenant, from, to, { region });
-      if (q.watch_sec === 0 && q.sessions_started === 0 && q.fatal_sessions === 0 && q.startup_ms.length === 0) continue;
+      if (q.watch_sec === 0 && q.sessions_started === 0 && q.fatal_sessions === 0 && q.startup_ms.length === 0)
+        continue;
       rows.push({
         region: region === '' ? 'unknown' : region,
         watch_hours: (q.watch_sec * SECOND) / HOUR,
@@ -520,7 +559,8 @@ export class Oracle {
     const startup: number[] = [];
     const inside = (at: number): boolean => at >= from && at < to;
     for (const s of this.data(tenant).sessions) {
-      if ((where.region !== undefined && s.region !== where.region) || (where.pop !== undefined && s.pop !== where.pop)) continue;
+      if ((where.region !== undefined && s.region !== where.region) || (where.pop !== undefined && s.pop !== where.pop))
+        continue;
       for (const w of s.watch) {
         if (!inside(w.at)) continue;
         watchMs += w.ms;
@@ -566,7 +606,9 @@ export class Oracle {
  * (started, renewed, cancelled, expired), so the later stage wins; scenarios avoid such ties.
  */
 function subscriptionTieRank(e: OracleEvent): number {
-  return ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'].indexOf(e.event_type);
+  return ['subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired'].indexOf(
+    e.event_type,
+  );
 }
 
 /** Byte order of the UTF-8 strings (what ClickHouse's ORDER BY on a String does); code point order is the same. */

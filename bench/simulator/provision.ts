@@ -14,7 +14,11 @@ export interface Account {
 }
 
 /** A new enterprise tenant `<slugBase>-<random>`, its owner and a production ingest key. */
-export async function provision(slugBase: string, name: string, env: NodeJS.ProcessEnv = process.env): Promise<Account> {
+export async function provision(
+  slugBase: string,
+  name: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Account> {
   const run = async (args: string[]): Promise<Record<string, unknown>> => {
     const { stdout } = await promisify(execFile)(process.execPath, [mainJs, ...args], { env });
     return JSON.parse(stdout) as Record<string, unknown>;
@@ -22,7 +26,20 @@ export async function provision(slugBase: string, name: string, env: NodeJS.Proc
   const tenant = `${slugBase}-${randomBytes(3).toString('hex')}`;
   const email = `owner@${tenant}.example`;
   const password = randomBytes(12).toString('base64url');
-  await run(['tenant', 'create', '--slug', tenant, '--name', name, '--plan', 'enterprise', '--owner-email', email, '--owner-password', password]);
+  await run([
+    'tenant',
+    'create',
+    '--slug',
+    tenant,
+    '--name',
+    name,
+    '--plan',
+    'enterprise',
+    '--owner-email',
+    email,
+    '--owner-password',
+    password,
+  ]);
   const key = await run(['apikey', 'create', '--tenant', tenant, '--name', 'simulator', '--environment', 'production']);
   return { tenant, apiKey: String(key.key), email, password };
 }

@@ -23,10 +23,12 @@ export function differences(got: unknown, want: unknown, max = 5, path = ''): st
       return;
     }
     if (w && g && typeof w === 'object' && typeof g === 'object') {
-      for (const k of new Set([...Object.keys(w), ...Object.keys(g)])) walk((g as Record<string, unknown>)[k], (w as Record<string, unknown>)[k], `${p}.${k}`);
+      for (const k of new Set([...Object.keys(w), ...Object.keys(g)]))
+        walk((g as Record<string, unknown>)[k], (w as Record<string, unknown>)[k], `${p}.${k}`);
       return;
     }
-    if (JSON.stringify(settle(g)) !== JSON.stringify(settle(w))) out.push(`${p || '.'}: ${JSON.stringify(g)}, want ${JSON.stringify(w)}`);
+    if (JSON.stringify(settle(g)) !== JSON.stringify(settle(w)))
+      out.push(`${p || '.'}: ${JSON.stringify(g)}, want ${JSON.stringify(w)}`);
   };
   walk(got, want, path);
   return out;
@@ -52,7 +54,12 @@ const truths: Record<string, (oracle: Oracle, tenant: string, now: number) => un
 };
 
 /** The analytics answers over 24 h (the simulated match lies inside it), as the oracle computes them at `now`. */
-export function truthAnswers(oracle: Oracle, tenant: string, now: number, names: readonly string[] = Object.keys(truths)): Record<string, unknown> {
+export function truthAnswers(
+  oracle: Oracle,
+  tenant: string,
+  now: number,
+  names: readonly string[] = Object.keys(truths),
+): Record<string, unknown> {
   return Object.fromEntries(names.map((n) => [n, truths[n]!(oracle, tenant, now)]));
 }
 
@@ -123,13 +130,24 @@ export function describeIncident(i: Incident): string {
  * Each incident's first alert of its category (and place) raised from a minute before it started; `simAt` maps a
  * wall-clock time to simulated time, `lagAt` gives how old an event of a simulated time was when it arrived.
  */
-export function checkAlerts(alerts: readonly Alert[], incidents: readonly Incident[], startAt: number, simAt: (wall: number) => number, lagAt: (sim: number) => number): { checks: AlertCheck[]; others: Record<string, number> } {
+export function checkAlerts(
+  alerts: readonly Alert[],
+  incidents: readonly Incident[],
+  startAt: number,
+  simAt: (wall: number) => number,
+  lagAt: (sim: number) => number,
+): { checks: AlertCheck[]; others: Record<string, number> } {
   const used = new Set<number>();
   const checks = incidents.map((i): AlertCheck => {
     const category = categoryOf[i.kind];
     const from = startAt + i.start;
     const match = alerts
-      .filter((a) => a.category === category && (i.region === undefined || a.data.region === i.region) && (i.pop === undefined || a.data.pop === i.pop))
+      .filter(
+        (a) =>
+          a.category === category &&
+          (i.region === undefined || a.data.region === i.region) &&
+          (i.pop === undefined || a.data.pop === i.pop),
+      )
       .filter((a) => simAt(Date.parse(a.created_at)) >= from - 60_000)
       .sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at))[0];
     if (match) used.add(match.id);
@@ -140,7 +158,9 @@ export function checkAlerts(alerts: readonly Alert[], incidents: readonly Incide
       alert: match ? { id: match.id, title: match.title, created_at: match.created_at } : null,
       delay_ms: match ? Math.max(0, simAt(Date.parse(match.created_at)) - from) : null,
     };
-    if (!match && lagAt(from + i.length) > 10 * 60_000) check.note = 'its events were all more than 10 minutes old on arrival (speed-up), and stale minutes raise nothing';
+    if (!match && lagAt(from + i.length) > 10 * 60_000)
+      check.note =
+        'its events were all more than 10 minutes old on arrival (speed-up), and stale minutes raise nothing';
     return check;
   });
   const others: Record<string, number> = {};
@@ -149,7 +169,12 @@ export function checkAlerts(alerts: readonly Alert[], incidents: readonly Incide
 }
 
 /** Ground truth for the file: concurrency at every second and QoS per minute and region over the match. */
-export function groundTruth(events: readonly OracleEvent[], tenant: string, from: number, to: number): { oracle: Oracle; concurrency: Array<[number, number]>; qos: Array<Record<string, unknown>> } {
+export function groundTruth(
+  events: readonly OracleEvent[],
+  tenant: string,
+  from: number,
+  to: number,
+): { oracle: Oracle; concurrency: Array<[number, number]>; qos: Array<Record<string, unknown>> } {
   const oracle = new Oracle(events);
   const bySecond = oracle.concurrencyBySecond(tenant, from, to);
   const concurrency: Array<[number, number]> = [];
@@ -160,7 +185,10 @@ export function groundTruth(events: readonly OracleEvent[], tenant: string, from
     for (const region of regions) {
       const q = oracle.qos(tenant, m, m + 60_000, { region });
       if (q.watch_sec === 0 && q.sessions_started === 0) continue;
-      const pct = (p: number): number | null => (q.startup_ms.length === 0 ? null : q.startup_ms[Math.min(q.startup_ms.length - 1, Math.floor(p * q.startup_ms.length))]!);
+      const pct = (p: number): number | null =>
+        q.startup_ms.length === 0
+          ? null
+          : q.startup_ms[Math.min(q.startup_ms.length - 1, Math.floor(p * q.startup_ms.length))]!;
       qos.push({
         minute: new Date(m).toISOString(),
         region,

@@ -4,7 +4,17 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Fleet, type Incident } from './fleet.js';
-import { answerPaths, checkAlerts, checkAnswers, groundTruth, truthAnswers, differences, type Alert, type AlertCheck, type AnswerCheck } from './report.js';
+import {
+  answerPaths,
+  checkAlerts,
+  checkAnswers,
+  groundTruth,
+  truthAnswers,
+  differences,
+  type Alert,
+  type AlertCheck,
+  type AnswerCheck,
+} from './report.js';
 import type { Oracle, OracleEvent } from './oracle.js';
 import { Sender, type SendStats } from './sender.js';
 
@@ -60,9 +70,14 @@ export interface SimulationResult {
 }
 
 export async function login(apiUrl: string, email: string, password: string): Promise<string> {
-  const res = await fetch(`${apiUrl}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+  const res = await fetch(`${apiUrl}/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
   const body = (await res.json()) as { access_token?: string };
-  if (res.status !== 200 || typeof body.access_token !== 'string') throw new Error(`login as ${email} failed: ${res.status} ${JSON.stringify(body)}`);
+  if (res.status !== 200 || typeof body.access_token !== 'string')
+    throw new Error(`login as ${email} failed: ${res.status} ${JSON.stringify(body)}`);
   return body.access_token;
 }
 
@@ -74,8 +89,21 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   const startAt = o.startAt ?? Math.floor((realStart + runMs - o.durationMs) / MINUTE) * MINUTE;
   // Simulated time never passes the wall clock: events are never from the future.
   const simAt = (wall: number): number => Math.min(wall, startAt + (wall - realStart) * o.speed);
-  const fleet = new Fleet({ tenant: o.tenant, viewers: o.viewers, startAt, durationMs: o.durationMs, seed: o.seed, incidents: o.incidents });
-  const sender = new Sender({ ingestUrls: o.ingestUrls, apiKey: o.apiKey, concurrency: o.concurrency, maxAttempts: o.maxAttempts ?? 8, retryBeacons: o.retryBeacons ?? false });
+  const fleet = new Fleet({
+    tenant: o.tenant,
+    viewers: o.viewers,
+    startAt,
+    durationMs: o.durationMs,
+    seed: o.seed,
+    incidents: o.incidents,
+  });
+  const sender = new Sender({
+    ingestUrls: o.ingestUrls,
+    apiKey: o.apiKey,
+    concurrency: o.concurrency,
+    maxAttempts: o.maxAttempts ?? 8,
+    retryBeacons: o.retryBeacons ?? false,
+  });
   // When each simulated second was sent: how old its events were on arrival.
   const arrivals: Array<[number, number]> = [];
 
@@ -87,7 +115,9 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
     for (const d of deliveries) await sender.send(d);
     if (now - lastLog >= 10_000) {
       lastLog = now;
-      log(`t+${Math.round((simAt(now) - startAt) / 1000)} s simulated: ${sender.stats.accepted} events accepted, ${sender.busy} requests in flight`);
+      log(
+        `t+${Math.round((simAt(now) - startAt) / 1000)} s simulated: ${sender.stats.accepted} events accepted, ${sender.busy} requests in flight`,
+      );
     }
     if (deliveries.length === 0) await new Promise((r) => setTimeout(r, 20));
   }
@@ -110,9 +140,13 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
   const probes = ['overview', 'concurrency 1m'];
   for (;;) {
     const want = truthAnswers(truth.oracle, o.tenant, Date.now(), probes);
-    const agree = (await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0))).every(Boolean);
+    const agree = (
+      await Promise.all(probes.map(async (k) => differences(await get(answerPaths[k]!), want[k]).length === 0))
+    ).every(Boolean);
     if (agree || Date.now() > deadline) {
-      log(`${agree ? 'the answers agree' : 'settle time up'} after ${((Date.now() - settleStart) / 1000).toFixed(1)} s`);
+      log(
+        `${agree ? 'the answers agree' : 'settle time up'} after ${((Date.now() - settleStart) / 1000).toFixed(1)} s`,
+      );
       break;
     }
     await new Promise((r) => setTimeout(r, 500));
@@ -149,7 +183,11 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
           tenant: o.tenant,
           start_at: new Date(startAt).toISOString(),
           end_at: new Date(endAt).toISOString(),
-          incidents: o.incidents.map((i) => ({ ...i, start_at: new Date(startAt + i.start).toISOString(), end_at: new Date(startAt + i.start + i.length).toISOString() })),
+          incidents: o.incidents.map((i) => ({
+            ...i,
+            start_at: new Date(startAt + i.start).toISOString(),
+            end_at: new Date(startAt + i.start + i.length).toISOString(),
+          })),
           events: sender.accepted.length,
           watch_hours: truth.oracle.overview(o.tenant, '24h', Date.now()).watch_hours,
           qos_per_minute: truth.qos,
@@ -158,9 +196,15 @@ export async function simulate(o: SimulationOptions): Promise<SimulationResult> 
         1,
       ),
     );
-    await writeFile(join(o.out, 'concurrency.csv'), `ts,concurrent\n${truth.concurrency.map(([t, n]) => `${new Date(t).toISOString()},${n}`).join('\n')}\n`);
+    await writeFile(
+      join(o.out, 'concurrency.csv'),
+      `ts,concurrent\n${truth.concurrency.map(([t, n]) => `${new Date(t).toISOString()},${n}`).join('\n')}\n`,
+    );
     const { accepted: _accepted, oracle: _oracle, ...report } = result;
-    await writeFile(join(o.out, 'report.json'), JSON.stringify({ ...report, answers: answers.map(({ got: _got, ...a }) => a) }, null, 1));
+    await writeFile(
+      join(o.out, 'report.json'),
+      JSON.stringify({ ...report, answers: answers.map(({ got: _got, ...a }) => a) }, null, 1),
+    );
   }
   return result;
 }
@@ -178,16 +222,29 @@ export function formatReport(o: SimulationOptions, r: SimulationResult): string 
     `Darshak simulation: ${fmt(o.viewers)} viewers at the peak, a ${duration(o.durationMs)} match at ${o.speed}x, seed ${o.seed}`,
     `match: ${new Date(r.startAt).toISOString()} to ${new Date(r.endAt).toISOString()}; ${fmt(r.sessions)} sessions, ${fmt(r.peakPlayers)} players at once at most`,
     `sent: ${fmt(r.send.sent)} events in ${fmt(r.send.requests)} requests (${fmt(r.send.beacons)} beacons); accepted ${fmt(r.send.accepted)}, rejected ${fmt(r.send.rejected)}, lost ${fmt(r.send.lost)}`,
-    `retries: ${Object.entries(r.send.retries).map(([k, v]) => `${k} x${v}`).join(', ') || 'none'}; achieved speed ${r.achievedSpeed.toFixed(2)}x`,
+    `retries: ${
+      Object.entries(r.send.retries)
+        .map(([k, v]) => `${k} x${v}`)
+        .join(', ') || 'none'
+    }; achieved speed ${r.achievedSpeed.toFixed(2)}x`,
     `truth: peak concurrency ${fmt(r.truthPeak.value)} at ${r.truthPeak.at}`,
     'answers (range 24h) against the truth:',
-    ...r.answers.map((a) => `  ${a.answer.padEnd(16)} ${a.exact ? 'exact' : `DIFFERS\n${a.differences.map((d) => `      ${d}`).join('\n')}`}`),
+    ...r.answers.map(
+      (a) =>
+        `  ${a.answer.padEnd(16)} ${a.exact ? 'exact' : `DIFFERS\n${a.differences.map((d) => `      ${d}`).join('\n')}`}`,
+    ),
     'alerts for the injected incidents:',
     ...(r.alerts.length === 0 ? ['  (no incidents injected)'] : []),
     ...r.alerts.map((a) =>
-      a.alert ? `  ${a.incident}: ${a.category} after ${duration(a.delay_ms ?? 0)} ("${a.alert.title}")` : `  ${a.incident}: MISSED (${a.category})${a.note ? `: ${a.note}` : ''}`,
+      a.alert
+        ? `  ${a.incident}: ${a.category} after ${duration(a.delay_ms ?? 0)} ("${a.alert.title}")`
+        : `  ${a.incident}: MISSED (${a.category})${a.note ? `: ${a.note}` : ''}`,
     ),
-    `other alerts: ${Object.entries(r.otherAlerts).map(([k, v]) => `${k} x${v}`).join(', ') || 'none'}`,
+    `other alerts: ${
+      Object.entries(r.otherAlerts)
+        .map(([k, v]) => `${k} x${v}`)
+        .join(', ') || 'none'
+    }`,
   ];
   return lines.join('\n');
 }

@@ -51,9 +51,17 @@ export function toIngest(e: OracleEvent): Record<string, unknown> {
   };
 }
 
-
 export class Sender {
-  readonly stats: SendStats = { requests: 0, beacons: 0, sent: 0, accepted: 0, rejected: 0, lost: 0, retries: {}, rejections: {} };
+  readonly stats: SendStats = {
+    requests: 0,
+    beacons: 0,
+    sent: 0,
+    accepted: 0,
+    rejected: 0,
+    lost: 0,
+    retries: {},
+    rejections: {},
+  };
   /** Every event the service accepted: the ground truth's input. */
   readonly accepted: OracleEvent[] = [];
   private inflight = 0;
@@ -121,7 +129,13 @@ export class Sender {
       }
       // A 200 here left events to send again (`ingest_degraded`), or was a beacon not kept.
       const retryable = status === 200 || status === 429 || status === 503 || status === 0;
-      const reason = answered ? 'ingest_degraded' : status === 0 ? 'network' : status === 200 ? 'beacon not queued' : String(status);
+      const reason = answered
+        ? 'ingest_degraded'
+        : status === 0
+          ? 'network'
+          : status === 200
+            ? 'beacon not queued'
+            : String(status);
       const once = beacon && !this.o.retryBeacons;
       if (!retryable || once || attempt >= this.o.maxAttempts) {
         if (retryable || once) this.stats.lost += events.length;

@@ -78,9 +78,27 @@ export interface Content {
 /** The live final, and the clips people watch around it. */
 export const catalogue: readonly Content[] = [
   { content_id: 'final-live', content_title: 'The Final: live', content_type: 'sports', duration: null, weight: 85 },
-  { content_id: 'semi-highlights', content_title: 'Semi-final highlights', content_type: 'clip', duration: 600, weight: 6 },
-  { content_id: 'toss-interview', content_title: 'Captains at the toss', content_type: 'clip', duration: 180, weight: 4 },
-  { content_id: 'road-to-final', content_title: 'Road to the final', content_type: 'episode', duration: 1500, weight: 5 },
+  {
+    content_id: 'semi-highlights',
+    content_title: 'Semi-final highlights',
+    content_type: 'clip',
+    duration: 600,
+    weight: 6,
+  },
+  {
+    content_id: 'toss-interview',
+    content_title: 'Captains at the toss',
+    content_type: 'clip',
+    duration: 180,
+    weight: 4,
+  },
+  {
+    content_id: 'road-to-final',
+    content_title: 'Road to the final',
+    content_type: 'episode',
+    duration: 1500,
+    weight: 5,
+  },
 ];
 
 /**

@@ -17,16 +17,34 @@ export type Fault =
   | { at: number; kind: 'webhook'; down: number };
 
 /** `perMinute` faults a minute on average (a Poisson process) over `ms` of traffic, among `roles` and `servers` NATS servers. */
-export function schedule(seed: number, ms: number, perMinute: number, roles: readonly string[], servers: number): Fault[] {
+export function schedule(
+  seed: number,
+  ms: number,
+  perMinute: number,
+  roles: readonly string[],
+  servers: number,
+): Fault[] {
   const rng = new Rng(seed ^ 0x50a4);
   const faults: Fault[] = [];
   const between = (lo: number, hi: number): number => Math.round(lo + rng.next() * (hi - lo));
-  for (let at = -Math.log(1 - rng.next()) * (60_000 / perMinute); at < ms; at += -Math.log(1 - rng.next()) * (60_000 / perMinute)) {
+  for (
+    let at = -Math.log(1 - rng.next()) * (60_000 / perMinute);
+    at < ms;
+    at += -Math.log(1 - rng.next()) * (60_000 / perMinute)
+  ) {
     const roll = rng.next();
     const when = Math.round(at);
-    if (roll < 0.5) faults.push({ at: when, kind: 'kill', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 5000) });
-    else if (roll < 0.7) faults.push({ at: when, kind: 'term', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 3000) });
-    else if (roll < 0.85) faults.push({ at: when, kind: 'nats', server: servers > 1 ? rng.int(0, servers - 1) : 0, down: between(500, 5000) });
+    if (roll < 0.5)
+      faults.push({ at: when, kind: 'kill', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 5000) });
+    else if (roll < 0.7)
+      faults.push({ at: when, kind: 'term', role: roles[rng.int(0, roles.length - 1)]!, down: between(100, 3000) });
+    else if (roll < 0.85)
+      faults.push({
+        at: when,
+        kind: 'nats',
+        server: servers > 1 ? rng.int(0, servers - 1) : 0,
+        down: between(500, 5000),
+      });
     else faults.push({ at: when, kind: 'webhook', down: between(2000, 20_000) });
   }
   return faults;
@@ -45,7 +63,6 @@ export interface FaultTarget {
   /** The receiver fails until `until` (ms since the epoch). */
   failWebhooks(until: number): void;
 }
-
 
 /** Plays a schedule: `resume` while traffic flows, `pause` to stop the clock with every part up again. */
 export class FaultRunner {
@@ -90,7 +107,9 @@ export class FaultRunner {
     const key = f.kind === 'kill' || f.kind === 'term' ? f.role : f.kind;
     const skipped = this.down.has(key);
     this.done.push({ ...f, skipped });
-    this.say(`fault ${this.done.length} at ${(f.at / 1000).toFixed(1)} s: ${describe(f)}${skipped ? ' (skipped: already down)' : ''}`);
+    this.say(
+      `fault ${this.done.length} at ${(f.at / 1000).toFixed(1)} s: ${describe(f)}${skipped ? ' (skipped: already down)' : ''}`,
+    );
     if (skipped) return;
     this.down.add(key);
     const run = this.play(f).finally(() => {

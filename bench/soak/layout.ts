@@ -65,15 +65,36 @@ export class Layout {
     const [ingestA, ingestB, api] = [await freePort(true), await freePort(true), await freePort(true)];
     const url = (port: number): string => `http://127.0.0.1:${port}`;
     const roles: RoleSpec[] = [
-      { name: 'ingest-1', args: ['--role', 'ingest'], env: { INGEST_PORT: String(ingestA), DATA_DIR: join(dir, 'ingest-1') }, url: url(ingestA) },
-      { name: 'ingest-2', args: ['--role', 'ingest'], env: { INGEST_PORT: String(ingestB), DATA_DIR: join(dir, 'ingest-2') }, url: url(ingestB) },
+      {
+        name: 'ingest-1',
+        args: ['--role', 'ingest'],
+        env: { INGEST_PORT: String(ingestA), DATA_DIR: join(dir, 'ingest-1') },
+        url: url(ingestA),
+      },
+      {
+        name: 'ingest-2',
+        args: ['--role', 'ingest'],
+        env: { INGEST_PORT: String(ingestB), DATA_DIR: join(dir, 'ingest-2') },
+        url: url(ingestB),
+      },
       { name: 'aggregate-a', args: ['--role', 'aggregate', '--shards', '0,1'], env: {} },
       { name: 'aggregate-b', args: ['--role', 'aggregate', '--shards', '2,3'], env: {} },
-      { name: 'flush-api', args: ['--role', 'flush,api'], env: { BASE_PORT: String(api), DATA_DIR: join(dir, 'store') }, url: url(api) },
+      {
+        name: 'flush-api',
+        args: ['--role', 'flush,api'],
+        env: { BASE_PORT: String(api), DATA_DIR: join(dir, 'store') },
+        url: url(api),
+      },
       { name: 'alerts', args: ['--role', 'alerts'], env: {} },
       { name: 'webhooks', args: ['--role', 'webhooks'], env: { DATA_DIR: join(dir, 'webhooks') } },
     ];
-    const env = { NATS_URL: natsUrl, NATS_PREFIX: prefix, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', WEBHOOK_ALLOW_HOSTS: '127.0.0.1', STREAM_REPLICAS: String(nats.length) };
+    const env = {
+      NATS_URL: natsUrl,
+      NATS_PREFIX: prefix,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
+      STREAM_REPLICAS: String(nats.length),
+    };
     const layout = new Layout(nats, prefix, roles, env, say, join(dir, 'logs'));
     // A soak stopped by a signal or an error must not leave its processes behind, reconnecting for ever.
     process.once('exit', layout.killAll);
@@ -110,10 +131,14 @@ export class Layout {
   }
 
   private launch(spec: RoleSpec): void {
-    const child = spawn(process.execPath, [mainJs, 'start', ...spec.args], { env: { ...process.env, ...this.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [mainJs, 'start', ...spec.args], {
+      env: { ...process.env, ...this.env, ...spec.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const entry: Running = { spec, child, stopping: false, log: '' };
     let file = this.files.get(spec.name);
-    if (!file) this.files.set(spec.name, (file = createWriteStream(join(this.logDir, `${spec.name}.log`), { flags: 'a' })));
+    if (!file)
+      this.files.set(spec.name, (file = createWriteStream(join(this.logDir, `${spec.name}.log`), { flags: 'a' })));
     file.write(`--- started at ${new Date().toISOString()}\n`);
     const keep = (d: Buffer): void => {
       file.write(d);
@@ -121,8 +146,8 @@ export class Layout {
       this.logs.set(spec.name, ((this.logs.get(spec.name) ?? '') + d.toString()).slice(-10 * keptLog));
     };
     this.logs.set(spec.name, `${this.logs.get(spec.name) ?? ''}--- started at ${new Date().toISOString()}\n`);
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     this.running.set(spec.name, entry);
     child.once('exit', (code, signal) => {
       if (this.running.get(spec.name) === entry) this.running.delete(spec.name);
@@ -130,10 +155,13 @@ export class Layout {
       const line = `${spec.name} exited on its own (${signal ?? `code ${code}`})`;
       // A role that cannot reach NATS as it starts says so and exits; its supervisor starts it again (docker-compose's
       // `restart: unless-stopped`). Any other exit is a crash.
-      if (/cannot reach NATS|Nothing answers at/.test(entry.log.slice(-2000))) this.say(`${line}: NATS unreachable at its start; restarted`);
+      if (/cannot reach NATS|Nothing answers at/.test(entry.log.slice(-2000)))
+        this.say(`${line}: NATS unreachable at its start; restarted`);
       else {
         this.crashes.push(`${line}; its log's tail:\n${entry.log.slice(-4000)}`);
-        this.say(`!! ${line}: restarted; its last words: ${entry.log.trim().split('\n').slice(-2).join(' | ').slice(0, 600)}`);
+        this.say(
+          `!! ${line}: restarted; its last words: ${entry.log.trim().split('\n').slice(-2).join(' | ').slice(0, 600)}`,
+        );
       }
       setTimeout(() => {
         if (!this.closed && !this.running.has(spec.name)) this.launch(spec);
@@ -151,8 +179,11 @@ export class Layout {
     entry.stopping = true;
     const exited = new Promise<boolean>((r) => entry.child.once('exit', () => r(true)));
     entry.child.kill(signal);
-    if (signal === 'SIGKILL' || (await Promise.race([exited, sleep(graceMs).then(() => false)]))) return void (await exited);
-    this.slowStops.push(`${name} still running ${graceMs / 1000} s after SIGTERM; its log's tail:\n${entry.log.slice(-4000)}`);
+    if (signal === 'SIGKILL' || (await Promise.race([exited, sleep(graceMs).then(() => false)])))
+      return void (await exited);
+    this.slowStops.push(
+      `${name} still running ${graceMs / 1000} s after SIGTERM; its log's tail:\n${entry.log.slice(-4000)}`,
+    );
     this.say(`!! ${name} did not stop within ${graceMs / 1000} s of SIGTERM: killed`);
     entry.child.kill('SIGKILL');
     await exited;
@@ -169,8 +200,12 @@ export class Layout {
   async ready(ms = 120_000): Promise<void> {
     const deadline = Date.now() + ms;
     for (const spec of this.roles) {
-      const up = async (): Promise<boolean> => this.running.has(spec.name) && (!spec.url || (await fetch(`${spec.url}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => null))?.ok === true);
-      if (!(await poll(up, deadline - Date.now(), 200))) throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
+      const up = async (): Promise<boolean> =>
+        this.running.has(spec.name) &&
+        (!spec.url ||
+          (await fetch(`${spec.url}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => null))?.ok === true);
+      if (!(await poll(up, deadline - Date.now(), 200)))
+        throw new Error(`${spec.name} not ready after ${ms} ms; its log's tail:\n${this.log(spec.name).slice(-4000)}`);
     }
   }
 
@@ -183,7 +218,9 @@ export class Layout {
       } catch (err) {
         const message = (err as Error).message;
         this.crashes.push(`nats-server did not start again: ${message.slice(-2000)}`);
-        this.say(`!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]})${attempt < 5 ? ': trying again' : ''}`);
+        this.say(
+          `!! nats-server did not start again (${message.trim().split('\n').slice(-1)[0]})${attempt < 5 ? ': trying again' : ''}`,
+        );
         await nats.kill();
         if (attempt === 5) throw new Error(`nats-server did not start again after ${attempt} tries`);
       }

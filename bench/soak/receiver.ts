@@ -43,7 +43,13 @@ export class SoakReceiver {
       } catch {
         // Kept with an empty type: the soak counts it as a delivery of nothing it expected.
       }
-      return { delivery: String(r.headers['x-service-delivery'] ?? ''), tenant: body.tenant_slug ?? '', type: body.type ?? '', data: body.data ?? {}, answered: r.answered ?? 0 };
+      return {
+        delivery: String(r.headers['x-service-delivery'] ?? ''),
+        tenant: body.tenant_slug ?? '',
+        type: body.type ?? '',
+        data: body.data ?? {},
+        answered: r.answered ?? 0,
+      };
     });
   }
 

@@ -70,25 +70,49 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
   const layout = await Layout.start(o.dir, prefix, say, o.cluster ?? false);
   const receiver = await SoakReceiver.start();
   try {
-    const faults = schedule(o.seed, o.durationMs, o.faultRate, layout.roles.map((r) => r.name), layout.nats.length);
+    const faults = schedule(
+      o.seed,
+      o.durationMs,
+      o.faultRate,
+      layout.roles.map((r) => r.name),
+      layout.nats.length,
+    );
     if (o.out) {
       await mkdir(o.out, { recursive: true });
-      await writeFile(join(o.out, 'schedule.json'), JSON.stringify({ seed: o.seed, duration_ms: o.durationMs, fault_rate: o.faultRate, cluster: o.cluster ?? false, faults }, null, 1));
+      await writeFile(
+        join(o.out, 'schedule.json'),
+        JSON.stringify(
+          { seed: o.seed, duration_ms: o.durationMs, fault_rate: o.faultRate, cluster: o.cluster ?? false, faults },
+          null,
+          1,
+        ),
+      );
     }
-    say(`soak seed ${o.seed}${o.cluster ? ', NATS as a cluster of three' : ''}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`);
+    say(
+      `soak seed ${o.seed}${o.cluster ? ', NATS as a cluster of three' : ''}: ${faults.length} faults over ${Math.round(o.durationMs / 1000)} s of traffic in ${o.segments} segments`,
+    );
     const runner = new FaultRunner(faults, { layout, failWebhooks: (u) => receiver.fail(u) }, say);
-    const api = (token: string) => async (path: string, init: RequestInit = {}): Promise<unknown> => {
-      const res = await fetch(`${layout.apiUrl}${path}`, { ...init, signal: AbortSignal.timeout(30_000), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } });
-      if (res.status >= 300) throw new Error(`${init.method ?? 'GET'} ${path}: ${res.status} ${await res.text()}`);
-      return res.json();
-    };
+    const api =
+      (token: string) =>
+      async (path: string, init: RequestInit = {}): Promise<unknown> => {
+        const res = await fetch(`${layout.apiUrl}${path}`, {
+          ...init,
+          signal: AbortSignal.timeout(30_000),
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        });
+        if (res.status >= 300) throw new Error(`${init.method ?? 'GET'} ${path}: ${res.status} ${await res.text()}`);
+        return res.json();
+      };
     const answers: string[] = [];
     const segments: Segment[] = [];
     const segmentMs = Math.floor(o.durationMs / o.segments);
     for (let k = 0; k < o.segments; k++) {
       const account = await provision(`soak-${k}`, `Soak match ${k}`, layout.cliEnv);
       const token = await login(layout.apiUrl, account.email, account.password);
-      await api(token)('/v1/webhooks', { method: 'POST', body: JSON.stringify({ url: `${receiver.url}/${account.tenant}`, categories: [category] }) });
+      await api(token)('/v1/webhooks', {
+        method: 'POST',
+        body: JSON.stringify({ url: `${receiver.url}/${account.tenant}`, categories: [category] }),
+      });
       runner.resume();
       const r = await simulate({
         ingestUrls: layout.ingestUrls,
@@ -106,16 +130,24 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         retryBeacons: true,
         onSent: () => runner.pause(),
       });
-      for (const a of r.answers) if (!a.exact) answers.push(`checkpoint ${k} (${account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
-      const retries = Object.entries(r.send.retries).map(([why, n]) => `${why} x${n}`).join(', ') || 'none';
-      say(`checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged (retries: ${retries}), ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`);
+      for (const a of r.answers)
+        if (!a.exact)
+          answers.push(`checkpoint ${k} (${account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
+      const retries =
+        Object.entries(r.send.retries)
+          .map(([why, n]) => `${why} x${n}`)
+          .join(', ') || 'none';
+      say(
+        `checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged (retries: ${retries}), ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`,
+      );
       for (const a of r.answers) if (!a.exact) say(`  ${a.answer} differs: ${a.differences.slice(0, 3).join('; ')}`);
       segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions, send: r.send });
     }
 
     say('traffic over: comparing every tenant again, then alerts, deliveries, consumers and the store');
     for (const s of segments) {
-      for (const a of await checkAnswers(api(s.token), s.oracle, s.account.tenant)) if (!a.exact) answers.push(`end (${s.account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
+      for (const a of await checkAnswers(api(s.token), s.oracle, s.account.tenant))
+        if (!a.exact) answers.push(`end (${s.account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
     }
     const alerts = await countAlerts(segments, api);
     const webhooks = await countDeliveries(segments, receiver);
@@ -126,7 +158,12 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     const result: SoakResult = {
       seed: o.seed,
       faults: runner.done,
-      segments: segments.map((s) => ({ tenant: s.account.tenant, accepted: s.accepted.length, sessions: s.sessions, send: s.send })),
+      segments: segments.map((s) => ({
+        tenant: s.account.tenant,
+        accepted: s.accepted.length,
+        sessions: s.sessions,
+        send: s.send,
+      })),
       answers,
       events,
       sessionsWithoutRow,
@@ -149,7 +186,10 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     if (o.out) {
       await writeFile(join(o.out, 'report.json'), JSON.stringify(result, null, 1));
       // What each role's latest process said last, to read beside a failure.
-      await writeFile(join(o.out, 'logs.txt'), layout.roles.map((r) => `--- ${r.name}\n${layout.log(r.name)}`).join('\n'));
+      await writeFile(
+        join(o.out, 'logs.txt'),
+        layout.roles.map((r) => `--- ${r.name}\n${layout.log(r.name)}`).join('\n'),
+      );
     }
     return result;
   } finally {
@@ -160,10 +200,15 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
 
 /** What a tenant's first plays should raise: one new-release alert per content id it played. */
 function releases(s: Segment): string[] {
-  return [...new Set(s.accepted.filter((e) => e.event_type === 'play_start' && e.content_id).map((e) => e.content_id!))].sort();
+  return [
+    ...new Set(s.accepted.filter((e) => e.event_type === 'play_start' && e.content_id).map((e) => e.content_id!)),
+  ].sort();
 }
 
-async function countAlerts(segments: readonly Segment[], api: (token: string) => (path: string) => Promise<unknown>): Promise<SoakResult['alerts']> {
+async function countAlerts(
+  segments: readonly Segment[],
+  api: (token: string) => (path: string) => Promise<unknown>,
+): Promise<SoakResult['alerts']> {
   const lost: string[] = [];
   const duplicated: string[] = [];
   let expected = 0;
@@ -171,11 +216,15 @@ async function countAlerts(segments: readonly Segment[], api: (token: string) =>
     const want = releases(s);
     expected += want.length;
     let raised: string[] = [];
-    await poll(async () => {
-      const list = (await api(s.token)('/v1/analytics/alerts?limit=200')) as Alert[];
-      raised = list.filter((a) => a.category === category).map((a) => String(a.data.content_id));
-      return want.every((c) => raised.includes(c));
-    }, 30_000, 500);
+    await poll(
+      async () => {
+        const list = (await api(s.token)('/v1/analytics/alerts?limit=200')) as Alert[];
+        raised = list.filter((a) => a.category === category).map((a) => String(a.data.content_id));
+        return want.every((c) => raised.includes(c));
+      },
+      30_000,
+      500,
+    );
     for (const c of want) {
       const n = raised.filter((x) => x === c).length;
       if (n === 0) lost.push(`${s.account.tenant}/${c}`);
@@ -187,11 +236,21 @@ async function countAlerts(segments: readonly Segment[], api: (token: string) =>
 
 async function countDeliveries(segments: readonly Segment[], receiver: SoakReceiver): Promise<SoakResult['webhooks']> {
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
-  const delivered = (): Set<string> => new Set(receiver.receipts().filter((r) => r.answered === 200 && r.type === category).map((r) => `${r.tenant}/${String(r.data.content_id)}`));
+  const delivered = (): Set<string> =>
+    new Set(
+      receiver
+        .receipts()
+        .filter((r) => r.answered === 200 && r.type === category)
+        .map((r) => `${r.tenant}/${String(r.data.content_id)}`),
+    );
   // A delivery that failed in an outage is retried 30 s later, and 2 min after that if it failed again.
   await poll(async () => want.every((w) => delivered().has(w)), 200_000, 500);
   const got = delivered();
-  return { expected: want.length, undelivered: want.filter((w) => !got.has(w)), repeatedAfterSuccess: receiver.repeatedAfterSuccess() };
+  return {
+    expected: want.length,
+    undelivered: want.filter((w) => !got.has(w)),
+    repeatedAfterSuccess: receiver.repeatedAfterSuccess(),
+  };
 }
 
 /** Durable consumers of the soak's streams with messages still pending a minute after the traffic ended. */
@@ -200,18 +259,25 @@ async function stuck(layout: Layout): Promise<string[]> {
   try {
     const jsm = await nc.jetstreamManager();
     let behind: string[] = [];
-    await poll(async () => {
-      behind = [];
-      for (const stream of await jsm.streams.list().next()) {
-        if (!stream.config.name.startsWith(layout.prefix)) continue;
-        for (const c of await jsm.consumers.list(stream.config.name).next()) {
-          if (!c.config.durable_name) continue;
-          const pending = c.num_pending + c.num_ack_pending;
-          if (pending > 0) behind.push(`${stream.config.name}/${c.name}: ${c.num_pending} pending, ${c.num_ack_pending} unacknowledged`);
+    await poll(
+      async () => {
+        behind = [];
+        for (const stream of await jsm.streams.list().next()) {
+          if (!stream.config.name.startsWith(layout.prefix)) continue;
+          for (const c of await jsm.consumers.list(stream.config.name).next()) {
+            if (!c.config.durable_name) continue;
+            const pending = c.num_pending + c.num_ack_pending;
+            if (pending > 0)
+              behind.push(
+                `${stream.config.name}/${c.name}: ${c.num_pending} pending, ${c.num_ack_pending} unacknowledged`,
+              );
+          }
         }
-      }
-      return behind.length === 0;
-    }, 60_000, 500);
+        return behind.length === 0;
+      },
+      60_000,
+      500,
+    );
     return behind;
   } finally {
     await nc.close();
@@ -219,16 +285,31 @@ async function stuck(layout: Layout): Promise<string[]> {
 }
 
 /** Acknowledged events missing from the `events` table or stored twice, and sessions without a `session_hours` row. */
-async function countRows(dataDir: string, segments: readonly Segment[]): Promise<{ events: SoakResult['events']; sessionsWithoutRow: string[] }> {
-  const store = await Store.open({ clickhouse_url: '', data_dir: dataDir, events_retention_days: 400 }, createLogger('silent'));
+async function countRows(
+  dataDir: string,
+  segments: readonly Segment[],
+): Promise<{ events: SoakResult['events']; sessionsWithoutRow: string[] }> {
+  const store = await Store.open(
+    { clickhouse_url: '', data_dir: dataDir, events_retention_days: 400 },
+    createLogger('silent'),
+  );
   try {
     const tenants = segments.map((s) => s.account.tenant);
-    const rows = async <T>(query: string): Promise<T[]> => (await store.client.query({ query, query_params: { tenants }, format: 'JSONEachRow' })).json<T>();
+    const rows = async <T>(query: string): Promise<T[]> =>
+      (await store.client.query({ query, query_params: { tenants }, format: 'JSONEachRow' })).json<T>();
     const stored = new Map<string, number>();
-    for (const r of await rows<{ tenant: string; event_id: string; n: string }>('SELECT tenant, event_id, count() AS n FROM events WHERE tenant IN {tenants:Array(String)} GROUP BY tenant, event_id')) {
+    for (const r of await rows<{ tenant: string; event_id: string; n: string }>(
+      'SELECT tenant, event_id, count() AS n FROM events WHERE tenant IN {tenants:Array(String)} GROUP BY tenant, event_id',
+    )) {
       stored.set(`${r.tenant} ${r.event_id}`, Number(r.n));
     }
-    const sessions = new Set((await rows<{ tenant: string; session_id: string }>('SELECT DISTINCT tenant, session_id FROM session_hours WHERE tenant IN {tenants:Array(String)}')).map((r) => `${r.tenant} ${r.session_id}`));
+    const sessions = new Set(
+      (
+        await rows<{ tenant: string; session_id: string }>(
+          'SELECT DISTINCT tenant, session_id FROM session_hours WHERE tenant IN {tenants:Array(String)}',
+        )
+      ).map((r) => `${r.tenant} ${r.session_id}`),
+    );
     let accepted = 0;
     let lost = 0;
     let storedTwice = 0;
@@ -239,7 +320,8 @@ async function countRows(dataDir: string, segments: readonly Segment[]): Promise
         const n = stored.get(`${e.tenant} ${e.event_id}`) ?? 0;
         if (n === 0) lost++;
         if (n > 1) storedTwice++;
-        if (e.session_id !== undefined && !sessions.has(`${e.tenant} ${e.session_id}`)) sessionsWithoutRow.add(`${e.tenant} ${e.session_id}`);
+        if (e.session_id !== undefined && !sessions.has(`${e.tenant} ${e.session_id}`))
+          sessionsWithoutRow.add(`${e.tenant} ${e.session_id}`);
       }
     }
     return { events: { accepted, lost, storedTwice }, sessionsWithoutRow: [...sessionsWithoutRow] };

@@ -50,7 +50,7 @@ export class EncodedRows {
 
   /** The bytes of `count` rows from row `first` on. */
   slice(first: number, count: number): Buffer {
-    return this.bytes.subarray(this.starts[first]!, this.end(first + count - 1));
+    return this.bytes.subarray(this.starts[first], this.end(first + count - 1));
   }
 
   size(i: number): number {
@@ -159,7 +159,8 @@ class KeptRows<V extends Kept> {
  * Tables in the order of their names. Kept rows outlive a flush, so the order tables were first touched in would be
  * that of an earlier flush, which a rebuilt accumulator never saw: output must not depend on it.
  */
-const byName = <V>(tables: Map<TableSpec, V>): Array<[TableSpec, V]> => [...tables].sort(([a], [b]) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+const byName = <V>(tables: Map<TableSpec, V>): Array<[TableSpec, V]> =>
+  [...tables].sort(([a], [b]) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
 /** Holds pipeline output between drains: `sum` rows and signals merged per key, other rows as they came. */
 export class Accumulator implements Emitter {
@@ -194,7 +195,7 @@ export class Accumulator implements Emitter {
 
   signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
     let byLength = this.signals.get(name);
-    if (!byLength) this.signals.set(name, (byLength = new Map()));
+    if (!byLength) this.signals.set(name, (byLength = new Map<number, KeptRows<SignalAcc>>()));
     let rows = byLength.get(key.length);
     if (!rows) byLength.set(key.length, (rows = new KeptRows(key.length + 1)));
     const k = this.signalKey;
@@ -203,7 +204,8 @@ export class Accumulator implements Emitter {
     k.push(minute);
     const leaf = rows.leaf(k);
     let acc = leaf.get(minute);
-    if (!acc) leaf.set(minute, (acc = { key: k.slice(), flush: 0, row: { name, key: key.slice(), minute, fields: {} } }));
+    if (!acc)
+      leaf.set(minute, (acc = { key: k.slice(), flush: 0, row: { name, key: key.slice(), minute, fields: {} } }));
     const f = rows.touch(acc, this.flush).row.fields;
     for (const name in fields) f[name] = (f[name] ?? 0) + fields[name]!;
   }
@@ -230,9 +232,9 @@ export class Accumulator implements Emitter {
 
   addSeconds(table: TableSpec, tenant: string, fromSec: number, toSec: number, sign: number): void {
     let byTenant = this.seconds.get(table);
-    if (!byTenant) this.seconds.set(table, (byTenant = new Map()));
+    if (!byTenant) this.seconds.set(table, (byTenant = new Map<string, Map<number, number>>()));
     let points = byTenant.get(tenant);
-    if (!points) byTenant.set(tenant, (points = new Map()));
+    if (!points) byTenant.set(tenant, (points = new Map<number, number>()));
     points.set(fromSec, (points.get(fromSec) ?? 0) + sign);
     points.set(toSec, (points.get(toSec) ?? 0) - sign);
   }

@@ -42,7 +42,8 @@ export class DedupWindow {
   /** True, and the id remembered as first seen at `receivedAt`, unless it was seen within the window before. */
   firstSeen(tenant: string, eventId: string, receivedAt: number): boolean {
     const b = Buffer.from(eventId);
-    if (eventId.length === b.length && parseUuid(b, 0, b.length)) return this.firstSeenUuid(tenant, uuidWords[0]!, uuidWords[1]!, uuidWords[2]!, uuidWords[3]!, receivedAt);
+    if (eventId.length === b.length && parseUuid(b, 0, b.length))
+      return this.firstSeenUuid(tenant, uuidWords[0]!, uuidWords[1]!, uuidWords[2]!, uuidWords[3]!, receivedAt);
     const key = `${tenant}\u0000${eventId}`;
     const at = this.other.get(key);
     if (at !== undefined && receivedAt - at <= dedupWindowMs) return false;
@@ -82,7 +83,9 @@ export class DedupWindow {
       if (now - at <= dedupWindowMs) break;
       if (at !== gone) {
         const k = 5 * i;
-        this.removeSlot(this.find(this.keys[k]!, this.keys[k + 1]!, this.keys[k + 2]!, this.keys[k + 3]!, this.keys[k + 4]!));
+        this.removeSlot(
+          this.find(this.keys[k]!, this.keys[k + 1]!, this.keys[k + 2]!, this.keys[k + 3]!, this.keys[k + 4]!),
+        );
       }
       this.head = (i + 1) & (cap - 1);
       this.count--;
@@ -151,7 +154,14 @@ export class DedupWindow {
       const v = this.slots[slot]!;
       if (v === 0) return slot;
       const k = 5 * (v - 1);
-      if (this.keys[k + 1] === w0 && this.keys[k + 2] === w1 && this.keys[k + 3] === w2 && this.keys[k + 4] === w3 && this.keys[k] === t) return slot;
+      if (
+        this.keys[k + 1] === w0 &&
+        this.keys[k + 2] === w1 &&
+        this.keys[k + 3] === w2 &&
+        this.keys[k + 4] === w3 &&
+        this.keys[k] === t
+      )
+        return slot;
       slot = (slot + 1) & mask;
     }
   }
@@ -208,6 +218,8 @@ export class DedupWindow {
     this.head = 0;
     this.count = n;
     this.slots = new Uint32Array(2 * cap);
-    for (let i = 0; i < n; i++) this.slots[this.find(keys[5 * i]!, keys[5 * i + 1]!, keys[5 * i + 2]!, keys[5 * i + 3]!, keys[5 * i + 4]!)] = i + 1;
+    for (let i = 0; i < n; i++)
+      this.slots[this.find(keys[5 * i]!, keys[5 * i + 1]!, keys[5 * i + 2]!, keys[5 * i + 3]!, keys[5 * i + 4]!)] =
+        i + 1;
   }
 }

@@ -92,7 +92,10 @@ export class EvictedSessions {
   }
 
   save(): SavedEvicted {
-    const days: SavedEvicted = [...this.sealed].map(([day, d]) => [day, new Uint8Array(d.buffer, d.byteOffset, d.byteLength)]);
+    const days: SavedEvicted = [...this.sealed].map(([day, d]) => [
+      day,
+      new Uint8Array(d.buffer, d.byteOffset, d.byteLength),
+    ]);
     if (this.today.size > 0) days.push([this.day, new Uint8Array(Float64Array.from(this.today).sort().buffer)]);
     return days;
   }
@@ -148,7 +151,8 @@ export class EvictedSessions {
 const firstBit = (digest: number, mask: number): number => (digest >>> 0) & mask;
 
 /** Its second: the high 21 bits mixed with the low ones. */
-const secondBit = (digest: number, mask: number): number => (Math.imul(Math.floor(digest / 4294967296) ^ (digest >>> 11), 0x85ebca6b) >>> 0) & mask;
+const secondBit = (digest: number, mask: number): number =>
+  (Math.imul(Math.floor(digest / 4294967296) ^ (digest >>> 11), 0x85ebca6b) >>> 0) & mask;
 
 function contains(sorted: Float64Array, x: number): boolean {
   let lo = 0;

@@ -12,13 +12,22 @@ const requestTimeoutMs = 30_000;
  * session afresh, and its answers would stay wrong until a `darshak replay`. While no flush process answers, the shard
  * waits, and says so in its log. `stopping` ends the wait with an error.
  */
-export async function recallSessions(bus: Bus, req: Omit<HistoryRequest, 'offset'>, stopping: () => boolean, log: Logger): Promise<WireEvent[]> {
+export async function recallSessions(
+  bus: Bus,
+  req: Omit<HistoryRequest, 'offset'>,
+  stopping: () => boolean,
+  log: Logger,
+): Promise<WireEvent[]> {
   const events: WireEvent[] = [];
   let offset: number | null = 0;
-  for (let attempt = 0; offset !== null; ) {
+  for (let attempt = 0; offset !== null;) {
     if (stopping()) throw new Error('stopping while recalling stored sessions');
     try {
-      const reply = await bus.nc.request(bus.names.historySubject, new TextEncoder().encode(JSON.stringify({ ...req, offset })), { timeout: requestTimeoutMs });
+      const reply = await bus.nc.request(
+        bus.names.historySubject,
+        new TextEncoder().encode(JSON.stringify({ ...req, offset })),
+        { timeout: requestTimeoutMs },
+      );
       const answer = JSON.parse(new TextDecoder().decode(reply.data)) as HistoryAnswer;
       if ('error' in answer) throw new Error(answer.error);
       for (const e of answer.events) events.push(e);
@@ -26,7 +35,10 @@ export async function recallSessions(bus: Bus, req: Omit<HistoryRequest, 'offset
       attempt = 0;
     } catch (err) {
       attempt++;
-      log.warn({ err: (err as Error).message, tenant: req.tenant, sessions: req.sessions.length, attempt }, 'stored sessions not recalled; asking again');
+      log.warn(
+        { err: (err as Error).message, tenant: req.tenant, sessions: req.sessions.length, attempt },
+        'stored sessions not recalled; asking again',
+      );
       await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 10_000)));
     }
   }

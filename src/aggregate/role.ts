@@ -8,7 +8,10 @@ export function shardsOf(list: readonly string[], shards: number): number[] {
   if (list.length === 0) return Array.from({ length: shards }, (_, i) => i);
   const out = list.map((s) => {
     const n = /^\d+$/.test(s) ? Number(s) : NaN;
-    if (!(n >= 0 && n < shards)) throw new Error(`config: AGGREGATE_SHARDS (aggregate_shards) holds ${JSON.stringify(s)}; shards are 0 to ${shards - 1}`);
+    if (!(n >= 0 && n < shards))
+      throw new Error(
+        `config: AGGREGATE_SHARDS (aggregate_shards) holds ${JSON.stringify(s)}; shards are 0 to ${shards - 1}`,
+      );
     return n;
   });
   return [...new Set(out)].sort((a, b) => a - b);

@@ -6,7 +6,18 @@ import { Accumulator, type EncodedOutput, type Output } from './accumulator.js';
 import { contextAttr } from '../bus/event-reader.js';
 
 /** A session's attributes are the first non-empty value in event order; these index its order keys. */
-const attr = { content: 0, region: 1, country: 2, pop: 3, device: 4, user: 5, anon: 6, duration: 7, app: 8, player: 9 } as const;
+const attr = {
+  content: 0,
+  region: 1,
+  country: 2,
+  pop: 3,
+  device: 4,
+  user: 5,
+  anon: 6,
+  duration: 7,
+  app: 8,
+  player: 9,
+} as const;
 const attrCount = 10;
 
 /** SessionAttrs as the runtime holds them: it alone writes them, in place (pipelines see them read-only). */
@@ -43,7 +54,7 @@ class SessionTable {
 
   add(s: Session): void {
     let m = this.byTenant.get(s.attrs.tenant);
-    if (!m) this.byTenant.set(s.attrs.tenant, (m = new Map()));
+    if (!m) this.byTenant.set(s.attrs.tenant, (m = new Map<string, Session>()));
     if (!m.has(s.attrs.session_id)) this.count++;
     m.set(s.attrs.session_id, s);
   }
@@ -70,7 +81,16 @@ class SessionTable {
 const sessionKey = (tenant: string, id: string): string => `${tenant}\u0000${id}`;
 
 /** A session as a checkpoint stores it. */
-type SavedSession = [key: string, attrs: SessionAttrs, at: number[], user: string, anon: string, tl: number[], lastReceived: number, marks: Record<string, number>];
+type SavedSession = [
+  key: string,
+  attrs: SessionAttrs,
+  at: number[],
+  user: string,
+  anon: string,
+  tl: number[],
+  lastReceived: number,
+  marks: Record<string, number>,
+];
 
 export interface SavedState {
   watermark: number;
@@ -110,11 +130,19 @@ const minuteStart = (ms: number): number => Math.floor(ms / 60_000) * 60_000;
 const hourStart = (ms: number): number => Math.floor(ms / 3_600_000) * 3_600_000;
 
 /** One bit per attribute: what an event changed, against what a pipeline reads (`sessionReads`). */
-const attrBits = Object.fromEntries(Object.keys(noAttrs('', '')).map((k, i) => [k, 2 ** i])) as Record<keyof SessionAttrs, number>;
+const attrBits = Object.fromEntries(Object.keys(noAttrs('', '')).map((k, i) => [k, 2 ** i])) as Record<
+  keyof SessionAttrs,
+  number
+>;
 const readMask = (p: Pipeline): number => (p.sessionReads ? p.sessionReads.reduce((m, k) => m | attrBits[k], 0) : -1);
 
 const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
-  a.content_id === b.content_id && a.region === b.region && a.country === b.country && a.pop === b.pop && a.device === b.device && a.viewer === b.viewer;
+  a.content_id === b.content_id &&
+  a.region === b.region &&
+  a.country === b.country &&
+  a.pop === b.pop &&
+  a.device === b.device &&
+  a.viewer === b.viewer;
 
 /**
  * The aggregator runtime: one per shard. It keeps each session's timeline, feeds the pipelines the contributions
@@ -152,12 +180,12 @@ export class Aggregation implements SegmentSink {
     /** A session idle (by arrival) longer than this is dropped from memory. */
     private readonly retainMs: number,
   ) {
-    this.segmentPipes = pipelines.filter((p) => p.segment);
-    this.sessionPipes = pipelines.filter((p) => p.session);
+    this.segmentPipes = pipelines.filter((p) => p.segment !== undefined);
+    this.sessionPipes = pipelines.filter((p) => p.session !== undefined);
     this.sessionMasks = this.sessionPipes.map(readMask);
-    this.snapshotPipes = pipelines.filter((p) => p.snapshot);
-    this.eventPipes = pipelines.filter((p) => p.event);
-    this.activityPipes = pipelines.filter((p) => p.activity);
+    this.snapshotPipes = pipelines.filter((p) => p.snapshot !== undefined);
+    this.eventPipes = pipelines.filter((p) => p.event !== undefined);
+    this.activityPipes = pipelines.filter((p) => p.activity !== undefined);
   }
 
   get sessionCount(): number {
@@ -176,7 +204,16 @@ export class Aggregation implements SegmentSink {
     if (r < 0 || e.session_id === undefined) return;
     let s = this.sessions.get(e.tenant, e.session_id);
     if (!s) {
-      s = { attrs: noAttrs(e.tenant, e.session_id), at: new Array<number>(attrCount).fill(Infinity), user: '', anon: '', tl: [], lastReceived: 0, dirty: false, marks: {} };
+      s = {
+        attrs: noAttrs(e.tenant, e.session_id),
+        at: new Array<number>(attrCount).fill(Infinity),
+        user: '',
+        anon: '',
+        tl: [],
+        lastReceived: 0,
+        dirty: false,
+        marks: {},
+      };
       this.sessions.add(s);
     }
     const after: SessionAttrs = s.attrs;
@@ -237,7 +274,12 @@ export class Aggregation implements SegmentSink {
       // Otherwise a recent event costs a digest of its session and two bits of the filter of those that left.
       if ((!late && !anyEvicted) || e.session_id === undefined) continue;
       if (!late && !this.evicted.has(e.tenant, e.session_id)) continue;
-      if (rankOf(e.event_type, false) < 0 || this.sessions.get(e.tenant, e.session_id) || out?.get(e.tenant)?.has(e.session_id)) continue;
+      if (
+        rankOf(e.event_type, false) < 0 ||
+        this.sessions.get(e.tenant, e.session_id) ||
+        out?.get(e.tenant)?.has(e.session_id)
+      )
+        continue;
       out ??= new Map();
       let ids = out.get(e.tenant);
       if (!ids) out.set(e.tenant, (ids = new Set()));
@@ -310,9 +352,14 @@ export class Aggregation implements SegmentSink {
       }
     }
     if (r === rank.fatal_error && (a.fatal_at === null || e.ts < a.fatal_at)) this.set(a, 'fatal_at', e.ts);
-    if ((r === rank.fatal_error || r === rank.ended || r === rank.session_end) && (a.closed_at === null || e.ts < a.closed_at)) this.set(a, 'closed_at', e.ts);
+    if (
+      (r === rank.fatal_error || r === rank.ended || r === rank.session_end) &&
+      (a.closed_at === null || e.ts < a.closed_at)
+    )
+      this.set(a, 'closed_at', e.ts);
     if (r === rank.ended && !a.ended) this.set(a, 'ended', true);
-    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec) this.set(a, 'furthest_sec', e.position_sec);
+    if (typeof e.position_sec === 'number' && e.position_sec > a.furthest_sec)
+      this.set(a, 'furthest_sec', e.position_sec);
     const minute = minuteStart(e.ts);
     if (a.first_minute === null || minute < a.first_minute) this.set(a, 'first_minute', minute);
     // The hour, not the minute: a playing session's attributes then change once an hour, not every minute.
@@ -320,7 +367,13 @@ export class Aggregation implements SegmentSink {
     if (a.last_hour === null || hour > a.last_hour) this.set(a, 'last_hour', hour);
   }
 
-  private take(s: Session, i: number, order: number, k: 'content_id' | 'region' | 'country' | 'pop' | 'device' | 'app_version' | 'player', v: string): void {
+  private take(
+    s: Session,
+    i: number,
+    order: number,
+    k: 'content_id' | 'region' | 'country' | 'pop' | 'device' | 'app_version' | 'player',
+    v: string,
+  ): void {
     s.at[i] = order;
     this.set(s.attrs, k, v);
   }
@@ -370,7 +423,12 @@ export class Aggregation implements SegmentSink {
 
   private snapshot(s: Session): void {
     s.dirty = false;
-    const view = { attrs: s.attrs, first_ts: tsOf(s.tl[0]!), last_ts: tsOf(s.tl[s.tl.length - 1]!), events: s.tl.length };
+    const view = {
+      attrs: s.attrs,
+      first_ts: tsOf(s.tl[0]!),
+      last_ts: tsOf(s.tl[s.tl.length - 1]!),
+      events: s.tl.length,
+    };
     for (const p of this.snapshotPipes) p.snapshot!(view, this.acc);
   }
 
@@ -400,7 +458,18 @@ export class Aggregation implements SegmentSink {
 
   save(): SavedState {
     const sessions: SavedSession[] = [];
-    this.sessions.forEach((s) => sessions.push([sessionKey(s.attrs.tenant, s.attrs.session_id), s.attrs, s.at, s.user, s.anon, s.tl, s.lastReceived, s.marks]));
+    this.sessions.forEach((s) =>
+      sessions.push([
+        sessionKey(s.attrs.tenant, s.attrs.session_id),
+        s.attrs,
+        s.at,
+        s.user,
+        s.anon,
+        s.tl,
+        s.lastReceived,
+        s.marks,
+      ]),
+    );
     return { watermark: this.watermark, next_sweep: this.nextSweep, sessions, evicted: this.evicted.save() };
   }
 

@@ -1,9 +1,25 @@
-import { headers as natsHeaders, type Consumer, type JsMsg, type MsgHdrs, type ObjectStore, type StoredMsg } from 'nats';
+import {
+  headers as natsHeaders,
+  type Consumer,
+  type JsMsg,
+  type MsgHdrs,
+  type ObjectStore,
+  type StoredMsg,
+} from 'nats';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, fetchMessagesCap, type ConsumeLoop } from '../bus/consume-loop.js';
 import type { Bus } from '../bus/bus.js';
-import { decodeSignals, encodeSignals, frameInput, frameOutput, inputSeqHeader, outputOverhead, tableFraming, type WireEvent } from '../bus/wire.js';
+import {
+  decodeSignals,
+  encodeSignals,
+  frameInput,
+  frameOutput,
+  inputSeqHeader,
+  outputOverhead,
+  tableFraming,
+  type WireEvent,
+} from '../bus/wire.js';
 import { EventReader, type ReadEvent } from '../bus/event-reader.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
@@ -224,7 +240,10 @@ export class ShardAggregator {
       const batch = this.sealBatch();
       if (batch) {
         const published = last.complete ? batch.parts.length : last.part + 1;
-        this.log.warn({ from: batch.from, up_to: batch.upTo, parts: batch.parts.length, published }, 'completing a half-published batch');
+        this.log.warn(
+          { from: batch.from, up_to: batch.upTo, parts: batch.parts.length, published },
+          'completing a half-published batch',
+        );
         await this.publish(batch, published);
       }
     }
@@ -234,13 +253,27 @@ export class ShardAggregator {
     replayed.set({ shard: String(this.shard) }, count);
     this.gaugeSessions();
     this.log.info(
-      { passed_up_to: this.passedUpTo, checkpoint: usable?.passed_up_to ?? null, replayed: count, remembered_ids: this.dedup.size, sessions: this.agg.sessionCount, remembered_sessions: this.agg.rememberedCount },
+      {
+        passed_up_to: this.passedUpTo,
+        checkpoint: usable?.passed_up_to ?? null,
+        replayed: count,
+        remembered_ids: this.dedup.size,
+        sessions: this.agg.sessionCount,
+        remembered_sessions: this.agg.rememberedCount,
+      },
       'shard state rebuilt',
     );
   }
 
   private async loadCheckpoint(): Promise<Checkpoint | null> {
-    return this.store ? readCheckpoint<Checkpoint>(this.store, `shard-${this.shard}`, (cp) => cp.v === 4 && cp.shard === this.shard, this.log) : null;
+    return this.store
+      ? readCheckpoint<Checkpoint>(
+          this.store,
+          `shard-${this.shard}`,
+          (cp) => cp.v === 4 && cp.shard === this.shard,
+          this.log,
+        )
+      : null;
   }
 
   /** Where output stands: the mark of the last message of the shard's raw subject (its batch, and which part). */
@@ -291,7 +324,8 @@ export class ShardAggregator {
       for await (const m of pull) {
         if (++received === fetchMessagesCap) pull.stop();
         // A pull's messages lost on the way would leave a hole in the state: fail, and the rebuild is done again.
-        if (m.info.deliverySequence !== ++delivered) throw new Error(`replay: delivery ${m.info.deliverySequence} after ${delivered - 1}`);
+        if (m.info.deliverySequence !== ++delivered)
+          throw new Error(`replay: delivery ${m.info.deliverySequence} after ${delivered - 1}`);
         last = m.seq;
         if (m.seq > upTo) {
           done = true;
@@ -338,7 +372,12 @@ export class ShardAggregator {
   private async recall(seq: number, late: Map<string, Set<string>>): Promise<void> {
     const answers: Array<[tenant: string, sessions: number, history: WireEvent[]]> = [];
     for (const [tenant, ids] of late) {
-      const req = { tenant, sessions: [...ids], before_seq: seq, received_before: this.agg.watermark - this.options.sessionRetainMs };
+      const req = {
+        tenant,
+        sessions: [...ids],
+        before_seq: seq,
+        received_before: this.agg.watermark - this.options.sessionRetainMs,
+      };
       answers.push([tenant, ids.size, await recallSessions(this.bus, req, () => this.stopping, this.log)]);
     }
     // All answered first: a stop while asking leaves the state as it was.
@@ -347,7 +386,10 @@ export class ShardAggregator {
       const found = new Set(history.map((e) => e.session_id)).size;
       recalled.inc({ outcome: 'found' }, found);
       recalled.inc({ outcome: 'none' }, sessions - found);
-      this.log.debug({ tenant, sessions, found, events: history.length, before_seq: seq }, 'sessions recalled from the store');
+      this.log.debug(
+        { tenant, sessions, found, events: history.length, before_seq: seq },
+        'sessions recalled from the store',
+      );
     }
   }
 
@@ -355,7 +397,9 @@ export class ShardAggregator {
   private applyInput(seq: number, bytes: number, input: readonly ReadEvent[], keep: boolean): void {
     const dropped: number[] = [];
     input.forEach((e, index) => {
-      const duplicate = e.uuid ? !this.dedup.firstSeenUuid(e.tenant, e.id0, e.id1, e.id2, e.id3, e.received_at) : e.hasEventId && !this.dedup.firstSeen(e.tenant, String(e.event_id), e.received_at);
+      const duplicate = e.uuid
+        ? !this.dedup.firstSeenUuid(e.tenant, e.id0, e.id1, e.id2, e.id3, e.received_at)
+        : e.hasEventId && !this.dedup.firstSeen(e.tenant, String(e.event_id), e.received_at);
       if (duplicate) {
         dropped.push(index);
         return;
@@ -380,7 +424,9 @@ export class ShardAggregator {
       // Reopened after a failure: the state is rebuilt to the last acknowledged output, and reading resumes there.
       open: async () => {
         if (this.failure) await this.rebuild();
-        return this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), { seq: this.appliedUpTo + 1 });
+        return this.bus.reader(this.bus.names.eventsStream, this.bus.names.eventsSubject(this.shard), {
+          seq: this.appliedUpTo + 1,
+        });
       },
       ordered: true,
       readAhead: { bytes: this.bus.readAheadBytes },
@@ -400,7 +446,8 @@ export class ShardAggregator {
     this.appliedUpTo = m.seq;
     // Input waits while the cap of batches in flight is reached, until the oldest is acknowledged (not all of them:
     // reading would stop until the queue was empty, and the shard then sat idle half the time).
-    while (this.inflight >= this.options.maxInflight) await new Promise<void>((resolve) => (this.onBatchDone = resolve));
+    while (this.inflight >= this.options.maxInflight)
+      await new Promise<void>((resolve) => (this.onBatchDone = resolve));
   }
 
   /** Seal the output so far into a batch and queue it for publishing (in order, behind earlier batches). */
@@ -468,7 +515,12 @@ export class ShardAggregator {
     let runs: Array<[string, number, number]> = [];
     let bytes = outputOverhead;
     const cut = (): void => {
-      parts.push(frameOutput(passed, runs.map(([table, first, count]) => [table, count, rows.slice(first, count)] as const)));
+      parts.push(
+        frameOutput(
+          passed,
+          runs.map(([table, first, count]) => [table, count, rows.slice(first, count)] as const),
+        ),
+      );
       passed = [];
       runs = [];
       bytes = outputOverhead;
@@ -509,10 +561,17 @@ export class ShardAggregator {
       const h = natsHeaders();
       h.set(inputSeqHeader, String(batch.upTo));
       h.set(batchHeader, `${batch.from}:${i}/${n}`);
-      const ack = await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i]!, { msgID: `${this.shard}:${batch.upTo}:${i}`, headers: h, expect: { lastSubjectSequence: this.lastSeq.raw } });
+      const ack = await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i], {
+        msgID: `${this.shard}:${batch.upTo}:${i}`,
+        headers: h,
+        expect: { lastSubjectSequence: this.lastSeq.raw },
+      });
       this.lastSeq.raw = ack.seq;
     }
-    const ack = await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, { msgID: `${this.shard}:${batch.upTo}:s`, expect: { lastSubjectSequence: this.lastSeq.signals } });
+    const ack = await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, {
+      msgID: `${this.shard}:${batch.upTo}:s`,
+      expect: { lastSubjectSequence: this.lastSeq.signals },
+    });
     this.lastSeq.signals = ack.seq;
     batchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
     this.passedUpTo = batch.upTo;
@@ -521,12 +580,19 @@ export class ShardAggregator {
 
   /** The state now, right after the input `upTo`, as a checkpoint. */
   private packState(upTo: number): Buffer {
-    const cp: Checkpoint = { v: 4, shard: this.shard, passed_up_to: upTo, ids: this.dedup.save(), state: this.agg.save() };
+    const cp: Checkpoint = {
+      v: 4,
+      shard: this.shard,
+      passed_up_to: upTo,
+      ids: this.dedup.save(),
+      state: this.agg.save(),
+    };
     return packCheckpoint(cp);
   }
 
   private async writeCheckpoint(upTo: number, blob: Buffer): Promise<void> {
-    if (this.store && (await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log))) this.checkpointedUpTo = upTo;
+    if (this.store && (await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log)))
+      this.checkpointedUpTo = upTo;
   }
 
   /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */

@@ -47,7 +47,15 @@ interface KeyState {
   incident: Incident | null;
 }
 
-type SavedKey = [category: string, tenant: string, key: string[], buckets: Array<[number, Fields]>, firing: number[], incident: Incident | null, cohorts?: Array<[number, Fields]>];
+type SavedKey = [
+  category: string,
+  tenant: string,
+  key: string[],
+  buckets: Array<[number, Fields]>,
+  firing: number[],
+  incident: Incident | null,
+  cohorts?: Array<[number, Fields]>,
+];
 
 export interface SavedDetection {
   v: 2;
@@ -88,8 +96,27 @@ export function alertIdentity(tenant: string, category: string, incident: string
   return { id: h.readUIntBE(0, 6), eventId: `evt_${h.subarray(6, 18).toString('hex')}` };
 }
 
-export function alertRow(tenant: string, id: number, category: string, source: string, f: Finding, clock: number): AlertRow {
-  return { tenant, id, category, severity: f.severity, source, title: f.title, description: f.description, data: f.data, created_at: clock, resolved_at: null, version: 1 };
+export function alertRow(
+  tenant: string,
+  id: number,
+  category: string,
+  source: string,
+  f: Finding,
+  clock: number,
+): AlertRow {
+  return {
+    tenant,
+    id,
+    category,
+    severity: f.severity,
+    source,
+    title: f.title,
+    description: f.description,
+    data: f.data,
+    created_at: clock,
+    resolved_at: null,
+    version: 1,
+  };
 }
 
 /** Remove and re-add: a Set or Map used as a recency list keeps its most recently touched entries last. */
@@ -110,7 +137,15 @@ interface Hour {
   summary: AlertChange | null;
 }
 
-type SavedHour = [tenant: string, category: string, source: string, hour: number, raised: number, suppressed: number, summary: AlertChange | null];
+type SavedHour = [
+  tenant: string,
+  category: string,
+  source: string,
+  hour: number,
+  raised: number,
+  suppressed: number,
+  summary: AlertChange | null,
+];
 
 /**
  * How many alerts each tenant and category raised in the current UTC hour. Past the cap one summary alert is raised
@@ -156,7 +191,11 @@ export class RaiseBudget {
   private close(h: Hour, clock: number, changes: AlertChange[]): void {
     if (!h.summary) return;
     const f = this.finding(h);
-    changes.push({ row: { ...h.summary.row, description: f.description, data: f.data, resolved_at: clock, version: 2 }, raised: false, eventId: h.summary.eventId });
+    changes.push({
+      row: { ...h.summary.row, description: f.description, data: f.data, resolved_at: clock, version: 2 },
+      raised: false,
+      eventId: h.summary.eventId,
+    });
   }
 
   private finding(h: Hour): Finding {
@@ -165,12 +204,26 @@ export class RaiseBudget {
       severity: 'warning',
       title: `More than ${this.max} ${h.category} alerts within an hour`,
       description: `Past ${this.max} ${h.category} alerts in the hour from ${at} UTC, the rest are not raised one by one: ${h.suppressed} so far`,
-      data: { severity: 'warning', summary: true, max_per_hour: this.max, suppressed: h.suppressed, hour: new Date(h.hour).toISOString() },
+      data: {
+        severity: 'warning',
+        summary: true,
+        max_per_hour: this.max,
+        suppressed: h.suppressed,
+        hour: new Date(h.hour).toISOString(),
+      },
     };
   }
 
   save(): SavedHour[] {
-    return [...this.hours.values()].map((h) => [h.tenant, h.category, h.source, h.hour, h.raised, h.suppressed, h.summary]);
+    return [...this.hours.values()].map((h) => [
+      h.tenant,
+      h.category,
+      h.source,
+      h.hour,
+      h.raised,
+      h.suppressed,
+      h.summary,
+    ]);
   }
 
   load(saved: readonly SavedHour[]): void {
@@ -213,7 +266,8 @@ export class Detection {
       const list = this.bySignal.get(d.signal) ?? [];
       list.push(d);
       this.bySignal.set(d.signal, list);
-      if (d.kind === 'window' && d.cohortSignal) this.byCohortSignal.set(d.cohortSignal, [...(this.byCohortSignal.get(d.cohortSignal) ?? []), d]);
+      if (d.kind === 'window' && d.cohortSignal)
+        this.byCohortSignal.set(d.cohortSignal, [...(this.byCohortSignal.get(d.cohortSignal) ?? []), d]);
     }
   }
 
@@ -252,13 +306,14 @@ export class Detection {
         const st = this.state(d, tenant, key);
         const bucket = this.add(st.buckets, d, minute, fields);
         let marks = dirty.get(st);
-        if (!marks) dirty.set(st, (marks = new Map()));
+        if (!marks) dirty.set(st, (marks = new Map<number, boolean>()));
         marks.set(bucket, (marks.get(bucket) ?? false) || fresh);
       }
     }
     const changes: AlertChange[] = [];
     for (const [st, buckets] of dirty) {
-      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0])) this.evaluate(st, bucket, fresh, loud, changes);
+      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0]))
+        this.evaluate(st, bucket, fresh, loud, changes);
     }
     this.resolve(changes);
     this.budget.closeEnded(this.clock, changes);
@@ -308,8 +363,21 @@ export class Detection {
     if (st) return st;
     const counted = `${d.category}\u0000${tenant}`;
     const held = this.keyCounts.get(counted) ?? 0;
-    if (held >= this.maxKeys && key.some((k) => k !== otherKey)) return this.state(d, tenant, key.map(() => otherKey));
-    const made: KeyState = { detector: d, tenant, key, buckets: new Map(), cohorts: new Map(), firing: new Set(), incident: null };
+    if (held >= this.maxKeys && key.some((k) => k !== otherKey))
+      return this.state(
+        d,
+        tenant,
+        key.map(() => otherKey),
+      );
+    const made: KeyState = {
+      detector: d,
+      tenant,
+      key,
+      buckets: new Map(),
+      cohorts: new Map(),
+      firing: new Set(),
+      incident: null,
+    };
     this.keys.set(id, made);
     this.keyCounts.set(counted, held + 1);
     return made;
@@ -358,7 +426,8 @@ export class Detection {
       if (this.clock - inc.last < resolveMs) continue;
       st.incident = null;
       this.open.delete(st);
-      if (inc.raised) changes.push({ row: { ...inc.row, resolved_at: this.clock, version: 2 }, raised: false, eventId: inc.eventId });
+      if (inc.raised)
+        changes.push({ row: { ...inc.row, resolved_at: this.clock, version: 2 }, raised: false, eventId: inc.eventId });
     }
   }
 
@@ -388,7 +457,15 @@ export class Detection {
       shards: [...this.shards],
       seen: [...this.seen.keys()],
       labels: [...this.labels],
-      keys: [...this.keys.values()].map((st) => [st.detector.category, st.tenant, st.key, [...st.buckets], [...st.firing], st.incident, [...st.cohorts]]),
+      keys: [...this.keys.values()].map((st) => [
+        st.detector.category,
+        st.tenant,
+        st.key,
+        [...st.buckets],
+        [...st.firing],
+        st.incident,
+        [...st.cohorts],
+      ]),
       budget: this.budget.save(),
     };
   }
@@ -399,7 +476,9 @@ export class Detection {
     for (const m of s.seen) this.seen.set(m, true);
     for (const [k, v] of s.labels) this.labels.set(k, v);
     this.budget.load(s.budget);
-    const byCategory = new Map(this.options.detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]));
+    const byCategory = new Map(
+      this.options.detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]),
+    );
     for (const [category, tenant, key, buckets, firing, incident, cohorts] of s.keys) {
       const d = byCategory.get(category);
       if (!d) continue;

@@ -17,7 +17,15 @@ import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
 import type { Alert, AlertRow } from '../store/alerts.js';
 import { publishWebhookEvent } from '../contracts/webhook-events.js';
-import { alertIdentity, alertRow, Detection, freshMs, type AlertChange, type SavedDetection, type Sighting } from './engine.js';
+import {
+  alertIdentity,
+  alertRow,
+  Detection,
+  freshMs,
+  type AlertChange,
+  type SavedDetection,
+  type Sighting,
+} from './engine.js';
 import { detectors, effective, type Thresholds } from '../metric/thresholds.js';
 
 const raisedTotal = new Counter({
@@ -108,7 +116,13 @@ export class AlertsService {
     this.log = log.child({ module: 'alerts' });
   }
 
-  static async start(bus: Bus, tenants: WatchedMap<TenantRecord>, usage: UsageCounters, options: AlertsOptions, log: Logger): Promise<AlertsService> {
+  static async start(
+    bus: Bus,
+    tenants: WatchedMap<TenantRecord>,
+    usage: UsageCounters,
+    options: AlertsOptions,
+    log: Logger,
+  ): Promise<AlertsService> {
     await ensureAlertStream(bus);
     const [lease, marks, store] = await Promise.all([
       bus.kv(bus.names.alertsLeaseBucket, options.leaseMs),
@@ -119,7 +133,9 @@ export class AlertsService {
     await s.campaign();
     const every = (ms: number, fn: () => Promise<void>): void => {
       const t = setInterval(() => {
-        s.chain = s.chain.then(fn).catch((err: Error) => s.log.warn({ err: err.message }, 'alerts housekeeping failed'));
+        s.chain = s.chain
+          .then(fn)
+          .catch((err: Error) => s.log.warn({ err: err.message }, 'alerts housekeeping failed'));
       }, ms);
       s.timers.push(t);
     };
@@ -133,7 +149,9 @@ export class AlertsService {
   private async campaign(): Promise<void> {
     if (this.stopped) return;
     try {
-      this.leaseRevision = this.leading ? await this.lease.update('leader', this.owner, this.leaseRevision) : await this.lease.create('leader', this.owner);
+      this.leaseRevision = this.leading
+        ? await this.lease.update('leader', this.owner, this.leaseRevision)
+        : await this.lease.create('leader', this.owner);
       if (!this.leading) await this.lead();
     } catch {
       if (this.leading) {
@@ -169,7 +187,8 @@ export class AlertsService {
     this.failed = false;
     const detection = new Detection({
       detectors,
-      thresholds: (tenant, category) => effective(this.options.thresholds, this.tenants.get(tenant)?.alert_thresholds, category),
+      thresholds: (tenant, category) =>
+        effective(this.options.thresholds, this.tenants.get(tenant)?.alert_thresholds, category),
       maxPerHour: this.options.maxPerHour,
       maxKeys: this.options.maxKeys,
     });
@@ -232,7 +251,11 @@ export class AlertsService {
       if (!s.fresh) return Promise.resolve();
       const changes: AlertChange[] = [];
       if (detection.budget.take(s.tenant, category, source, detection.clock, changes)) {
-        changes.push({ row: alertRow(s.tenant, id, category, source, s.detector.finding(s.key, s.fields), detection.clock), raised: true, eventId });
+        changes.push({
+          row: alertRow(s.tenant, id, category, source, s.detector.finding(s.key, s.fields), detection.clock),
+          raised: true,
+          eventId,
+        });
       }
       return this.emit(changes);
     });
@@ -256,11 +279,19 @@ export class AlertsService {
   private async emit(changes: readonly AlertChange[]): Promise<void> {
     for (const c of changes) {
       const { row } = c;
-      await this.bus.js.publish(this.bus.names.alertRowsSubject(row.tenant), JSON.stringify(row), { msgID: `alert:${row.id}:${row.version}` });
+      await this.bus.js.publish(this.bus.names.alertRowsSubject(row.tenant), JSON.stringify(row), {
+        msgID: `alert:${row.id}:${row.version}`,
+      });
       if (!c.raised) continue;
       raisedTotal.inc({ category: row.category });
       this.log.info({ tenant: row.tenant, category: row.category, id: row.id, severity: row.severity }, 'alert raised');
-      await publishWebhookEvent(this.bus, { id: c.eventId, type: row.category, created_at: iso(row.created_at), tenant_slug: row.tenant, data: row.data });
+      await publishWebhookEvent(this.bus, {
+        id: c.eventId,
+        type: row.category,
+        created_at: iso(row.created_at),
+        tenant_slug: row.tenant,
+        data: row.data,
+      });
       this.bus.nc.publish(this.bus.names.alertsLiveSubject(row.tenant), JSON.stringify(alertView(row)));
     }
   }
@@ -281,7 +312,15 @@ export class AlertsService {
         const key = `quota.${t.slug}.${period}.${level.category}`;
         if (used < level.share * quota || this.quotaSeen.has(key)) continue;
         const { id, eventId } = alertIdentity(t.slug, level.category, period);
-        await this.once(key, () => this.emit([{ row: alertRow(t.slug, id, level.category, 'ingest', quotaFinding(level, used, quota, period), now), raised: true, eventId }]));
+        await this.once(key, () =>
+          this.emit([
+            {
+              row: alertRow(t.slug, id, level.category, 'ingest', quotaFinding(level, used, quota, period), now),
+              raised: true,
+              eventId,
+            },
+          ]),
+        );
         this.quotaSeen.add(key);
       }
     }

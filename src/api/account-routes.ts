@@ -26,7 +26,15 @@ export interface AccountDeps {
 }
 
 /** Login, the public keys, service accounts and API keys. */
-export function accountRoutes({ auth, control, login, tokens, revoked, keysLastUsed, trustProxy }: AccountDeps): Route[] {
+export function accountRoutes({
+  auth,
+  control,
+  login,
+  tokens,
+  revoked,
+  keysLastUsed,
+  trustProxy,
+}: AccountDeps): Route[] {
   /** The answer to a login or a password change that did not succeed. */
   const refused = (req: HttpRequest, out: LoginRefusal): HttpReply => {
     if (out.kind === 'too_many_attempts') {
@@ -34,20 +42,36 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       reply.headers = { 'Retry-After': String(out.retryAfterSeconds) };
       return reply;
     }
-    if (out.kind === 'tenant_inactive') return replyError(req, 'tenant_inactive', 'This tenant is inactive: its users cannot sign in until it is made active');
+    if (out.kind === 'tenant_inactive')
+      return replyError(
+        req,
+        'tenant_inactive',
+        'This tenant is inactive: its users cannot sign in until it is made active',
+      );
     return replyError(req, 'invalid_credentials');
   };
   /** Any user's token, whatever its scopes; a service account's is told how it is revoked instead. */
   const asUser = (handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) =>
     guarded(auth, null, (req, principal) =>
-      principal.role === 'service_account' ? Promise.resolve(replyError(req, 'invalid_request', "A service account's token is revoked with DELETE /v1/service-accounts/{id}")) : handler(req, principal),
+      principal.role === 'service_account'
+        ? Promise.resolve(
+            replyError(
+              req,
+              'invalid_request',
+              "A service account's token is revoked with DELETE /v1/service-accounts/{id}",
+            ),
+          )
+        : handler(req, principal),
     );
   return [
     {
       method: 'POST',
       path: '/v1/auth/login',
       async handler(req) {
-        const body = await readJson(req, { email: { type: 'string', required: true }, password: { type: 'string', required: true } });
+        const body = await readJson(req, {
+          email: { type: 'string', required: true },
+          password: { type: 'string', required: true },
+        });
         if (!body.ok) return body.error;
         const { email, password } = body.value;
         // Refused before any work: no account has such an e-mail or password, and scrypt of a huge password is a
@@ -78,10 +102,16 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'POST',
       path: '/v1/auth/password',
       handler: asUser(async (req, principal) => {
-        const body = await readJson(req, { current_password: { type: 'string', required: true }, new_password: { type: 'string', required: true } });
+        const body = await readJson(req, {
+          current_password: { type: 'string', required: true },
+          new_password: { type: 'string', required: true },
+        });
         if (!body.ok) return body.error;
         const { current_password: current, new_password: next } = body.value;
-        if (next.length < 8 || next.length > 1024) return replyError(req, 'invalid_request', 'new_password must be 8 to 1024 characters', [{ field: 'new_password' }]);
+        if (next.length < 8 || next.length > 1024)
+          return replyError(req, 'invalid_request', 'new_password must be 8 to 1024 characters', [
+            { field: 'new_password' },
+          ]);
         if (current.length > 1024) return replyError(req, 'invalid_credentials');
         const out = await login.changePassword(Number(principal.sub), current, next, clientAddress(req, trustProxy));
         if (out.ok) return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: out.value };
@@ -97,12 +127,20 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'POST',
       path: '/v1/service-accounts',
       handler: guarded(auth, 'settings:write', async (req, principal) => {
-        const body = await readJson(req, { name: { type: 'string', required: true }, scopes: { type: 'string[]', required: true } });
+        const body = await readJson(req, {
+          name: { type: 'string', required: true },
+          scopes: { type: 'string[]', required: true },
+        });
         if (!body.ok) return body.error;
         const scopes = [...new Set(body.value.scopes)];
         const bad = scopes.find((s) => !(serviceAccountScopes as readonly string[]).includes(s));
         if (scopes.length === 0 || bad !== undefined) {
-          return replyError(req, 'invalid_request', `scopes must be a non-empty list of ${serviceAccountScopes.join(', ')}`, [{ field: 'scopes' }]);
+          return replyError(
+            req,
+            'invalid_request',
+            `scopes must be a non-empty list of ${serviceAccountScopes.join(', ')}`,
+            [{ field: 'scopes' }],
+          );
         }
         return controlReply(req, async () => {
           const id = `sa_${randomBytes(10).toString('hex')}`;
@@ -122,7 +160,11 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
             created_by: principal.sub,
             expires_at: expiresAt.toISOString(),
           });
-          return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { id, name: sa.name, scopes, token, expires_at: sa.expires_at, created_at: sa.created_at } };
+          return {
+            status: 201,
+            headers: { 'Cache-Control': 'no-store' },
+            body: { id, name: sa.name, scopes, token, expires_at: sa.expires_at, created_at: sa.created_at },
+          };
         });
       }),
     },
@@ -132,7 +174,16 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       handler: guarded(auth, 'settings:write', async (req, principal) =>
         controlReply(req, async () => {
           const list = await control.serviceAccounts.list(principal.tenant);
-          return page(list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({ id, name, scopes, created_at, expires_at, revoked_at })));
+          return page(
+            list.map(({ id, name, scopes, created_at, expires_at, revoked_at }) => ({
+              id,
+              name,
+              scopes,
+              created_at,
+              expires_at,
+              revoked_at,
+            })),
+          );
         }),
       ),
     },
@@ -140,18 +191,26 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'DELETE',
       path: '/v1/service-accounts/{id}',
       handler: guarded(auth, 'settings:write', async (req, principal) =>
-        controlReply(req, async () => ({ status: 200, body: await control.serviceAccounts.revoke(principal.tenant, req.params.id ?? '') })),
+        controlReply(req, async () => ({
+          status: 200,
+          body: await control.serviceAccounts.revoke(principal.tenant, req.params.id ?? ''),
+        })),
       ),
     },
     {
       method: 'POST',
       path: '/v1/api-keys',
       handler: guarded(auth, 'keys:manage', async (req, principal) => {
-        const body = await readJson(req, { name: { type: 'string', required: true }, environment: { type: 'string', required: true } });
+        const body = await readJson(req, {
+          name: { type: 'string', required: true },
+          environment: { type: 'string', required: true },
+        });
         if (!body.ok) return body.error;
         const environment = body.value.environment as Environment;
         if (!environments.includes(environment)) {
-          return replyError(req, 'invalid_request', `environment must be one of ${environments.join(', ')}`, [{ field: 'environment' }]);
+          return replyError(req, 'invalid_request', `environment must be one of ${environments.join(', ')}`, [
+            { field: 'environment' },
+          ]);
         }
         return controlReply(req, async () => ({
           status: 201,
@@ -174,7 +233,10 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       method: 'DELETE',
       path: '/v1/api-keys/{id}',
       handler: guarded(auth, 'keys:manage', async (req, principal) =>
-        controlReply(req, async () => ({ status: 200, body: await control.apiKeys.revoke(principal.tenant, req.params.id ?? '') })),
+        controlReply(req, async () => ({
+          status: 200,
+          body: await control.apiKeys.revoke(principal.tenant, req.params.id ?? ''),
+        })),
       ),
     },
     {
@@ -184,7 +246,10 @@ export function accountRoutes({ auth, control, login, tokens, revoked, keysLastU
       handler: guarded(auth, 'keys:manage', async (req, principal) => {
         const body = await readJson(req, { id: { type: 'string', required: true } });
         if (!body.ok) return body.error;
-        return controlReply(req, async () => ({ status: 200, body: await control.apiKeys.revoke(principal.tenant, body.value.id) }));
+        return controlReply(req, async () => ({
+          status: 200,
+          body: await control.apiKeys.revoke(principal.tenant, body.value.id),
+        }));
       }),
     },
   ];

@@ -8,7 +8,11 @@ import { controlReply, readJson } from './body.js';
 /** A tenant's alert thresholds: config/alerts.json, the tenant's overrides, and what applies (docs/alerts.md). */
 function settingsView(defaults: Thresholds, t: TenantRecord | null): Record<string, unknown> {
   const overrides = t?.alert_thresholds ?? {};
-  return { defaults, overrides, effective: Object.fromEntries(Object.keys(defaults).map((c) => [c, effective(defaults, overrides, c)])) };
+  return {
+    defaults,
+    overrides,
+    effective: Object.fromEntries(Object.keys(defaults).map((c) => [c, effective(defaults, overrides, c)])),
+  };
 }
 
 /** GET and PUT /v1/alert-thresholds (settings:write): the owner's side of `darshak tenant update --alert-thresholds`. */
@@ -18,7 +22,10 @@ export function alertSettingsRoutes({ auth, control }: { auth: Authenticator; co
     {
       method: 'GET',
       path: '/v1/alert-thresholds',
-      handler: guarded(auth, 'settings:write', async (_req, who) => ({ status: 200, body: settingsView(defaults, await control.getTenant(who.tenant)) })),
+      handler: guarded(auth, 'settings:write', async (_req, who) => ({
+        status: 200,
+        body: settingsView(defaults, await control.getTenant(who.tenant)),
+      })),
     },
     {
       method: 'PUT',
@@ -27,9 +34,13 @@ export function alertSettingsRoutes({ auth, control }: { auth: Authenticator; co
         controlReply(req, async () => {
           const body = await readJson(req, { overrides: { type: 'object', required: true } });
           if (!body.ok) return body.error;
-          const overrides = Object.keys(body.value.overrides).length === 0 ? null : (body.value.overrides as Thresholds);
+          const overrides =
+            Object.keys(body.value.overrides).length === 0 ? null : (body.value.overrides as Thresholds);
           checkOverrides(overrides);
-          return { status: 200, body: settingsView(defaults, await control.updateTenant(who.tenant, { alert_thresholds: overrides })) };
+          return {
+            status: 200,
+            body: settingsView(defaults, await control.updateTenant(who.tenant, { alert_thresholds: overrides })),
+          };
         }),
       ),
     },

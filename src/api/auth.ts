@@ -64,7 +64,9 @@ export class Authenticator {
       return sa !== undefined && sa.revoked_at === null && sa.tenant === p.tenant && p.jti === sa.id;
     }
     const user = this.users.get(`user.${p.sub}`) as Partial<UserRecord> | undefined;
-    return user !== undefined && user.tenant === p.tenant && (user.session_version ?? 0) === p.sv && !this.revoked.has(p.jti);
+    return (
+      user !== undefined && user.tenant === p.tenant && (user.session_version ?? 0) === p.sv && !this.revoked.has(p.jti)
+    );
   }
 
   /** `scope` null: any valid token. `token`: taken from elsewhere than the Authorization header (the live feed's upgrade). */
@@ -78,7 +80,11 @@ export class Authenticator {
     // Per token, and per tenant over all its tokens: a tenant's many service accounts cannot take the listener.
     const rate = this.limiter.take(principal.jti);
     const tenant = this.tenants.get(principal.tenant);
-    const tenantRate = this.limiter.take(`tenant.${principal.tenant}`, Date.now(), plans[tenant?.plan ?? 'free'].api_rate_per_minute);
+    const tenantRate = this.limiter.take(
+      `tenant.${principal.tenant}`,
+      Date.now(),
+      plans[tenant?.plan ?? 'free'].api_rate_per_minute,
+    );
     const tighter = tenantRate.remaining < rate.remaining ? tenantRate : rate;
     const headers = rateHeaders(tighter);
     for (const [r, per] of [
@@ -86,18 +92,29 @@ export class Authenticator {
       [tenantRate, 'for this tenant'],
     ] as const) {
       if (r.allowed) continue;
-      const reply = replyError(req, 'rate_limited', `Rate limit of ${r.limit} requests per minute ${per} reached; retry after ${r.resetSeconds} s`);
+      const reply = replyError(
+        req,
+        'rate_limited',
+        `Rate limit of ${r.limit} requests per minute ${per} reached; retry after ${r.resetSeconds} s`,
+      );
       reply.headers = { ...rateHeaders(r), 'Retry-After': String(r.resetSeconds) };
       return fail(reply);
     }
     if (this.suspended(principal.tenant)) {
-      const reply = replyError(req, 'tenant_inactive', 'This tenant is inactive: its dashboard, API and keys work again once it is made active');
+      const reply = replyError(
+        req,
+        'tenant_inactive',
+        'This tenant is inactive: its dashboard, API and keys work again once it is made active',
+      );
       reply.headers = headers;
       return fail(reply);
     }
     if (scope !== null && !principal.scopes.has(scope)) {
       const reply = replyError(req, 'insufficient_scope', `This endpoint needs the scope ${scope}`, [{ scope }]);
-      reply.headers = { ...headers, 'WWW-Authenticate': `Bearer realm="darshak", error="insufficient_scope", scope="${scope}"` };
+      reply.headers = {
+        ...headers,
+        'WWW-Authenticate': `Bearer realm="darshak", error="insufficient_scope", scope="${scope}"`,
+      };
       return fail(reply);
     }
     return ok({ principal, headers });
@@ -105,7 +122,11 @@ export class Authenticator {
 }
 
 /** A handler that runs only for an authorized caller; the rate headers ride on its answer. */
-export function guarded(auth: Authenticator, scope: Scope | null, handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>) {
+export function guarded(
+  auth: Authenticator,
+  scope: Scope | null,
+  handler: (req: HttpRequest, principal: Principal) => Promise<HttpReply>,
+) {
   return async (req: HttpRequest): Promise<HttpReply> => {
     const a = await auth.authorize(req, scope);
     if (!a.ok) return a.error;

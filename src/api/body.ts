@@ -5,9 +5,17 @@ import { fail, ok, type Result } from '../result.js';
 import type { Paged } from '../store/queries/answers.js';
 
 export type BodyField = 'string' | 'string[]' | 'boolean' | 'object';
-type FieldValue<F extends BodyField> = F extends 'string' ? string : F extends 'boolean' ? boolean : F extends 'object' ? Record<string, unknown> : string[];
+type FieldValue<F extends BodyField> = F extends 'string'
+  ? string
+  : F extends 'boolean'
+    ? boolean
+    : F extends 'object'
+      ? Record<string, unknown>
+      : string[];
 type Spec = Record<string, { type: BodyField; required: boolean }>;
-export type BodyOf<S extends Spec> = { [K in keyof S]: S[K]['required'] extends true ? FieldValue<S[K]['type']> : FieldValue<S[K]['type']> | undefined };
+export type BodyOf<S extends Spec> = {
+  [K in keyof S]: S[K]['required'] extends true ? FieldValue<S[K]['type']> : FieldValue<S[K]['type']> | undefined;
+};
 
 const fatal = new TextDecoder('utf-8', { fatal: true });
 
@@ -44,7 +52,11 @@ export async function readJson<S extends Spec>(req: HttpRequest, spec: S): Promi
       if (field.required) return bad(`${key} is required`, key);
       continue;
     }
-    if (!typeOk(value, field.type)) return bad(`${key} must be ${field.type === 'string[]' ? 'an array of strings' : field.type === 'object' ? 'an object' : `a ${field.type}`}`, key);
+    if (!typeOk(value, field.type))
+      return bad(
+        `${key} must be ${field.type === 'string[]' ? 'an array of strings' : field.type === 'object' ? 'an object' : `a ${field.type}`}`,
+        key,
+      );
   }
   return ok(record as BodyOf<S>);
 }

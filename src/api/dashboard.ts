@@ -12,9 +12,10 @@ import type { Logger } from '../log.js';
  * Where `npm run build` puts the dashboard (src/dashboard/vite.config.ts): dist/dashboard, beside dist/src when this
  * runs built, or from the repository's root when it runs from source (the tests).
  */
-export const dashboardDir = [new URL('../../dashboard/', import.meta.url), new URL('../../dist/dashboard/', import.meta.url)]
-  .map((u) => fileURLToPath(u))
-  .find((d) => existsSync(join(d, 'index.html'))) ?? fileURLToPath(new URL('../../dashboard/', import.meta.url));
+export const dashboardDir =
+  [new URL('../../dashboard/', import.meta.url), new URL('../../dist/dashboard/', import.meta.url)]
+    .map((u) => fileURLToPath(u))
+    .find((d) => existsSync(join(d, 'index.html'))) ?? fileURLToPath(new URL('../../dashboard/', import.meta.url));
 
 const types: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -30,7 +31,8 @@ const types: Record<string, string> = {
  * No inline script or style, nothing from another origin, no framing. `connect-src 'self'` covers the live feed's
  * same-origin ws:/wss: (CSP 3); exports download from this origin too (or a presigned S3 link, a navigation).
  */
-export const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+export const contentSecurityPolicy =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
 
 const pageHeaders = {
   'content-security-policy': contentSecurityPolicy,
@@ -57,9 +59,16 @@ const brotliAsync = promisify(brotliCompress);
  */
 function load(path: string, log: Logger, pending: Array<Promise<unknown>>): Asset {
   const raw = readFileSync(path);
-  const asset: Asset = { type: types[extname(path)] ?? 'application/octet-stream', etag: `"${createHash('sha256').update(raw).digest('base64url').slice(0, 22)}"`, raw };
+  const asset: Asset = {
+    type: types[extname(path)] ?? 'application/octet-stream',
+    etag: `"${createHash('sha256').update(raw).digest('base64url').slice(0, 22)}"`,
+    raw,
+  };
   pending.push(
-    Promise.all([gzipAsync(raw, { level: 9 }), brotliAsync(raw, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } })]).then(
+    Promise.all([
+      gzipAsync(raw, { level: 9 }),
+      brotliAsync(raw, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } }),
+    ]).then(
       ([gz, br]) => Object.assign(asset, { gzip: gz, br }),
       (err: Error) => log.warn({ err: err.message, path }, 'dashboard file not compressed; served as is'),
     ),
@@ -68,12 +77,20 @@ function load(path: string, log: Logger, pending: Array<Promise<unknown>>): Asse
 }
 
 function send(req: HttpRequest, asset: Asset, cache: string, extra: Record<string, string> = {}): HttpReply {
-  const headers: Record<string, string> = { 'content-type': asset.type, 'cache-control': cache, etag: asset.etag, vary: 'Accept-Encoding', ...extra };
+  const headers: Record<string, string> = {
+    'content-type': asset.type,
+    'cache-control': cache,
+    etag: asset.etag,
+    vary: 'Accept-Encoding',
+    ...extra,
+  };
   if (req.header('if-none-match') === asset.etag) return { status: 304, headers };
   const accepts = (req.header('accept-encoding') ?? '').toLowerCase();
   // Compressed once: the dashboard is a few hundred kB and never changes while running.
-  if (asset.br && /\bbr\b/.test(accepts)) return { status: 200, headers: { ...headers, 'content-encoding': 'br' }, body: asset.br };
-  if (asset.gzip && /\bgzip\b/.test(accepts)) return { status: 200, headers: { ...headers, 'content-encoding': 'gzip' }, body: asset.gzip };
+  if (asset.br && /\bbr\b/.test(accepts))
+    return { status: 200, headers: { ...headers, 'content-encoding': 'br' }, body: asset.br };
+  if (asset.gzip && /\bgzip\b/.test(accepts))
+    return { status: 200, headers: { ...headers, 'content-encoding': 'gzip' }, body: asset.gzip };
   return { status: 200, headers, body: asset.raw };
 }
 
@@ -94,14 +111,20 @@ export function dashboard(log: Logger, dir = dashboardDir): Dashboard {
   const index = join(dir, 'index.html');
   if (!existsSync(index)) {
     log.warn({ dir }, 'the dashboard is not built (npm run build); {base_url}/ answers 404');
-    const missing: Handler = (req) => replyError(req, 'not_found', 'The dashboard is not built on this server: run npm run build.');
-    return { routes: [{ method: 'GET', path: '/', handler: missing }], fallback: (req) => replyError(req, 'not_found'), compressed: Promise.resolve() };
+    const missing: Handler = (req) =>
+      replyError(req, 'not_found', 'The dashboard is not built on this server: run npm run build.');
+    return {
+      routes: [{ method: 'GET', path: '/', handler: missing }],
+      fallback: (req) => replyError(req, 'not_found'),
+      compressed: Promise.resolve(),
+    };
   }
   const pending: Array<Promise<unknown>> = [];
   const page = load(index, log, pending);
   const assets = new Map<string, Asset>();
   const assetDir = join(dir, 'assets');
-  for (const name of existsSync(assetDir) ? readdirSync(assetDir) : []) assets.set(name, load(join(assetDir, name), log, pending));
+  for (const name of existsSync(assetDir) ? readdirSync(assetDir) : [])
+    assets.set(name, load(join(assetDir, name), log, pending));
   const app: Handler = (req) => send(req, page, 'no-cache', pageHeaders);
   return {
     routes: [
@@ -111,13 +134,16 @@ export function dashboard(log: Logger, dir = dashboardDir): Dashboard {
         path: '/assets/{name}',
         handler: (req) => {
           const asset = assets.get(req.params.name ?? '');
-          return asset ? send(req, asset, 'public, max-age=31536000, immutable', { 'x-content-type-options': 'nosniff' }) : replyError(req, 'not_found');
+          return asset
+            ? send(req, asset, 'public, max-age=31536000, immutable', { 'x-content-type-options': 'nosniff' })
+            : replyError(req, 'not_found');
         },
       },
     ],
     compressed: Promise.all(pending).then(() => undefined),
     fallback: (req) => {
-      const wantsPage = /\btext\/html\b/.test(req.header('accept') ?? '') && !req.path.startsWith('/v1/') && extname(req.path) === '';
+      const wantsPage =
+        /\btext\/html\b/.test(req.header('accept') ?? '') && !req.path.startsWith('/v1/') && extname(req.path) === '';
       return wantsPage ? app(req) : replyError(req, 'not_found');
     },
   };

@@ -42,24 +42,40 @@ function view(r: ExportRecord, baseUrl: string, exports: ExportService, now = Da
 }
 
 /** Raw event export to Parquet (docs/export.md): enterprise plans, scope analytics:read, one tenant's own exports. */
-export function exportRoutes(auth: Authenticator, control: ControlPlane, exports: ExportService, publicBaseUrl: string): Route[] {
+export function exportRoutes(
+  auth: Authenticator,
+  control: ControlPlane,
+  exports: ExportService,
+  publicBaseUrl: string,
+): Route[] {
   return [
     {
       method: 'POST',
       path: '/v1/analytics/export',
       handler: guarded(auth, 'analytics:read', async (req, who) => {
         const tenant = await control.getTenant(who.tenant);
-        if (!tenant || !plans[tenant.plan].export) return replyError(req, 'plan_required', `Exports need the enterprise plan; this tenant is on ${tenant?.plan ?? 'no plan'}`);
-        const body = await readJson(req, { from: { type: 'string', required: true }, to: { type: 'string', required: true }, event_types: { type: 'string[]', required: false } });
+        if (!tenant || !plans[tenant.plan].export)
+          return replyError(
+            req,
+            'plan_required',
+            `Exports need the enterprise plan; this tenant is on ${tenant?.plan ?? 'no plan'}`,
+          );
+        const body = await readJson(req, {
+          from: { type: 'string', required: true },
+          to: { type: 'string', required: true },
+          event_types: { type: 'string[]', required: false },
+        });
         if (!body.ok) return body.error;
         const { from, to } = body.value;
-        const bad = (message: string, field: string): HttpReply => replyError(req, 'invalid_request', message, [{ field }]);
+        const bad = (message: string, field: string): HttpReply =>
+          replyError(req, 'invalid_request', message, [{ field }]);
         const fromMs = dayMs(from);
         const toMs = dayMs(to);
         if (fromMs === null) return bad('from must be a date YYYY-MM-DD', 'from');
         if (toMs === null) return bad('to must be a date YYYY-MM-DD', 'to');
         if (toMs < fromMs) return bad('to must not be before from', 'to');
-        if ((toMs - fromMs) / 86_400_000 + 1 > maxDays) return bad(`a range covers at most ${maxDays} days, from and to included`, 'to');
+        if ((toMs - fromMs) / 86_400_000 + 1 > maxDays)
+          return bad(`a range covers at most ${maxDays} days, from and to included`, 'to');
         const types = [...new Set(body.value.event_types ?? [])];
         if (types.length > maxEventTypes || types.some((t) => t.length === 0 || t.length > 512)) {
           return bad(`event_types holds at most ${maxEventTypes} names of 1 to 512 characters`, 'event_types');
@@ -92,11 +108,22 @@ export function exportRoutes(auth: Authenticator, control: ControlPlane, exports
       handler: async (req) => {
         const id = req.params.id ?? '';
         // The signature is the only credential: checked before anything about the export is looked up.
-        if (!exports.verify(id, req.query.get('expires'), req.query.get('signature'))) return replyError(req, 'invalid_signature');
+        if (!exports.verify(id, req.query.get('expires'), req.query.get('signature')))
+          return replyError(req, 'invalid_signature');
         const r = await exports.get(id);
-        const size = await stat(exports.filePath(id)).then((s) => s.size, () => null);
+        const size = await stat(exports.filePath(id)).then(
+          (s) => s.size,
+          () => null,
+        );
         // Past its 24 hours a file may linger until the next sweep; it is gone all the same.
-        if (!r || r.status !== 'ready' || r.expires_at === null || Date.parse(r.expires_at) <= Date.now() || size === null) return replyError(req, 'not_found', 'the export file is gone (files are kept 24 hours)');
+        if (
+          !r ||
+          r.status !== 'ready' ||
+          r.expires_at === null ||
+          Date.parse(r.expires_at) <= Date.now() ||
+          size === null
+        )
+          return replyError(req, 'not_found', 'the export file is gone (files are kept 24 hours)');
         return {
           status: 200,
           headers: {

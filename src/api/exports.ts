@@ -72,10 +72,19 @@ export class ExportService {
   ) {}
 
   /** `s3Url`: EXPORT_S3_URL, or '' for files under DATA_DIR/exports. */
-  static async open(bus: Bus, client: ClickHouseClient, dataDir: string, s3Url: string, log: Logger): Promise<ExportService> {
+  static async open(
+    bus: Bus,
+    client: ClickHouseClient,
+    dataDir: string,
+    s3Url: string,
+    log: Logger,
+  ): Promise<ExportService> {
     const s3 = s3Url === '' ? null : parseS3Url(s3Url);
     // Records expire a week after their last write: the files are gone long before, and every POST reads them all.
-    const [records, secrets] = await Promise.all([bus.kv(bus.names.exportsBucket, recordLifetimeMs), bus.kv(bus.names.exportSecretBucket)]);
+    const [records, secrets] = await Promise.all([
+      bus.kv(bus.names.exportsBucket, recordLifetimeMs),
+      bus.kv(bus.names.exportSecretBucket),
+    ]);
     const dir = resolve(dataDir, 'exports');
     mkdirSync(dir, { recursive: true });
     const service = new ExportService(records, await sharedSecret(secrets), client, dir, s3, log);
@@ -86,7 +95,9 @@ export class ExportService {
   /** Sweep every 10 minutes (and once now): stale pending exports, and files past their 24 hours. */
   start(): void {
     const sweep = async (): Promise<void> => {
-      await this.failInterrupted().catch((err: unknown) => this.log.warn({ err }, 'cannot check for interrupted exports'));
+      await this.failInterrupted().catch((err: unknown) =>
+        this.log.warn({ err }, 'cannot check for interrupted exports'),
+      );
       await this.sweep();
     };
     void sweep();
@@ -123,7 +134,8 @@ export class ExportService {
 
   private async createNow(tenant: string, from: string, to: string, eventTypes: string[]): Promise<ExportRecord> {
     const all = await readAll<ExportRecord>(this.records);
-    if (all.filter((r) => r.tenant === tenant && r.status === 'pending').length >= maxPendingPerTenant) throw new TooManyExportsError();
+    if (all.filter((r) => r.tenant === tenant && r.status === 'pending').length >= maxPendingPerTenant)
+      throw new TooManyExportsError();
     const record: ExportRecord = {
       export_id: `exp_${randomBytes(10).toString('hex')}`,
       tenant,
@@ -150,13 +162,27 @@ export class ExportService {
    */
   link(r: ExportRecord, baseUrl: string, notAfter: number, now = Date.now()): { url: string; expiresAt: number } {
     const expires = Math.floor(Math.min(now + urlLifetimeMs, notAfter) / 1000);
-    if (r.storage === 's3' && this.s3) return { url: presign(this.s3, 'GET', objectKey(r), expires - Math.floor(now / 1000), now), expiresAt: expires * 1000 };
-    return { url: `${baseUrl.replace(/\/+$/, '')}/v1/exports/${r.export_id}/file?expires=${expires}&signature=${this.sign(r.export_id, expires)}`, expiresAt: expires * 1000 };
+    if (r.storage === 's3' && this.s3)
+      return {
+        url: presign(this.s3, 'GET', objectKey(r), expires - Math.floor(now / 1000), now),
+        expiresAt: expires * 1000,
+      };
+    return {
+      url: `${baseUrl.replace(/\/+$/, '')}/v1/exports/${r.export_id}/file?expires=${expires}&signature=${this.sign(r.export_id, expires)}`,
+      expiresAt: expires * 1000,
+    };
   }
 
   /** Whether a link's expiry and signature are this service's and still valid; compared in constant time. */
   verify(id: string, expires: string | null, signature: string | null, now = Date.now()): boolean {
-    if (!exportIdPattern.test(id) || expires === null || signature === null || !/^[0-9]{1,12}$/.test(expires) || !/^[0-9a-f]{64}$/.test(signature)) return false;
+    if (
+      !exportIdPattern.test(id) ||
+      expires === null ||
+      signature === null ||
+      !/^[0-9]{1,12}$/.test(expires) ||
+      !/^[0-9a-f]{64}$/.test(signature)
+    )
+      return false;
     const n = Number(expires);
     if (n * 1000 <= now) return false;
     return timingSafeEqual(Buffer.from(this.sign(id, n), 'hex'), Buffer.from(signature, 'hex'));
@@ -193,20 +219,40 @@ export class ExportService {
     if (!record || record.status !== 'pending') return;
     const log = this.log.child({ export_id: id, tenant: record.tenant });
     const started = Date.now();
-    const filter = { tenant: record.tenant, fromMs: Date.parse(`${record.from}T00:00:00Z`), toMs: Date.parse(`${record.to}T00:00:00Z`) + 86_400_000, eventTypes: record.event_types };
+    const filter = {
+      tenant: record.tenant,
+      fromMs: Date.parse(`${record.from}T00:00:00Z`),
+      toMs: Date.parse(`${record.to}T00:00:00Z`) + 86_400_000,
+      eventTypes: record.event_types,
+    };
     const storage = this.s3 ? 's3' : 'file';
     try {
-      const { rows, bytes } = this.s3 ? await writeParquetS3(this.client, filter, this.s3, objectKey(record)) : await writeParquet(this.client, filter, this.filePath(id));
+      const { rows, bytes } = this.s3
+        ? await writeParquetS3(this.client, filter, this.s3, objectKey(record))
+        : await writeParquet(this.client, filter, this.filePath(id));
       const finished = Date.now();
       await this.records.put(
         id,
-        encodeRecord({ ...record, status: 'ready', rows, bytes, storage, finished_at: new Date(finished).toISOString(), expires_at: new Date(finished + fileLifetimeMs).toISOString() }),
+        encodeRecord({
+          ...record,
+          status: 'ready',
+          rows,
+          bytes,
+          storage,
+          finished_at: new Date(finished).toISOString(),
+          expires_at: new Date(finished + fileLifetimeMs).toISOString(),
+        }),
       );
       log.info({ rows, bytes, ms: finished - started }, 'export ready');
     } catch (err) {
       log.error({ err }, 'export failed');
       await rm(this.filePath(id), { force: true });
-      await this.records.put(id, encodeRecord({ ...record, status: 'failed', finished_at: new Date().toISOString(), error: 'export_failed' })).catch((e: unknown) => log.error({ err: e }, 'cannot record the failure'));
+      await this.records
+        .put(
+          id,
+          encodeRecord({ ...record, status: 'failed', finished_at: new Date().toISOString(), error: 'export_failed' }),
+        )
+        .catch((e: unknown) => log.error({ err: e }, 'cannot record the failure'));
     }
   }
 
@@ -230,7 +276,11 @@ export class ExportService {
       const e = await this.records.get(r.export_id);
       if (!e || e.operation !== 'PUT') continue;
       try {
-        await this.records.update(r.export_id, encodeRecord({ ...r, status: 'failed', finished_at: new Date(now).toISOString(), error: 'interrupted' }), e.revision);
+        await this.records.update(
+          r.export_id,
+          encodeRecord({ ...r, status: 'failed', finished_at: new Date(now).toISOString(), error: 'interrupted' }),
+          e.revision,
+        );
         this.log.warn({ export_id: r.export_id }, 'export interrupted by a stop; marked failed');
       } catch {
         // Another api process finished or failed it meanwhile.
@@ -243,7 +293,8 @@ export class ExportService {
    * objects of exports past their 24 hours (any api process may; deleting twice is harmless).
    */
   private async sweep(now = Date.now()): Promise<void> {
-    if (this.s3) await this.sweepS3(this.s3, now).catch((err: unknown) => this.log.warn({ err }, 'export object sweep failed'));
+    if (this.s3)
+      await this.sweepS3(this.s3, now).catch((err: unknown) => this.log.warn({ err }, 'export object sweep failed'));
     try {
       for (const name of await readdir(this.dir)) {
         const path = join(this.dir, name);

@@ -25,7 +25,10 @@ interface Listener {
 
 /** The token of an upgrade: `?token=`, else offered in Sec-WebSocket-Protocol next to `darshak.v1`, else a Bearer header. */
 function upgradeToken(req: HttpRequest): { token: string | null; protocol: string | null } {
-  const offered = (req.header('sec-websocket-protocol') ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+  const offered = (req.header('sec-websocket-protocol') ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
   const protocol = offered.includes(liveProtocol) ? liveProtocol : null;
   const fromQuery = req.query.get('token');
   if (fromQuery) return { token: fromQuery, protocol };
@@ -95,7 +98,11 @@ export class LiveFeed {
     let open = 0;
     for (const l of this.tenants.get(principal.tenant) ?? []) if (l.principal.jti === principal.jti) open++;
     if (open >= liveMaxPerToken) {
-      const reply = replyError(req, 'rate_limited', `At most ${liveMaxPerToken} live connections per token are open at once; close one first`);
+      const reply = replyError(
+        req,
+        'rate_limited',
+        `At most ${liveMaxPerToken} live connections per token are open at once; close one first`,
+      );
       reply.headers = { ...headers, 'Retry-After': '1' };
       return fail(reply);
     }

@@ -30,7 +30,10 @@ export interface LoginResponse {
 }
 
 /** Why a login or a password change did not succeed. */
-export type LoginRefusal = { kind: 'invalid_credentials' } | { kind: 'tenant_inactive' } | { kind: 'too_many_attempts'; retryAfterSeconds: number };
+export type LoginRefusal =
+  | { kind: 'invalid_credentials' }
+  | { kind: 'tenant_inactive' }
+  | { kind: 'too_many_attempts'; retryAfterSeconds: number };
 
 export type LoginOutcome = Result<LoginResponse, LoginRefusal>;
 
@@ -73,7 +76,10 @@ export class LoginAttempts {
    * that refuses has room (the keys before it keep theirs: a refused attempt still counts against them). A key is
    * `max` attempts per window, or progressive: past `free` attempts each must wait twice as long after the last.
    */
-  async reserve(keys: ReadonlyArray<readonly [key: string, limit: { max: number } | { free: number }]>, now = Date.now()): Promise<number> {
+  async reserve(
+    keys: ReadonlyArray<readonly [key: string, limit: { max: number } | { free: number }]>,
+    now = Date.now(),
+  ): Promise<number> {
     for (const [key, limit] of keys) {
       for (;;) {
         const { times, revision } = await this.read(key, now);
@@ -106,7 +112,15 @@ export class LoginAttempts {
       for (let tries = 0; tries < 10; tries++) {
         const { times, revision } = await this.read(key, now);
         const i = times.indexOf(at);
-        if (i < 0 || (await this.write(key, times.filter((_, j) => j !== i), revision))) break;
+        if (
+          i < 0 ||
+          (await this.write(
+            key,
+            times.filter((_, j) => j !== i),
+            revision,
+          ))
+        )
+          break;
       }
     }
   }
@@ -149,7 +163,12 @@ export class Login {
     private readonly dummyHash: string,
   ) {}
 
-  static async create(control: ControlPlane, attempts: LoginAttempts, tokens: TokenService, suspended: (tenant: string) => boolean): Promise<Login> {
+  static async create(
+    control: ControlPlane,
+    attempts: LoginAttempts,
+    tokens: TokenService,
+    suspended: (tenant: string) => boolean,
+  ): Promise<Login> {
     return new Login(control, attempts, tokens, suspended, await hashPassword('dummy password that matches nothing'));
   }
 
@@ -180,11 +199,7 @@ export class Login {
    * stranger who knows an e-mail locks it out of their own network only; wider ones bound guessing spread over
    * networks and one network spraying many accounts.
    */
-  private async check(
-    email: string,
-    password: string,
-    client: string,
-  ): Promise<Result<UserRecord, LoginRefusal>> {
+  private async check(email: string, password: string, client: string): Promise<Result<UserRecord, LoginRefusal>> {
     const account = sha256Hex(email.trim().toLowerCase());
     const network = clientNetwork(client);
     const keys = [
@@ -200,7 +215,8 @@ export class Login {
     const user = await this.control.users.get(id ?? 0);
     const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
     if (!user || !matches || !roles.includes(user.role)) return fail({ kind: 'invalid_credentials' });
-    if (needsRehash(user.password_hash)) await this.hashing.run(() => this.control.users.rehashPassword(user.id, user.password_hash, password));
+    if (needsRehash(user.password_hash))
+      await this.hashing.run(() => this.control.users.rehashPassword(user.id, user.password_hash, password));
     await this.attempts.release(
       keys.map(([key]) => key),
       at,

@@ -20,7 +20,11 @@ export function openApiRoute(): Route {
     path: '/v1/openapi.json',
     handler() {
       text ??= readFileSync(openApiPath(), 'utf8');
-      return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' }, body: text };
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' },
+        body: text,
+      };
     },
   };
 }

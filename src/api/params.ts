@@ -20,7 +20,10 @@ type ValueOf<S extends ParamSpec> = S extends { kind: 'enum'; default: string }
 
 export type Params<T extends Record<string, ParamSpec>> = { [K in keyof T]: ValueOf<T[K]> };
 
-export type ParamResult<T extends Record<string, ParamSpec>> = Result<Params<T>, { parameter: string; message: string }>;
+export type ParamResult<T extends Record<string, ParamSpec>> = Result<
+  Params<T>,
+  { parameter: string; message: string }
+>;
 
 const digits = /^\d{1,16}$/;
 
@@ -35,7 +38,8 @@ function parseOne(name: string, raw: string, spec: ParamSpec): Result<string | n
       if (spec.allowed) {
         return spec.allowed.includes(n) ? ok(n) : fail(`${name} must be one of ${spec.allowed.join(', ')}`);
       }
-      if (!Number.isSafeInteger(n) || n < spec.min || n > spec.max) return fail(`${name} must be a whole number from ${spec.min} to ${spec.max}`);
+      if (!Number.isSafeInteger(n) || n < spec.min || n > spec.max)
+        return fail(`${name} must be a whole number from ${spec.min} to ${spec.max}`);
       return ok(n);
     }
   }
@@ -50,7 +54,10 @@ export function parseParams<T extends Record<string, ParamSpec>>(query: URLSearc
     const shown = name.length > 64 ? `${name.slice(0, 64)}…` : name;
     if (!spec) {
       const known = Object.keys(specs);
-      return fail({ parameter: shown, message: `unknown parameter ${JSON.stringify(shown)}${known.length ? `; this endpoint takes ${known.join(', ')}` : '; this endpoint takes none'}` });
+      return fail({
+        parameter: shown,
+        message: `unknown parameter ${JSON.stringify(shown)}${known.length ? `; this endpoint takes ${known.join(', ')}` : '; this endpoint takes none'}`,
+      });
     }
     if (seen.has(name)) return fail({ parameter: name, message: `${name} is given more than once` });
     seen.add(name);
@@ -64,7 +71,17 @@ export function parseParams<T extends Record<string, ParamSpec>>(query: URLSearc
   return ok(out as Params<T>);
 }
 
-export const rangeParam = { kind: 'enum', values: ['24h', '7d', '30d', 'qtd'], default: '24h' } as const satisfies ParamSpec;
+export const rangeParam = {
+  kind: 'enum',
+  values: ['24h', '7d', '30d', 'qtd'],
+  default: '24h',
+} as const satisfies ParamSpec;
 export const limitParam = { kind: 'int', min: 1, max: 200, default: 50 } as const satisfies ParamSpec;
 export const offsetParam = { kind: 'int', min: 0, max: 1_000_000, default: 0 } as const satisfies ParamSpec;
-export const intervalParam = { kind: 'int', min: 1, max: 60, default: 5, allowed: [1, 5, 15, 60] } as const satisfies ParamSpec;
+export const intervalParam = {
+  kind: 'int',
+  min: 1,
+  max: 60,
+  default: 5,
+  allowed: [1, 5, 15, 60],
+} as const satisfies ParamSpec;

@@ -74,18 +74,53 @@ export const apiRole: ModuleDef = {
       bus.kv(bus.names.loginsBucket, loginWindowMs),
       RevokedTokens.open(bus, log),
     ]);
-    const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, { month: null, minute: bus.names.apiRateBucket });
-    const auth = new Authenticator(tokens, serviceAccounts, users, new MinuteLimiter(config.analytics_rate_per_minute, requests), tenants, revoked);
+    const requests = await UsageCounters.open(bus, config.usage_sync_ms, log, {
+      month: null,
+      minute: bus.names.apiRateBucket,
+    });
+    const auth = new Authenticator(
+      tokens,
+      serviceAccounts,
+      users,
+      new MinuteLimiter(config.analytics_rate_per_minute, requests),
+      tenants,
+      revoked,
+    );
     const login = await Login.create(control, new LoginAttempts(failures), tokens, (tenant) => auth.suspended(tenant));
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
-    const exports = await ExportService.open(bus, store.client, config.data_dir, config.export_s3_url, log.child({ module: 'export' }));
+    const exports = await ExportService.open(
+      bus,
+      store.client,
+      config.data_dir,
+      config.export_s3_url,
+      log.child({ module: 'export' }),
+    );
     const app = dashboard(log.child({ module: 'dashboard' }));
     const server = await createHttpServer({
       listener: 'base',
       host: config.host,
       port: config.base_port,
       engine: config.http_engine,
-      routes: [...apiRoutes({ auth, control, login, tokens, revoked, keysLastUsed: () => KeyUsage.read(bus), client: store.client, live, checks: () => services.checks, bus, exports, publicBaseUrl: config.public_base_url, guard: new AddressGuard(config.webhook_allow_hosts), trustProxy: config.trust_proxy, opsToken: config.ops_token }), ...app.routes],
+      routes: [
+        ...apiRoutes({
+          auth,
+          control,
+          login,
+          tokens,
+          revoked,
+          keysLastUsed: () => KeyUsage.read(bus),
+          client: store.client,
+          live,
+          checks: () => services.checks,
+          bus,
+          exports,
+          publicBaseUrl: config.public_base_url,
+          guard: new AddressGuard(config.webhook_allow_hosts),
+          trustProxy: config.trust_proxy,
+          opsToken: config.ops_token,
+        }),
+        ...app.routes,
+      ],
       fallback: app.fallback,
       websockets: [live.route()],
       maxBodyBytes,

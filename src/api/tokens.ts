@@ -1,4 +1,13 @@
-import { createHmac, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, timingSafeEqual, type KeyObject } from 'node:crypto';
+import {
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  randomUUID,
+  timingSafeEqual,
+  type KeyObject,
+} from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { calculateJwkThumbprint, exportJWK, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
@@ -42,7 +51,8 @@ export interface IssueInput {
 export function loadSigningKey(file: string, log: Logger): KeyObject {
   if (existsSync(file)) {
     const key = createPrivateKey(readFileSync(file));
-    if (key.asymmetricKeyType !== 'ed25519') throw new Error(`${file} is a ${key.asymmetricKeyType} key; token signing needs Ed25519`);
+    if (key.asymmetricKeyType !== 'ed25519')
+      throw new Error(`${file} is a ${key.asymmetricKeyType} key; token signing needs Ed25519`);
     return key;
   }
   const { privateKey } = generateKeyPairSync('ed25519');
@@ -98,8 +108,15 @@ export class TokenService {
     private readonly log: Logger,
   ) {}
 
-  static async open(config: Pick<Config, 'jwt_key_file' | 'jwks_secret' | 'data_dir' | 'public_base_url'>, bus: Bus, log: Logger): Promise<TokenService> {
-    const file = config.jwt_key_file !== '' ? resolve(config.jwt_key_file) : join(resolve(config.data_dir), 'keys', 'signing-key.pem');
+  static async open(
+    config: Pick<Config, 'jwt_key_file' | 'jwks_secret' | 'data_dir' | 'public_base_url'>,
+    bus: Bus,
+    log: Logger,
+  ): Promise<TokenService> {
+    const file =
+      config.jwt_key_file !== ''
+        ? resolve(config.jwt_key_file)
+        : join(resolve(config.data_dir), 'keys', 'signing-key.pem');
     const privateKey = loadSigningKey(file, log);
     const secret = loadJwksSecret(config, log);
     const exported = await exportJWK(createPublicKey(privateKey));
@@ -115,7 +132,12 @@ export class TokenService {
     const now = Math.floor(Date.now() / 1000);
     const jti = input.jti ?? randomUUID();
     const exp = now + input.lifetimeSeconds;
-    const claims = { tenant: input.tenant, role: input.role, scope: input.scopes.join(' '), ...(input.sv === undefined ? {} : { sv: input.sv }) };
+    const claims = {
+      tenant: input.tenant,
+      role: input.role,
+      scope: input.scopes.join(' '),
+      ...(input.sv === undefined ? {} : { sv: input.sv }),
+    };
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: algorithm, typ: 'JWT', kid: this.kid })
       .setSubject(input.sub)
@@ -145,8 +167,25 @@ export class TokenService {
       const scope = payload.scope;
       const jti = stringClaim(payload, 'jti');
       const sv = payload.sv ?? 0;
-      if (!sub || !tenant || !role || !jti || typeof scope !== 'string' || typeof payload.exp !== 'number' || !Number.isSafeInteger(sv)) return null;
-      return { sub, tenant, role, scopes: new Set(scope.split(' ').filter(Boolean)), jti, exp: payload.exp, sv: sv as number };
+      if (
+        !sub ||
+        !tenant ||
+        !role ||
+        !jti ||
+        typeof scope !== 'string' ||
+        typeof payload.exp !== 'number' ||
+        !Number.isSafeInteger(sv)
+      )
+        return null;
+      return {
+        sub,
+        tenant,
+        role,
+        scopes: new Set(scope.split(' ').filter(Boolean)),
+        jti,
+        exp: payload.exp,
+        sv: sv as number,
+      };
     } catch {
       return null;
     }
@@ -154,7 +193,14 @@ export class TokenService {
 
   /** The entry's JWK if the jwks secret vouches for it under this kid. */
   private vouched(kid: string, entry: VouchedKey | undefined): JWK | null {
-    if (!entry || typeof entry.jwk !== 'object' || entry.jwk === null || entry.jwk.kid !== kid || typeof entry.mac !== 'string') return null;
+    if (
+      !entry ||
+      typeof entry.jwk !== 'object' ||
+      entry.jwk === null ||
+      entry.jwk.kid !== kid ||
+      typeof entry.mac !== 'string'
+    )
+      return null;
     const mac = Buffer.from(entry.mac, 'base64url');
     const want = keyMac(this.secret, entry.jwk);
     return mac.length === want.length && timingSafeEqual(mac, want) ? entry.jwk : null;

@@ -56,7 +56,15 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
         return {
           status: 201,
           headers: { 'Cache-Control': 'no-store' },
-          body: { id: r.id, url: r.url, categories: r.categories, format: r.format, enabled: r.enabled, secret: r.secret, created_at: r.created_at },
+          body: {
+            id: r.id,
+            url: r.url,
+            categories: r.categories,
+            format: r.format,
+            enabled: r.enabled,
+            secret: r.secret,
+            created_at: r.created_at,
+          },
         };
       }),
     },
@@ -68,7 +76,10 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
     {
       method: 'GET',
       path: '/v1/webhooks/{id}',
-      handler: owned(async (req, who) => ({ status: 200, body: webhookView(await control.webhooks.get(who.tenant, id(req))) })),
+      handler: owned(async (req, who) => ({
+        status: 200,
+        body: webhookView(await control.webhooks.get(who.tenant, id(req))),
+      })),
     },
     {
       method: 'PATCH',
@@ -101,7 +112,11 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
       path: '/v1/webhooks/{id}/rotate-secret',
       handler: owned(async (req, who) => {
         const r = await control.webhooks.rotateSecret(who.tenant, id(req));
-        return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { secret: r.secret, previous_secret_expires_at: r.previous_secret_until } };
+        return {
+          status: 200,
+          headers: { 'Cache-Control': 'no-store' },
+          body: { secret: r.secret, previous_secret_expires_at: r.previous_secret_until },
+        };
       }),
     },
     {
@@ -109,7 +124,8 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
       path: '/v1/webhooks/{id}/deliveries',
       handler: owned(async (req, who) => {
         const parsed = parseParams(req.query, { limit: limitParam, offset: offsetParam });
-        if (!parsed.ok) return replyError(req, 'invalid_parameter', parsed.error.message, [{ parameter: parsed.error.parameter }]);
+        if (!parsed.ok)
+          return replyError(req, 'invalid_parameter', parsed.error.message, [{ parameter: parsed.error.parameter }]);
         const endpoint = await control.webhooks.get(who.tenant, id(req));
         return page(await readLog(bus, endpoint.id), parsed.value.limit, parsed.value.offset);
       }),
@@ -122,7 +138,8 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
         const wanted = req.params.delivery_id ?? '';
         // A delivery id (its newest attempt) or the id of one logged attempt.
         const attempt = (await readLog(bus, endpoint.id)).find((a) => a.delivery_id === wanted || a.id === wanted);
-        if (!attempt) return replyError(req, 'not_found', `delivery ${JSON.stringify(wanted)} is not in the log of ${endpoint.id}`);
+        if (!attempt)
+          return replyError(req, 'not_found', `delivery ${JSON.stringify(wanted)} is not in the log of ${endpoint.id}`);
         const msg: DeliveryMessage = {
           delivery_id: attempt.delivery_id,
           endpoint_id: endpoint.id,
@@ -133,7 +150,9 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
           attempt: 1,
           not_before: null,
         };
-        await bus.js.publish(bus.names.webhookDeliverySubject('new', endpoint.id), JSON.stringify(msg), { msgID: `${attempt.delivery_id}:replay:${randomBytes(6).toString('hex')}` });
+        await bus.js.publish(bus.names.webhookDeliverySubject('new', endpoint.id), JSON.stringify(msg), {
+          msgID: `${attempt.delivery_id}:replay:${randomBytes(6).toString('hex')}`,
+        });
         return { status: 202, body: { delivery_id: attempt.delivery_id, event_id: attempt.event_id } };
       }),
     },
@@ -147,7 +166,10 @@ export function webhookRoutes({ auth, control, bus, guard }: WebhookRouteDeps): 
           type: 'test.ping',
           created_at: new Date().toISOString(),
           tenant_slug: who.tenant,
-          data: { message: 'A test event from Darshak: this endpoint receives and verifies webhooks.', endpoint_id: endpoint.id },
+          data: {
+            message: 'A test event from Darshak: this endpoint receives and verifies webhooks.',
+            endpoint_id: endpoint.id,
+          },
         };
         await publishWebhookEvent(bus, event, endpoint.id);
         return { status: 202, body: { event_id: event.id, delivery_id: deliveryId(event.id, endpoint.id) } };

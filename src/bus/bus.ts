@@ -1,4 +1,20 @@
-import { AckPolicy, connect, DeliverPolicy, StorageType, DiscardPolicy, RetentionPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JetStreamManager, type KV, type NatsConnection, type ObjectStore, type StreamConfig } from 'nats';
+import {
+  AckPolicy,
+  connect,
+  DeliverPolicy,
+  StorageType,
+  DiscardPolicy,
+  Events,
+  RetentionPolicy,
+  type Consumer,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+  type KV,
+  type NatsConnection,
+  type ObjectStore,
+  type StreamConfig,
+} from 'nats';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
@@ -40,7 +56,10 @@ const newStreamIdentity = (): string => `darshak stream ${randomBytes(8).toStrin
  */
 export function streamIdentity(config: Pick<StreamConfig, 'name' | 'description'>): string {
   const id = identityPattern.exec(config.description ?? '')?.[1];
-  if (!id) throw new Error(`stream ${config.name} has no identity in its description: a process that runs ensureStreams gives it one`);
+  if (!id)
+    throw new Error(
+      `stream ${config.name} has no identity in its description: a process that runs ensureStreams gives it one`,
+    );
   return id;
 }
 
@@ -65,7 +84,11 @@ export function isPassingBusError(err: unknown): boolean {
   // The store's, the configuration's: they say what to do, and waiting does not do it.
   if (err instanceof OperatorError) return false;
   const e = err as { code?: unknown; message?: unknown; api_error?: { err_code?: unknown } } | null;
-  return e?.code === 'TIMEOUT' || e?.api_error?.err_code === 10008 || /timeout|temporarily unavailable/i.test(String(e?.message));
+  return (
+    e?.code === 'TIMEOUT' ||
+    e?.api_error?.err_code === 10008 ||
+    /timeout|temporarily unavailable/i.test(String(e?.message))
+  );
 }
 
 /** One NATS connection per process, shared by every role in it. */
@@ -86,7 +109,11 @@ export class Bus {
     void this.watchStatus();
   }
 
-  static async connect(config: NatsAccess & Pick<Config, 'nats_prefix'> & Partial<Pick<Config, 'stream_replicas'>>, log: Logger, name = 'darshak'): Promise<Bus> {
+  static async connect(
+    config: NatsAccess & Pick<Config, 'nats_prefix'> & Partial<Pick<Config, 'stream_replicas'>>,
+    log: Logger,
+    name = 'darshak',
+  ): Promise<Bus> {
     let nc: NatsConnection;
     try {
       nc = await connect({
@@ -111,10 +138,23 @@ export class Bus {
     }
     const jsm = await nc.jetstreamManager({ timeout: 5_000 }).catch((err: Error) => {
       void nc.close();
-      if (isPassingBusError(err)) throw new BusUnavailableError(`JetStream at ${config.nats_url} did not answer within 5 s (a cluster still electing its leaders?): ${err.message}`, true);
-      throw new BusUnavailableError(`NATS at ${config.nats_url} has no JetStream (start nats-server with -js): ${err.message}`);
+      if (isPassingBusError(err))
+        throw new BusUnavailableError(
+          `JetStream at ${config.nats_url} did not answer within 5 s (a cluster still electing its leaders?): ${err.message}`,
+          true,
+        );
+      throw new BusUnavailableError(
+        `NATS at ${config.nats_url} has no JetStream (start nats-server with -js): ${err.message}`,
+      );
     });
-    return new Bus(nc, nc.jetstream(), jsm, busNames(config.nats_prefix), log.child({ module: 'bus' }), config.stream_replicas ?? 1);
+    return new Bus(
+      nc,
+      nc.jetstream(),
+      jsm,
+      busNames(config.nats_prefix),
+      log.child({ module: 'bus' }),
+      config.stream_replicas ?? 1,
+    );
   }
 
   /** True while the connection is established; publishes are refused (not buffered) otherwise. */
@@ -125,9 +165,9 @@ export class Bus {
   private async watchStatus(): Promise<void> {
     for await (const s of this.nc.status()) {
       // A permissions violation, say: the server refused something this process's NATS user may not do.
-      if (s.type === 'error') this.log.error({ err: s.data }, 'NATS refused an operation');
-      if (s.type !== 'disconnect' && s.type !== 'reconnect') continue;
-      this.up = s.type === 'reconnect';
+      if (s.type === Events.Error) this.log.error({ err: s.data }, 'NATS refused an operation');
+      if (s.type !== Events.Disconnect && s.type !== Events.Reconnect) continue;
+      this.up = s.type === Events.Reconnect;
       if (this.up) this.log.info({ server: s.data }, 'NATS reconnected');
       else this.log.warn({ server: s.data }, 'NATS disconnected');
       for (const fn of this.listeners[s.type]) {
@@ -157,7 +197,9 @@ export class Bus {
     if (existing && existing.operation === 'PUT') {
       const have = Number(existing.string());
       if (have !== shards) {
-        throw new Error(`config: SHARDS (shards) is ${shards} but the event stream ${this.names.eventsStream} was created with ${have} shards`);
+        throw new Error(
+          `config: SHARDS (shards) is ${shards} but the event stream ${this.names.eventsStream} was created with ${have} shards`,
+        );
       }
     } else {
       try {
@@ -167,13 +209,35 @@ export class Bus {
       }
     }
     const age = nanos(maxAgeHours * 3_600_000);
-    const limits = { storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, duplicate_window: nanos(120_000) };
+    const limits = {
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      duplicate_window: nanos(120_000),
+    };
     // Direct gets: the flusher reads messages of both by sequence (readMessage): the input messages aggregator output
     // names, and the members of a group it writes again.
-    await this.ensureStream({ ...limits, name: this.names.eventsStream, subjects: [this.names.eventsWildcard], max_age: age, allow_direct: true });
-    await this.ensureStream({ ...limits, name: this.names.rawStream, subjects: [this.names.rawWildcard], max_age: age, allow_direct: true });
+    await this.ensureStream({
+      ...limits,
+      name: this.names.eventsStream,
+      subjects: [this.names.eventsWildcard],
+      max_age: age,
+      allow_direct: true,
+    });
+    await this.ensureStream({
+      ...limits,
+      name: this.names.rawStream,
+      subjects: [this.names.rawWildcard],
+      max_age: age,
+      allow_direct: true,
+    });
     // The alerts role rebuilds 7-day baselines (churn, completion) from signals: at least 8 days of them.
-    await this.ensureStream({ ...limits, name: this.names.signalsStream, subjects: [this.names.signalsWildcard], max_age: Math.max(age, nanos(8 * 86_400_000)) });
+    await this.ensureStream({
+      ...limits,
+      name: this.names.signalsStream,
+      subjects: [this.names.signalsWildcard],
+      max_age: Math.max(age, nanos(8 * 86_400_000)),
+    });
   }
 
   /** Create a stream, or bring one made by an older version (or another process) to this configuration. */
@@ -186,7 +250,10 @@ export class Bus {
     try {
       const info = await this.jsm.streams.info(config.name);
       const kept = info.config.description ?? '';
-      await this.jsm.streams.update(config.name, { ...config, description: identityPattern.test(kept) ? kept : newStreamIdentity() });
+      await this.jsm.streams.update(config.name, {
+        ...config,
+        description: identityPattern.test(kept) ? kept : newStreamIdentity(),
+      });
     } catch (err) {
       if (!/stream not found/i.test((err as Error).message)) throw err;
       await this.jsm.streams.add({ ...config, description: newStreamIdentity() }).catch((e: Error) => {
@@ -222,7 +289,10 @@ export class Bus {
     return patiently(() => this.ensureConsumerOnce(stream, config));
   }
 
-  private async ensureConsumerOnce(stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+  private async ensureConsumerOnce(
+    stream: string,
+    config: Partial<ConsumerConfig> & { durable_name: string },
+  ): Promise<void> {
     try {
       await this.jsm.consumers.info(stream, config.durable_name);
       await this.jsm.consumers.update(stream, config.durable_name, config);
@@ -265,7 +335,11 @@ export class Bus {
    * a shard waiting there for minutes. A failure here is the caller's, who reads again from where it stands.
    * Messages come in delivery order; `consumeLoop({ ordered: true })` ends a read at a gap in it.
    */
-  async reader(stream: string, subject: string | undefined, from: { seq: number } | { time: number } | 'all'): Promise<Consumer> {
+  async reader(
+    stream: string,
+    subject: string | undefined,
+    from: { seq: number } | { time: number } | 'all',
+  ): Promise<Consumer> {
     const start: Partial<ConsumerConfig> =
       from === 'all'
         ? { deliver_policy: DeliverPolicy.All }

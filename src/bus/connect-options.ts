@@ -8,7 +8,15 @@ export type NatsAccess = Pick<Config, 'nats_url'> &
   Partial<
     Pick<
       Config,
-      'data_dir' | 'nats_user' | 'nats_password' | 'nats_token' | 'nats_creds_file' | 'nats_nkey_file' | 'nats_tls_ca_file' | 'nats_tls_cert_file' | 'nats_tls_key_file'
+      | 'data_dir'
+      | 'nats_user'
+      | 'nats_password'
+      | 'nats_token'
+      | 'nats_creds_file'
+      | 'nats_nkey_file'
+      | 'nats_tls_ca_file'
+      | 'nats_tls_cert_file'
+      | 'nats_tls_key_file'
     >
   >;
 
@@ -33,9 +41,12 @@ export function natsConnectOptions(config: NatsAccess): Partial<ConnectionOption
     out.pass = config.nats_password ?? '';
     out.inboxPrefix = inboxPrefix(config.nats_user);
   } else if (set(config.nats_token)) out.token = config.nats_token;
-  else if (set(config.nats_creds_file)) out.authenticator = credsAuthenticator(readSecret(config.nats_creds_file, 'credentials file'));
+  else if (set(config.nats_creds_file))
+    out.authenticator = credsAuthenticator(readSecret(config.nats_creds_file, 'credentials file'));
   else if (set(config.nats_nkey_file)) {
-    out.authenticator = nkeyAuthenticator(new TextEncoder().encode(new TextDecoder().decode(readSecret(config.nats_nkey_file, 'NKey seed file')).trim()));
+    out.authenticator = nkeyAuthenticator(
+      new TextEncoder().encode(new TextDecoder().decode(readSecret(config.nats_nkey_file, 'NKey seed file')).trim()),
+    );
   } else if (set(config.data_dir) && isLoopbackUrl(config.nats_url)) {
     const local = readLocalCredentials(config.data_dir);
     if (local) {

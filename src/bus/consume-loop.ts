@@ -58,7 +58,11 @@ export const fetchMessagesCap = 100;
 async function watch(messages: ConsumerMessages, busy: () => boolean, log: Logger, onLost: () => void): Promise<void> {
   for await (const s of await messages.status()) {
     const missed = s.type === ConsumerEvents.HeartbeatsMissed && Number(s.data) >= 2 && !busy();
-    const lost = missed || s.type === ConsumerEvents.ConsumerNotFound || s.type === ConsumerEvents.ConsumerDeleted || s.type === ConsumerEvents.StreamNotFound;
+    const lost =
+      missed ||
+      s.type === ConsumerEvents.ConsumerNotFound ||
+      s.type === ConsumerEvents.ConsumerDeleted ||
+      s.type === ConsumerEvents.StreamNotFound;
     if (lost) {
       log.warn({ event: s.type, data: s.data }, 'consumer lost; reading again');
       onLost();
@@ -95,7 +99,8 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
           received = 0;
           for await (const m of current) {
             if (++received === fetchMessagesCap && 'bytes' in options.readAhead) current.stop();
-            if (options.ordered && m.info.deliverySequence !== ++delivered) throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
+            if (options.ordered && m.info.deliverySequence !== ++delivered)
+              throw new Error(`delivery ${m.info.deliverySequence} after ${delivered - 1}: messages lost on the way`);
             handling = true;
             try {
               await options.handle(m);
@@ -106,14 +111,19 @@ export function consumeLoop(options: ConsumeLoopOptions): ConsumeLoop {
           }
           return true;
         };
-        if ('messages' in options.readAhead) await drain(await consumer.consume({ max_messages: options.readAhead.messages, expires: pullExpiresMs }));
+        if ('messages' in options.readAhead)
+          await drain(await consumer.consume({ max_messages: options.readAhead.messages, expires: pullExpiresMs }));
         else {
           // One pull of the whole budget at a time, each asked for once the last is handled. nats.js's refilling
           // consume cannot bound by bytes: it caps a byte pull at 100 messages, and a pull the server ends by that
           // count leaves the bytes it did not fill counted as pending, so the refills shrink until one asks for less
           // than the next message, which the server refuses (409) and nats.js asks again at once: nats-server at
           // 60 % CPU and the shards stalled, or a reader that stopped pulling until its heartbeats were missed.
-          while (!readEnded && !stopped && (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs })))) {
+          while (
+            !readEnded &&
+            !stopped &&
+            (await drain(await consumer.fetch({ max_bytes: options.readAhead.bytes, expires: pullExpiresMs })))
+          ) {
             // A fetch that brought nothing may be one of a consumer whose server was lost (the connection, on another
             // server, stays up): asking for the consumer throws then, and the read is opened again.
             if (received === 0 && !readEnded && !stopped) await consumer.info();

@@ -194,7 +194,14 @@ export const uuidWords = new Uint32Array(4);
  * else. De-duplication keys by these 128 bits instead of a string.
  */
 export function parseUuid(b: Uint8Array, start: number, length: number): boolean {
-  if (length !== 36 || b[start + 8] !== 0x2d || b[start + 13] !== 0x2d || b[start + 18] !== 0x2d || b[start + 23] !== 0x2d) return false;
+  if (
+    length !== 36 ||
+    b[start + 8] !== 0x2d ||
+    b[start + 13] !== 0x2d ||
+    b[start + 18] !== 0x2d ||
+    b[start + 23] !== 0x2d
+  )
+    return false;
   let word = 0;
   let digits = 0;
   let w = 0;
@@ -399,7 +406,8 @@ export class ReadEvent implements WireEvent {
           this.content_type = this.str(at, end, strings) as string | undefined;
           break;
         case Key.session_id:
-          this.session_id = (readStr(b, at) === end ? text(b, strStart, strLength) : valueAt(b, at, end)) as string | undefined;
+          this.session_id = (readStr(b, at) === end ? text(b, strStart, strLength) : valueAt(b, at, end)) as
+            string | undefined;
           break;
         case Key.ts:
           this.ts = this.num(at, end) as number;
@@ -511,7 +519,9 @@ function keyOf(b: Buffer, start: number, length: number): Key {
 }
 
 /** The `context` keys read with the event (session attributes): a name's bytes and the field it fills. */
-const contextKeys: ReadonlyArray<readonly [Buffer, 'pop' | 'app_version' | 'player']> = (['pop', 'app_version', 'player'] as const).map((k) => [Buffer.from(k), k] as const);
+const contextKeys: ReadonlyArray<readonly [Buffer, 'pop' | 'app_version' | 'player']> = (
+  ['pop', 'app_version', 'player'] as const
+).map((k) => [Buffer.from(k), k] as const);
 
 /**
  * `context.pop`, `context.app_version` and `context.player` into `e`, when `context` is a map (as msgpackr reads it:
@@ -532,11 +542,19 @@ function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): vo
     let field: 'pop' | 'app_version' | 'player' | undefined;
     if (v >= 0) {
       // Length and first byte first: most keys (cdn, os, ip, …) are told apart without a call.
-      for (const [name, f] of contextKeys) if (strLength === name.length && b[strStart] === name[0] && b.compare(name, 0, name.length, strStart, strStart + strLength) === 0) field = f;
+      for (const [name, f] of contextKeys)
+        if (
+          strLength === name.length &&
+          b[strStart] === name[0] &&
+          b.compare(name, 0, name.length, strStart, strStart + strLength) === 0
+        )
+          field = f;
     }
     const at2 = v >= 0 ? v : skipValue(b, p);
     const end = skipValue(b, at2);
-    if (field) e[field] = (readStr(b, at2) === end ? strings.get(b, strStart, strLength) : valueAt(b, at2, end)) as string | undefined;
+    if (field)
+      e[field] = (readStr(b, at2) === end ? strings.get(b, strStart, strLength) : valueAt(b, at2, end)) as
+        string | undefined;
     p = end;
   }
 }

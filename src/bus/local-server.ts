@@ -56,7 +56,8 @@ export function readLocalCredentials(dataDir: string): LocalCredentials | null {
   const file = credentialsFile(dataDir);
   if (!existsSync(file)) return null;
   const value = JSON.parse(readFileSync(file, 'utf8')) as Partial<LocalCredentials>;
-  if (typeof value.user !== 'string' || typeof value.password !== 'string') throw new BusUnavailableError(`${file} holds no NATS user and password`);
+  if (typeof value.user !== 'string' || typeof value.password !== 'string')
+    throw new BusUnavailableError(`${file} holds no NATS user and password`);
   return { user: value.user, password: value.password };
 }
 
@@ -85,7 +86,9 @@ export async function ensureLocalNats(config: Config, log: Logger): Promise<Loca
   if (!config.nats_autostart) throw new BusUnavailableError(howTo);
   if (!loopback.includes(host)) throw new BusUnavailableError(howTo);
   if (config.nats_creds_file !== '' || config.nats_nkey_file !== '' || /^tls:/.test(config.nats_url)) {
-    throw new BusUnavailableError(`${howTo} (A local server is started only for a user, a token or no credentials, without TLS.)`);
+    throw new BusUnavailableError(
+      `${howTo} (A local server is started only for a user, a token or no credentials, without TLS.)`,
+    );
   }
   const binary = findOnPath('nats-server');
   if (!binary) throw new BusUnavailableError(howTo);
@@ -96,7 +99,9 @@ export async function ensureLocalNats(config: Config, log: Logger): Promise<Loca
   const auth = config.nats_token !== '' ? { token: config.nats_token } : localCredentials(config);
   writeFileSync(confFile, `authorization ${JSON.stringify(auth)}\n`, { mode: 0o600 });
   chmodSync(confFile, 0o600);
-  const child: ChildProcess = spawn(binary, ['-c', confFile, '-js', '-a', host, '-p', String(port), '-sd', storeDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(binary, ['-c', confFile, '-js', '-a', host, '-p', String(port), '-sd', storeDir], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
   log.info({ binary, port, store_dir: storeDir }, 'started a local nats-server');

@@ -7,7 +7,8 @@ import { configKeys } from '../config/schema.js';
  */
 export async function removeNamespace(natsUrl: string, prefix: string): Promise<string[]> {
   // An empty or odd prefix would match other deployments' names (or, empty, anything starting with "_").
-  if (!new RegExp(configKeys.nats_prefix.pattern ?? '^$').test(prefix)) throw new Error(`not a NATS_PREFIX: ${JSON.stringify(prefix)}`);
+  if (!new RegExp(configKeys.nats_prefix.pattern ?? '^$').test(prefix))
+    throw new Error(`not a NATS_PREFIX: ${JSON.stringify(prefix)}`);
   const removed: string[] = [];
   const nc = await connect({ servers: natsUrl, reconnect: false });
   try {

@@ -9,7 +9,12 @@ const gone: WireMessage = { v: 1, events: [] };
  * time; for `forEachPassed`. One the stream no longer holds reads as no events, and is reported to `missing`: the
  * flusher is then more than the stream's retention behind, and those events cannot be stored any more.
  */
-export async function readInputs(bus: Bus, outputs: readonly OutputMessage[], missing: (seq: number) => void, concurrency = 8): Promise<(seq: number) => WireMessage> {
+export async function readInputs(
+  bus: Bus,
+  outputs: readonly OutputMessage[],
+  missing: (seq: number) => void,
+  concurrency = 8,
+): Promise<(seq: number) => WireMessage> {
   const seqs = [...new Set(outputs.flatMap(inputsToRead))];
   const read = new Map<number, WireMessage>();
   let next = 0;

@@ -31,7 +31,11 @@ export const natsRoles = ['ingest', 'aggregate', 'flush', 'alerts', 'webhooks', 
 export type NatsRole = (typeof natsRoles)[number];
 
 const kv = (bucket: string): Resource => ({ stream: `KV_${bucket}`, subjects: [`$KV.${bucket}.>`], configured: false });
-const objects = (bucket: string): Resource => ({ stream: `OBJ_${bucket}`, subjects: [`$O.${bucket}.>`], configured: false });
+const objects = (bucket: string): Resource => ({
+  stream: `OBJ_${bucket}`,
+  subjects: [`$O.${bucket}.>`],
+  configured: false,
+});
 const stream = (name: string, ...subjects: string[]): Resource => ({ stream: name, subjects, configured: true });
 
 function grants(n: BusNames): Record<NatsRole, Grant> {
@@ -40,7 +44,11 @@ function grants(n: BusNames): Record<NatsRole, Grant> {
   const signals = stream(n.signalsStream, n.signalsWildcard);
   const alerts = stream(n.alertsStream, n.alertRowsWildcard);
   const webhookEvents = stream(n.webhookEventsStream, n.webhookEventsWildcard);
-  const deliveries = stream(n.webhookDeliveriesStream, n.webhookDeliveryWildcard('new'), n.webhookDeliveryWildcard('retry'));
+  const deliveries = stream(
+    n.webhookDeliveriesStream,
+    n.webhookDeliveryWildcard('new'),
+    n.webhookDeliveryWildcard('retry'),
+  );
   const held = stream(n.webhookHeldStream, n.webhookHeldWildcard);
   const deliveryLog = stream(n.webhookLogStream, n.webhookLogWildcard);
   // The bus module of every process: it checks the shard count and brings the three event streams to its settings.
@@ -135,7 +143,11 @@ function grants(n: BusNames): Record<NatsRole, Grant> {
 export const inboxPrefix = (user: string): string => `_INBOX_${user}`;
 
 const streamApi = ({ stream: s, configured }: Resource, access: Access): string[] => {
-  const open = [`$JS.API.STREAM.INFO.${s}`, `$JS.API.STREAM.CREATE.${s}`, ...(configured ? [`$JS.API.STREAM.UPDATE.${s}`] : [])];
+  const open = [
+    `$JS.API.STREAM.INFO.${s}`,
+    `$JS.API.STREAM.CREATE.${s}`,
+    ...(configured ? [`$JS.API.STREAM.UPDATE.${s}`] : []),
+  ];
   if (access === 'open') return open;
   const read = [
     ...open,
@@ -155,7 +167,10 @@ const streamApi = ({ stream: s, configured }: Resource, access: Access): string[
 };
 
 /** The subjects a role may publish to and subscribe to, for nats-server's `permissions`. */
-export function rolePermissions(prefix: string, role: NatsRole): { publish: string[]; subscribe: string[]; responds: boolean } {
+export function rolePermissions(
+  prefix: string,
+  role: NatsRole,
+): { publish: string[]; subscribe: string[]; responds: boolean } {
   const n = busNames(prefix);
   const g = grants(n)[role];
   const publish = new Set<string>(['$JS.API.INFO', ...g.publish]);
@@ -169,7 +184,11 @@ export function rolePermissions(prefix: string, role: NatsRole): { publish: stri
     for (const s of streamApi(r, a)) publish.add(s);
     if (rank[a] >= rank.write) for (const s of r.subjects) publish.add(s);
   }
-  return { publish: [...publish], subscribe: [`${inboxPrefix(role)}.>`, ...g.subscribe], responds: g.responds === true };
+  return {
+    publish: [...publish],
+    subscribe: [`${inboxPrefix(role)}.>`, ...g.subscribe],
+    responds: g.responds === true,
+  };
 }
 
 const quoted = (s: string): string => JSON.stringify(s);

@@ -117,11 +117,22 @@ export function shardOf(tenant: string, key: string, shards: number): number {
  * session are keyed by the user (subscription state), then the anonymous id, then the content.
  */
 export function partitionKey(e: Pick<WireEvent, 'session_id' | 'user_id' | 'anonymous_id' | 'content_id'>): string {
-  return e.session_id ?? (e.user_id !== undefined ? `u:${e.user_id}` : e.anonymous_id !== undefined ? `a:${e.anonymous_id}` : `c:${e.content_id ?? ''}`);
+  return (
+    e.session_id ??
+    (e.user_id !== undefined
+      ? `u:${e.user_id}`
+      : e.anonymous_id !== undefined
+        ? `a:${e.anonymous_id}`
+        : `c:${e.content_id ?? ''}`)
+  );
 }
 
 /** Each event an output message passes on, with its place in the event stream, in input order; `input(seq)` gives the event stream's message (bus/passed-events.ts reads them). */
-export function forEachPassed(out: OutputMessage, input: (seq: number) => WireMessage, fn: (e: WireEvent, seq: number, index: number) => void): void {
+export function forEachPassed(
+  out: OutputMessage,
+  input: (seq: number) => WireMessage,
+  fn: (e: WireEvent, seq: number, index: number) => void,
+): void {
   for (const [seq, dropped] of out.inputs) {
     const skip = new Set(dropped);
     input(seq).events.forEach((e, i) => {
@@ -151,7 +162,13 @@ export const frameInput = (seq: number, dropped: readonly number[]): Buffer => p
 
 /** Frame passed inputs (each from `frameInput`) and encoded rows (by table) as one output message: {v: 4, inputs, rows}. */
 export function frameOutput(inputs: readonly Buffer[], rows: readonly EncodedTableRows[]): Buffer {
-  const parts: Uint8Array[] = [Buffer.from([0x83]), packr.pack('v'), packr.pack(outputVersion), packr.pack('inputs'), arrayHeader(inputs.length)];
+  const parts: Uint8Array[] = [
+    Buffer.from([0x83]),
+    packr.pack('v'),
+    packr.pack(outputVersion),
+    packr.pack('inputs'),
+    arrayHeader(inputs.length),
+  ];
   parts.push(...inputs);
   parts.push(packr.pack('rows'), mapHeader(rows.length));
   for (const [table, count, bytes] of rows) parts.push(packr.pack(table), arrayHeader(count), bytes);
@@ -167,7 +184,10 @@ export const tableFraming = (table: string): number => Buffer.byteLength(table) 
 /** An output message; one of another version (an earlier build's: docs/compatibility.md) is an error. */
 export function decodeOutput(data: Uint8Array): OutputMessage {
   const out = packr.unpack(data) as { v?: unknown };
-  if (out.v !== outputVersion) throw new Error(`a raw-stream message of version ${String(out.v)}: this build reads version ${outputVersion} only (docs/compatibility.md)`);
+  if (out.v !== outputVersion)
+    throw new Error(
+      `a raw-stream message of version ${String(out.v)}: this build reads version ${outputVersion} only (docs/compatibility.md)`,
+    );
   return out as OutputMessage;
 }
 

@@ -32,7 +32,13 @@ export const adminCommands: Record<string, Record<string, Command>> = {
     async create(control, argv) {
       const f = flags(
         argv,
-        { slug: { type: 'string' }, name: { type: 'string' }, plan: { type: 'string' }, 'owner-email': { type: 'string' }, 'owner-password': { type: 'string' } },
+        {
+          slug: { type: 'string' },
+          name: { type: 'string' },
+          plan: { type: 'string' },
+          'owner-email': { type: 'string' },
+          'owner-password': { type: 'string' },
+        },
         ['slug', 'name', 'plan', 'owner-email', 'owner-password'],
       );
       return control.createTenant({
@@ -62,12 +68,20 @@ export const adminCommands: Record<string, Record<string, Command>> = {
         ...(f.plan !== undefined && { plan: f.plan as PlanName }),
         ...(f.status !== undefined && { status: f.status as TenantStatus }),
         ...(f['monthly-quota'] !== undefined && { monthly_quota: overrideFlag(f['monthly-quota'], 'monthly-quota') }),
-        ...(f['rate-per-minute'] !== undefined && { rate_per_minute: overrideFlag(f['rate-per-minute'], 'rate-per-minute') }),
-        ...(f['alert-thresholds'] !== undefined && { alert_thresholds: jsonFlag(f['alert-thresholds'], 'alert-thresholds') }),
+        ...(f['rate-per-minute'] !== undefined && {
+          rate_per_minute: overrideFlag(f['rate-per-minute'], 'rate-per-minute'),
+        }),
+        ...(f['alert-thresholds'] !== undefined && {
+          alert_thresholds: jsonFlag(f['alert-thresholds'], 'alert-thresholds'),
+        }),
       };
-      if (Object.keys(patch).length === 0) throw new UsageError('nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute, --alert-thresholds or --name');
+      if (Object.keys(patch).length === 0)
+        throw new UsageError(
+          'nothing to update: give --plan, --status, --monthly-quota, --rate-per-minute, --alert-thresholds or --name',
+        );
       // Loaded only here: checking thresholds loads every pipeline, which no other admin command needs.
-      if (patch.alert_thresholds !== undefined) (await import('../metric/thresholds.js')).checkOverrides(patch.alert_thresholds);
+      if (patch.alert_thresholds !== undefined)
+        (await import('../metric/thresholds.js')).checkOverrides(patch.alert_thresholds);
       const t = await control.updateTenant(f.slug as string, patch);
       return {
         tenant_slug: t.slug,
@@ -83,13 +97,22 @@ export const adminCommands: Record<string, Record<string, Command>> = {
   },
   user: {
     async add(control, argv) {
-      const f = flags(argv, { tenant: { type: 'string' }, email: { type: 'string' }, password: { type: 'string' }, role: { type: 'string' } }, [
-        'tenant',
-        'email',
-        'password',
-        'role',
-      ]);
-      return control.users.add({ tenant: f.tenant as string, email: f.email as string, password: f.password as string, role: f.role as Role });
+      const f = flags(
+        argv,
+        {
+          tenant: { type: 'string' },
+          email: { type: 'string' },
+          password: { type: 'string' },
+          role: { type: 'string' },
+        },
+        ['tenant', 'email', 'password', 'role'],
+      );
+      return control.users.add({
+        tenant: f.tenant as string,
+        email: f.email as string,
+        password: f.password as string,
+        role: f.role as Role,
+      });
     },
     // An operator's "sign out everywhere": a lost laptop, a leaver.
     async 'sign-out'(control, argv) {
@@ -102,8 +125,16 @@ export const adminCommands: Record<string, Record<string, Command>> = {
   },
   apikey: {
     async create(control, argv) {
-      const f = flags(argv, { tenant: { type: 'string' }, name: { type: 'string' }, environment: { type: 'string' } }, ['tenant', 'name', 'environment']);
-      return control.apiKeys.create({ tenant: f.tenant as string, name: f.name as string, environment: f.environment as Environment });
+      const f = flags(argv, { tenant: { type: 'string' }, name: { type: 'string' }, environment: { type: 'string' } }, [
+        'tenant',
+        'name',
+        'environment',
+      ]);
+      return control.apiKeys.create({
+        tenant: f.tenant as string,
+        name: f.name as string,
+        environment: f.environment as Environment,
+      });
     },
     async list(control, argv) {
       const f = flags(argv, { tenant: { type: 'string' } }, ['tenant']);
@@ -116,7 +147,14 @@ export const adminCommands: Record<string, Record<string, Command>> = {
   },
 };
 
-export async function runAdmin(group: string, action: string | undefined, argv: string[], config: Config, log: Logger, out: NodeJS.WritableStream): Promise<void> {
+export async function runAdmin(
+  group: string,
+  action: string | undefined,
+  argv: string[],
+  config: Config,
+  log: Logger,
+  out: NodeJS.WritableStream,
+): Promise<void> {
   const commands = adminCommands[group] as Record<string, Command>;
   const command = action === undefined ? undefined : commands[action];
   if (!command) throw new UsageError(`darshak ${group} takes one of: ${Object.keys(commands).join(', ')}`);

@@ -7,11 +7,15 @@ export class UsageError extends Error {
 type Spec = Record<string, { type: 'string' | 'boolean' }>;
 
 /** Strict flag parsing: unknown flags and stray words are usage errors, never ignored. */
-export function flags<S extends Spec>(argv: string[], spec: S, required: ReadonlyArray<keyof S & string> = []): { [K in keyof S]?: S[K]['type'] extends 'string' ? string : boolean } {
+export function flags<S extends Spec>(
+  argv: string[],
+  spec: S,
+  required: ReadonlyArray<keyof S & string> = [],
+): { [K in keyof S]?: S[K]['type'] extends 'string' ? string : boolean } {
   let values: Record<string, string | boolean | undefined>;
   try {
     const parsed = parseArgs({ args: argv, options: spec, strict: true, allowPositionals: false });
-    values = parsed.values as Record<string, string | boolean | undefined>;
+    values = parsed.values;
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -23,6 +27,7 @@ export function flags<S extends Spec>(argv: string[], spec: S, required: Readonl
 
 export function integerFlag(value: string | undefined, name: string): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value)))
+    throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);
   return Number(value);
 }

@@ -11,7 +11,8 @@ export function runNatsAuth(argv: string[], config: Pick<Config, 'nats_prefix'>,
   const f = flags(argv, { prefix: { type: 'string' }, passwords: { type: 'boolean' } });
   const prefix = f.prefix ?? config.nats_prefix;
   const pattern = configKeys.nats_prefix.pattern ?? '';
-  if (!new RegExp(pattern).test(prefix)) throw new UsageError(`--prefix must match ${pattern}, got ${JSON.stringify(prefix)}`);
+  if (!new RegExp(pattern).test(prefix))
+    throw new UsageError(`--prefix must match ${pattern}, got ${JSON.stringify(prefix)}`);
   if (f.passwords) {
     for (const user of [...natsRoles, 'admin'] as const) out.write(`${passwordVariable(user)}=${newNatsPassword()}\n`);
     return;

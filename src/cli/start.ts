@@ -31,14 +31,21 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
     let started = false;
     const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
     try {
-      const running = await startPatiently((abandon) => {
-        const services = new Services(config, log);
-        services.checks.push({ name: 'roles', ready: () => started });
-        return startModules(registry, targets, services, abandon);
-      }, log, stopRequested);
+      const running = await startPatiently(
+        (abandon) => {
+          const services = new Services(config, log);
+          services.checks.push({ name: 'roles', ready: () => started });
+          return startModules(registry, targets, services, abandon);
+        },
+        log,
+        stopRequested,
+      );
       if (!running) return log.info({ signal: signalled }, 'stopped while starting');
       started = true;
-      log.info({ roles: targets, modules: running.modules, listeners: Object.fromEntries(running.services.listeners) }, 'darshak started');
+      log.info(
+        { roles: targets, modules: running.modules, listeners: Object.fromEntries(running.services.listeners) },
+        'darshak started',
+      );
       await stopRequested;
       log.info({ signal: signalled }, 'stopping');
       await running.stop();
@@ -61,7 +68,11 @@ const startPatienceMs = 120_000;
  * log. Other failures, and a JetStream still silent after two minutes, end the start. Undefined when a signal came
  * meanwhile.
  */
-async function startPatiently(start: (abandon: () => boolean) => Promise<Started>, log: Logger, stopRequested: Promise<void>): Promise<Started | undefined> {
+async function startPatiently(
+  start: (abandon: () => boolean) => Promise<Started>,
+  log: Logger,
+  stopRequested: Promise<void>,
+): Promise<Started | undefined> {
   const since = Date.now();
   let stop = false;
   void stopRequested.then(() => (stop = true));
@@ -72,7 +83,10 @@ async function startPatiently(start: (abandon: () => boolean) => Promise<Started
       if (err instanceof StartAbandonedError) return undefined;
       const waitMs = Math.min(1000 * 2 ** (attempt - 1), 10_000);
       if (stop || !isPassingBusError(err) || Date.now() - since + waitMs > startPatienceMs) throw err;
-      log.warn({ err: (err as Error).message, attempt, retry_in_ms: waitMs }, 'JetStream did not answer as the roles started; starting them again');
+      log.warn(
+        { err: (err as Error).message, attempt, retry_in_ms: waitMs },
+        'JetStream did not answer as the roles started; starting them again',
+      );
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([stopRequested, new Promise((r) => (timer = setTimeout(r, waitMs)))]);
       clearTimeout(timer);

@@ -47,7 +47,8 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
     if (raw === undefined) continue;
     switch (spec.type) {
       case 'integer': {
-        if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`config: ${name} (${key}) must be an integer, got ${JSON.stringify(raw)}`);
+        if (!/^-?\d+$/.test(raw.trim()))
+          throw new ConfigError(`config: ${name} (${key}) must be an integer, got ${JSON.stringify(raw)}`);
         out[key] = Number(raw.trim());
         break;
       }
@@ -59,7 +60,10 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
         break;
       }
       case 'array':
-        out[key] = raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+        out[key] = raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s.length > 0);
         break;
       default:
         out[key] = raw;
@@ -78,14 +82,17 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const merged: Record<string, unknown> = { ...readJson(join(dir, 'default.json')) };
   const nodeEnv = env.NODE_ENV;
   if (nodeEnv) {
-    if (!/^[a-z0-9_-]+$/i.test(nodeEnv)) throw new ConfigError(`config: NODE_ENV ${JSON.stringify(nodeEnv)} is not a plain name`);
+    if (!/^[a-z0-9_-]+$/i.test(nodeEnv))
+      throw new ConfigError(`config: NODE_ENV ${JSON.stringify(nodeEnv)} is not a plain name`);
     const path = join(dir, `${nodeEnv}.json`);
     if (existsSync(path)) Object.assign(merged, readJson(path));
   }
   Object.assign(merged, fromEnv(env), options.overrides ?? {});
   if (!validate(merged)) {
     const err = validate.errors?.[0];
-    const key = err?.instancePath.replace(/^\//, '').split('/')[0] || String(err?.params.additionalProperty ?? err?.params.missingProperty ?? '');
+    const key =
+      err?.instancePath.replace(/^\//, '').split('/')[0] ||
+      String(err?.params.additionalProperty ?? err?.params.missingProperty ?? '');
     const value = key in merged ? ` (got ${JSON.stringify(merged[key])})` : '';
     const label = key in configKeys ? `${key.toUpperCase()} (${key})` : key;
     throw new ConfigError(`config: ${label} ${err?.message ?? 'is invalid'}${value}`);
@@ -96,18 +103,26 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
 function checkCombinations(config: Config): void {
   if (config.base_port !== 0 && config.base_port === config.ingest_port) {
-    throw new ConfigError(`config: BASE_PORT (base_port) and INGEST_PORT (ingest_port) are both ${config.base_port}; the two listeners need different ports`);
+    throw new ConfigError(
+      `config: BASE_PORT (base_port) and INGEST_PORT (ingest_port) are both ${config.base_port}; the two listeners need different ports`,
+    );
   }
   try {
     new URL(config.public_base_url);
   } catch {
-    throw new ConfigError(`config: PUBLIC_BASE_URL (public_base_url) is not a URL: ${JSON.stringify(config.public_base_url)}`);
+    throw new ConfigError(
+      `config: PUBLIC_BASE_URL (public_base_url) is not a URL: ${JSON.stringify(config.public_base_url)}`,
+    );
   }
   if (config.ingest_shed_lag_ms > 0 && config.ingest_shed_max_lag_ms <= config.ingest_shed_lag_ms) {
-    throw new ConfigError(`config: INGEST_SHED_MAX_LAG_MS (ingest_shed_max_lag_ms) is ${config.ingest_shed_max_lag_ms} but must be more than INGEST_SHED_LAG_MS (ingest_shed_lag_ms), ${config.ingest_shed_lag_ms}`);
+    throw new ConfigError(
+      `config: INGEST_SHED_MAX_LAG_MS (ingest_shed_max_lag_ms) is ${config.ingest_shed_max_lag_ms} but must be more than INGEST_SHED_LAG_MS (ingest_shed_lag_ms), ${config.ingest_shed_lag_ms}`,
+    );
   }
   if ((config.nats_user === '') !== (config.nats_password === '')) {
-    throw new ConfigError('config: NATS_USER (nats_user) and NATS_PASSWORD (nats_password) go together: set both or neither');
+    throw new ConfigError(
+      'config: NATS_USER (nats_user) and NATS_PASSWORD (nats_password) go together: set both or neither',
+    );
   }
   const ways = (
     [
@@ -117,17 +132,26 @@ function checkCombinations(config: Config): void {
       ['NATS_NKEY_FILE (nats_nkey_file)', config.nats_nkey_file],
     ] as const
   ).filter(([, v]) => v !== '');
-  if (ways.length > 1) throw new ConfigError(`config: ${ways.map(([k]) => k).join(' and ')} are each a way to sign in to NATS; set one`);
+  if (ways.length > 1)
+    throw new ConfigError(`config: ${ways.map(([k]) => k).join(' and ')} are each a way to sign in to NATS; set one`);
   if ((config.nats_tls_cert_file === '') !== (config.nats_tls_key_file === '')) {
-    throw new ConfigError('config: NATS_TLS_CERT_FILE (nats_tls_cert_file) and NATS_TLS_KEY_FILE (nats_tls_key_file) go together: set both or neither');
+    throw new ConfigError(
+      'config: NATS_TLS_CERT_FILE (nats_tls_cert_file) and NATS_TLS_KEY_FILE (nats_tls_key_file) go together: set both or neither',
+    );
   }
   if (config.ops_token !== '' && config.ops_token.length < 16) {
-    throw new ConfigError(`config: OPS_TOKEN (ops_token) must be at least 16 characters, got ${config.ops_token.length}`);
+    throw new ConfigError(
+      `config: OPS_TOKEN (ops_token) must be at least 16 characters, got ${config.ops_token.length}`,
+    );
   }
   if (config.jwks_secret !== '' && config.jwks_secret.length < 32) {
-    throw new ConfigError(`config: JWKS_SECRET (jwks_secret) must be at least 32 characters, got ${config.jwks_secret.length}`);
+    throw new ConfigError(
+      `config: JWKS_SECRET (jwks_secret) must be at least 32 characters, got ${config.jwks_secret.length}`,
+    );
   }
   if (config.clickhouse_url !== '' && !/^https?:\/\//.test(config.clickhouse_url)) {
-    throw new ConfigError(`config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url.replace(/\/\/[^/@]*@/, '//***@'))}`);
+    throw new ConfigError(
+      `config: CLICKHOUSE_URL (clickhouse_url) must be an http(s) URL, got ${JSON.stringify(config.clickhouse_url.replace(/\/\/[^/@]*@/, '//***@'))}`,
+    );
   }
 }

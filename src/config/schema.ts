@@ -60,7 +60,11 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   host: { type: 'string', description: 'address both listeners bind' },
   base_port: { type: 'integer', minimum: 0, maximum: 65535, description: '`{base_url}` listener (api role)' },
   ingest_port: { type: 'integer', minimum: 0, maximum: 65535, description: '`{ingest_url}` listener (ingest role)' },
-  public_base_url: { type: 'string', pattern: '^https?://', description: 'external address of `{base_url}`, used in links' },
+  public_base_url: {
+    type: 'string',
+    pattern: '^https?://',
+    description: 'external address of `{base_url}`, used in links',
+  },
   nats_url: { type: 'string', pattern: '^(nats|tls)://', description: 'NATS server(s), comma-separated' },
   nats_prefix: {
     type: 'string',
@@ -69,19 +73,43 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   },
   nats_autostart: {
     type: 'boolean',
-    description: '`darshak start` with every role: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats` (a subset of roles never does)',
+    description:
+      '`darshak start` with every role: when nothing answers at `nats_url` and `nats-server` is on PATH, run one under `DATA_DIR/nats` (a subset of roles never does)',
   },
-  nats_user: { type: 'string', description: 'NATS user name (with `nats_password`); the local server of `nats_autostart` gets a generated one when empty' },
+  nats_user: {
+    type: 'string',
+    description:
+      'NATS user name (with `nats_password`); the local server of `nats_autostart` gets a generated one when empty',
+  },
   nats_password: { type: 'string', description: 'NATS password of `nats_user`' },
   nats_token: { type: 'string', description: 'NATS authentication token (instead of a user)' },
-  nats_creds_file: { type: 'string', description: 'NATS `.creds` file: a user JWT and its NKey seed (instead of a user)' },
-  nats_nkey_file: { type: 'string', description: 'file holding an NKey seed (`SU…`) to sign in with (instead of a user)' },
-  nats_tls_ca_file: { type: 'string', description: 'PEM CA bundle that NATS servers\' certificates must chain to; setting any `nats_tls_*` (or a `tls://` URL) requires TLS' },
-  nats_tls_cert_file: { type: 'string', description: 'PEM client certificate for NATS servers that verify clients (with `nats_tls_key_file`)' },
+  nats_creds_file: {
+    type: 'string',
+    description: 'NATS `.creds` file: a user JWT and its NKey seed (instead of a user)',
+  },
+  nats_nkey_file: {
+    type: 'string',
+    description: 'file holding an NKey seed (`SU…`) to sign in with (instead of a user)',
+  },
+  nats_tls_ca_file: {
+    type: 'string',
+    description:
+      "PEM CA bundle that NATS servers' certificates must chain to; setting any `nats_tls_*` (or a `tls://` URL) requires TLS",
+  },
+  nats_tls_cert_file: {
+    type: 'string',
+    description: 'PEM client certificate for NATS servers that verify clients (with `nats_tls_key_file`)',
+  },
   nats_tls_key_file: { type: 'string', description: 'PEM private key of `nats_tls_cert_file`' },
-  clickhouse_url: { type: 'string', description: 'ClickHouse server; empty means embedded chDB under `DATA_DIR/clickhouse`' },
+  clickhouse_url: {
+    type: 'string',
+    description: 'ClickHouse server; empty means embedded chDB under `DATA_DIR/clickhouse`',
+  },
   smtp_url: { type: 'string', description: 'SMTP transport; empty writes `.eml` files to `DATA_DIR/outbox/`' },
-  webhook_allow_hosts: { type: 'array', description: 'CIDRs or host names exempt from the SSRF guard (env: comma-separated)' },
+  webhook_allow_hosts: {
+    type: 'array',
+    description: 'CIDRs or host names exempt from the SSRF guard (env: comma-separated)',
+  },
   trust_proxy: { type: 'boolean', description: 'take the client IP from `X-Forwarded-For`' },
   log_level: {
     type: 'string',
@@ -93,8 +121,18 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     enum: ['auto', 'uws', 'node'],
     description: '`auto`: uWebSockets.js where its pinned binary loads, else `node:http`',
   },
-  shards: { type: 'integer', minimum: 1, maximum: 1024, description: 'event stream partitions; fixed for the life of the stream' },
-  stream_max_age_hours: { type: 'integer', minimum: 1, maximum: 8760, description: 'how long JetStream keeps raw event messages' },
+  shards: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1024,
+    description: 'event stream partitions; fixed for the life of the stream',
+  },
+  stream_max_age_hours: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 8760,
+    description: 'how long JetStream keeps raw event messages',
+  },
   stream_replicas: {
     type: 'integer',
     minimum: 1,
@@ -117,7 +155,8 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'integer',
     minimum: 4096,
     maximum: 524288,
-    description: 'largest JetStream message ingest writes (an aggregator\'s output of it must still fit the server\'s 1 MiB `max_payload`)',
+    description:
+      "largest JetStream message ingest writes (an aggregator's output of it must still fit the server's 1 MiB `max_payload`)",
   },
   usage_sync_ms: {
     type: 'integer',
@@ -129,13 +168,15 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'integer',
     minimum: 0,
     maximum: 600000,
-    description: 'pipeline lag (acknowledged to stored) past which ingest admits only what the pipeline drains, shedding the rest with 503 `ingest_overloaded`; 0 never sheds',
+    description:
+      'pipeline lag (acknowledged to stored) past which ingest admits only what the pipeline drains, shedding the rest with 503 `ingest_overloaded`; 0 never sheds',
   },
   ingest_shed_max_lag_ms: {
     type: 'integer',
     minimum: 1000,
     maximum: 3600000,
-    description: 'pipeline lag at which ingest admits nothing more (it admits less and less from `ingest_shed_lag_ms` to here)',
+    description:
+      'pipeline lag at which ingest admits nothing more (it admits less and less from `ingest_shed_lag_ms` to here)',
   },
   events_retention_days: {
     type: 'integer',
@@ -151,34 +192,39 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'integer',
     minimum: 1000,
     maximum: 3600000,
-    description: 'how often an aggregator checkpoints its state to the NATS object store (a restart replays input only from there)',
+    description:
+      'how often an aggregator checkpoints its state to the NATS object store (a restart replays input only from there)',
   },
   aggregate_flush_interval_ms: {
     type: 'integer',
     minimum: 50,
     maximum: 1000,
-    description: 'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
+    description:
+      'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
   },
   flush_interval_ms: {
     type: 'integer',
     minimum: 0,
     maximum: 60000,
-    description: 'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
+    description:
+      'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
   },
   jwt_key_file: {
     type: 'string',
-    description: 'PEM (PKCS#8) Ed25519 private key that signs tokens; empty means `DATA_DIR/keys/signing-key.pem`, generated on first start',
+    description:
+      'PEM (PKCS#8) Ed25519 private key that signs tokens; empty means `DATA_DIR/keys/signing-key.pem`, generated on first start',
   },
   jwks_secret: {
     type: 'string',
     description:
-      'HMAC key that signs each api process\'s public key in the `<prefix>_jwks` bucket (api processes trust only keys it signed); empty means `DATA_DIR/keys/jwks-secret`, generated on first start. Api processes with separate data directories need the same value',
+      "HMAC key that signs each api process's public key in the `<prefix>_jwks` bucket (api processes trust only keys it signed); empty means `DATA_DIR/keys/jwks-secret`, generated on first start. Api processes with separate data directories need the same value",
   },
   alerts_max_per_hour: {
     type: 'integer',
     minimum: 1,
     maximum: 100000,
-    description: 'alerts of one category raised per tenant per UTC hour; past it one summary alert stands for the rest (docs/alerts.md)',
+    description:
+      'alerts of one category raised per tenant per UTC hour; past it one summary alert stands for the rest (docs/alerts.md)',
   },
   alerts_max_keys: {
     type: 'integer',
@@ -195,11 +241,13 @@ export const configKeys: Record<keyof Config, KeySpec> = {
   export_s3_url: {
     type: 'string',
     pattern: '^(https?://.+)?$',
-    description: 'S3-compatible store for exports, `https://KEY:SECRET@host/bucket[/prefix][?region=R]`; empty keeps files under `DATA_DIR/exports`',
+    description:
+      'S3-compatible store for exports, `https://KEY:SECRET@host/bucket[/prefix][?region=R]`; empty keeps files under `DATA_DIR/exports`',
   },
   ops_token: {
     type: 'string',
-    description: 'when set, `/readyz` and `/metrics` of both listeners answer only `Authorization: Bearer <ops_token>` (else 401); `/healthz` stays open for liveness probes',
+    description:
+      'when set, `/readyz` and `/metrics` of both listeners answer only `Authorization: Bearer <ops_token>` (else 401); `/healthz` stays open for liveness probes',
   },
 };
 

@@ -36,5 +36,8 @@ export async function publishWebhookEvent(bus: Bus, event: WebhookEvent, endpoin
   }
   const h = natsHeaders();
   if (endpointId !== undefined) h.set(targetHeader, endpointId);
-  await bus.js.publish(bus.names.webhookEventsSubject(event.tenant_slug), JSON.stringify(event), { msgID: event.id, headers: h });
+  await bus.js.publish(bus.names.webhookEventsSubject(event.tenant_slug), JSON.stringify(event), {
+    msgID: event.id,
+    headers: h,
+  });
 }

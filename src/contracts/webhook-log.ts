@@ -39,5 +39,7 @@ export async function readLog(bus: Bus, endpointId: string): Promise<AttemptLog[
 }
 
 export async function purgeLog(bus: Bus, endpointId: string): Promise<void> {
-  await bus.jsm.streams.purge(bus.names.webhookLogStream, { filter: bus.names.webhookLogSubject(endpointId) }).catch(() => undefined);
+  await bus.jsm.streams
+    .purge(bus.names.webhookLogStream, { filter: bus.names.webhookLogSubject(endpointId) })
+    .catch(() => undefined);
 }

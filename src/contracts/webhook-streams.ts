@@ -30,7 +30,14 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
   const base = { storage: StorageType.File, discard: DiscardPolicy.Old };
   const streams: Array<Partial<StreamConfig> & { name: string }> = [
     // Duplicate window: an alert republished within an hour (same event id) is fanned out once.
-    { ...base, name: n.webhookEventsStream, subjects: [n.webhookEventsWildcard], retention: RetentionPolicy.Limits, max_age: nanos(7 * 24 * hour), duplicate_window: nanos(hour) },
+    {
+      ...base,
+      name: n.webhookEventsStream,
+      subjects: [n.webhookEventsWildcard],
+      retention: RetentionPolicy.Limits,
+      max_age: nanos(7 * 24 * hour),
+      duplicate_window: nanos(hour),
+    },
     // 30 days: the whole retry schedule (about 31 h) with room for held deliveries that are released late.
     {
       ...base,
@@ -40,7 +47,13 @@ export async function ensureWebhookStreams(bus: Bus): Promise<void> {
       max_age: nanos(30 * 24 * hour),
       duplicate_window: nanos(10 * 60_000),
     },
-    { ...base, name: n.webhookHeldStream, subjects: [n.webhookHeldWildcard], retention: RetentionPolicy.Limits, max_age: nanos(30 * 24 * hour) },
+    {
+      ...base,
+      name: n.webhookHeldStream,
+      subjects: [n.webhookHeldWildcard],
+      retention: RetentionPolicy.Limits,
+      max_age: nanos(30 * 24 * hour),
+    },
     {
       ...base,
       name: n.webhookLogStream,

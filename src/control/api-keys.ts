@@ -44,13 +44,17 @@ export class ApiKeyStore {
       created_at: new Date().toISOString(),
       revoked_at: null,
     };
-    await withinCap<ApiKeyRecord>(this.kv, tenant, 'max_api_keys', 'active API keys', record.id, () => this.kv.create(tenantKey(tenant.slug, record.id), encodeRecord(record)));
+    await withinCap<ApiKeyRecord>(this.kv, tenant, 'max_api_keys', 'active API keys', record.id, () =>
+      this.kv.create(tenantKey(tenant.slug, record.id), encodeRecord(record)),
+    );
     const { id, name, environment, scope, prefix, created_at } = record;
     return { id, name, environment, scope, prefix, key, created_at };
   }
 
   async list(tenant: string): Promise<Array<Omit<ApiKeyRecord, 'key_hash' | 'tenant'>>> {
-    return (await listOf<ApiKeyRecord>(this.kv, await this.requireTenant(tenant))).map(({ key_hash: _h, tenant: _t, ...view }) => view);
+    return (await listOf<ApiKeyRecord>(this.kv, await this.requireTenant(tenant))).map(
+      ({ key_hash: _h, tenant: _t, ...view }) => view,
+    );
   }
 
   /** Revoking twice answers the first revocation time; another tenant's key is "not found". */

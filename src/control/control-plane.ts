@@ -78,11 +78,15 @@ export class ControlPlane {
   }
 
   async createTenant(input: CreateTenantInput): Promise<{ tenant_slug: string; plan: PlanName; owner: UserView }> {
-    check(slugPattern.test(input.slug), 'slug must be 2 to 63 characters of a-z, 0-9 and "-", starting and ending with a letter or digit');
+    check(
+      slugPattern.test(input.slug),
+      'slug must be 2 to 63 characters of a-z, 0-9 and "-", starting and ending with a letter or digit',
+    );
     checkText(input.name, 'name');
     check(planNames.includes(input.plan), `plan must be one of ${planNames.join(', ')}`);
     checkCredentials(input.ownerEmail, input.ownerPassword);
-    if (await this.users.findId(input.ownerEmail)) throw new ControlError('already_exists', `a user with e-mail ${input.ownerEmail} already exists`);
+    if (await this.users.findId(input.ownerEmail))
+      throw new ControlError('already_exists', `a user with e-mail ${input.ownerEmail} already exists`);
     const now = new Date().toISOString();
     const tenant: TenantRecord = {
       slug: input.slug,
@@ -100,7 +104,12 @@ export class ControlPlane {
       throw new ControlError('already_exists', `tenant ${JSON.stringify(input.slug)} already exists`);
     }
     try {
-      const owner = await this.users.add({ tenant: input.slug, email: input.ownerEmail, password: input.ownerPassword, role: 'owner' });
+      const owner = await this.users.add({
+        tenant: input.slug,
+        email: input.ownerEmail,
+        password: input.ownerPassword,
+        role: 'owner',
+      });
       return { tenant_slug: tenant.slug, plan: tenant.plan, owner };
     } catch (err) {
       await this.tenants.delete(input.slug);
@@ -110,14 +119,20 @@ export class ControlPlane {
 
   async updateTenant(slug: string, patch: UpdateTenantInput): Promise<TenantRecord> {
     if (patch.plan !== undefined) check(planNames.includes(patch.plan), `plan must be one of ${planNames.join(', ')}`);
-    if (patch.status !== undefined) check(patch.status === 'active' || patch.status === 'inactive', 'status must be active or inactive');
+    if (patch.status !== undefined)
+      check(patch.status === 'active' || patch.status === 'inactive', 'status must be active or inactive');
     if (patch.name !== undefined) checkText(patch.name, 'name');
     checkPositive(patch.monthly_quota, 'monthly-quota');
     checkPositive(patch.rate_per_minute, 'rate-per-minute');
     for (let attempt = 0; attempt < 10; attempt++) {
       const e = await this.tenants.get(slug);
-      if (!e || e.operation !== 'PUT') throw new ControlError('not_found', `tenant ${JSON.stringify(slug)} does not exist`);
-      const next: TenantRecord = { ...decodeRecord<TenantRecord>(e.value), ...patch, updated_at: new Date().toISOString() };
+      if (!e || e.operation !== 'PUT')
+        throw new ControlError('not_found', `tenant ${JSON.stringify(slug)} does not exist`);
+      const next: TenantRecord = {
+        ...decodeRecord<TenantRecord>(e.value),
+        ...patch,
+        updated_at: new Date().toISOString(),
+      };
       try {
         await this.tenants.update(slug, encodeRecord(next), e.revision);
         return next;
@@ -132,7 +147,9 @@ export class ControlPlane {
   async createWebhook(tenant: string, input: WebhookInput): Promise<WebhookRecord> {
     const t = await this.requireTenant(tenant);
     const record = this.webhooks.prepare(tenant, input);
-    await withinCap<WebhookRecord>(this.webhooks.kv, t, 'max_webhooks', 'webhook endpoints', record.id, () => this.webhooks.insert(record));
+    await withinCap<WebhookRecord>(this.webhooks.kv, t, 'max_webhooks', 'webhook endpoints', record.id, () =>
+      this.webhooks.insert(record),
+    );
     return record;
   }
 }

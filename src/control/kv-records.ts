@@ -31,7 +31,10 @@ export function check(condition: boolean, message: string): asserts condition {
 }
 
 export function checkText(value: string, field: string, max = 200): void {
-  check(typeof value === 'string' && value.trim().length > 0 && value.length <= max, `${field} must be 1 to ${max} characters`);
+  check(
+    typeof value === 'string' && value.trim().length > 0 && value.length <= max,
+    `${field} must be 1 to ${max} characters`,
+  );
 }
 
 /**
@@ -71,8 +74,12 @@ export async function withinCap<T extends { tenant: string; revoked_at?: string 
   create: () => Promise<unknown>,
 ): Promise<void> {
   const max = plans[tenant.plan][cap];
-  const active = async (): Promise<T[]> => (await readAll<T>(kv, tenantKey(tenant.slug, '>'))).filter((r) => !r.revoked_at);
-  const refused = new ControlError('limit_reached', `This tenant holds ${max} ${what}, as many as the ${tenant.plan} plan allows; revoke or delete one first`);
+  const active = async (): Promise<T[]> =>
+    (await readAll<T>(kv, tenantKey(tenant.slug, '>'))).filter((r) => !r.revoked_at);
+  const refused = new ControlError(
+    'limit_reached',
+    `This tenant holds ${max} ${what}, as many as the ${tenant.plan} plan allows; revoke or delete one first`,
+  );
   if ((await active()).length >= max) throw refused;
   await create();
   if ((await active()).length > max) {
@@ -82,12 +89,21 @@ export async function withinCap<T extends { tenant: string; revoked_at?: string 
 }
 
 /** A tenant's records of a bucket, newest first. */
-export async function listOf<T extends { tenant: string; created_at: string }>(kv: KV, tenant: TenantRecord): Promise<T[]> {
+export async function listOf<T extends { tenant: string; created_at: string }>(
+  kv: KV,
+  tenant: TenantRecord,
+): Promise<T[]> {
   return (await readAll<T>(kv, tenantKey(tenant.slug, '>'))).sort((a, b) => b.created_at.localeCompare(a.created_at));
 }
 
 /** Set `revoked_at` once, with compare-and-set; another tenant's record is "not found". */
-export async function revoke(kv: KV, what: string, idPattern: RegExp, tenant: string, id: string): Promise<{ id: string; revoked_at: string }> {
+export async function revoke(
+  kv: KV,
+  what: string,
+  idPattern: RegExp,
+  tenant: string,
+  id: string,
+): Promise<{ id: string; revoked_at: string }> {
   const missing = new ControlError('not_found', `${what} ${JSON.stringify(id)} does not exist`);
   if (!idPattern.test(id)) throw missing;
   for (let attempt = 0; attempt < 10; attempt++) {

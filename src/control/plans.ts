@@ -15,9 +15,33 @@ export interface Plan {
 }
 
 export const plans: Readonly<Record<PlanName, Plan>> = {
-  free: { monthly_events: 1_000_000, rate_per_minute: 120_000, export: false, api_rate_per_minute: 600, max_api_keys: 10, max_webhooks: 5, max_service_accounts: 5 },
-  pro: { monthly_events: 50_000_000, rate_per_minute: 120_000, export: false, api_rate_per_minute: 3_000, max_api_keys: 50, max_webhooks: 20, max_service_accounts: 20 },
-  enterprise: { monthly_events: 1_000_000_000, rate_per_minute: 600_000, export: true, api_rate_per_minute: 12_000, max_api_keys: 200, max_webhooks: 50, max_service_accounts: 100 },
+  free: {
+    monthly_events: 1_000_000,
+    rate_per_minute: 120_000,
+    export: false,
+    api_rate_per_minute: 600,
+    max_api_keys: 10,
+    max_webhooks: 5,
+    max_service_accounts: 5,
+  },
+  pro: {
+    monthly_events: 50_000_000,
+    rate_per_minute: 120_000,
+    export: false,
+    api_rate_per_minute: 3_000,
+    max_api_keys: 50,
+    max_webhooks: 20,
+    max_service_accounts: 20,
+  },
+  enterprise: {
+    monthly_events: 1_000_000_000,
+    rate_per_minute: 600_000,
+    export: true,
+    api_rate_per_minute: 12_000,
+    max_api_keys: 200,
+    max_webhooks: 50,
+    max_service_accounts: 100,
+  },
 };
 
 /** The limit that applies to requests whose key is unknown (they still get RateLimit-* headers). */

@@ -8,7 +8,11 @@ export type Environment = 'production' | 'staging' | 'development';
 
 export const roles: readonly Role[] = ['owner', 'admin', 'viewer'];
 export const environments: readonly Environment[] = ['production', 'staging', 'development'];
-export const keyPrefixes: Readonly<Record<Environment, string>> = { production: 'dk_live_', staging: 'dk_stg_', development: 'dk_dev_' };
+export const keyPrefixes: Readonly<Record<Environment, string>> = {
+  production: 'dk_live_',
+  staging: 'dk_stg_',
+  development: 'dk_dev_',
+};
 
 export interface TenantRecord {
   slug: string;
@@ -29,7 +33,8 @@ export interface TenantRecord {
  * Whether a tenant is suspended (`inactive`): ingest, the API and webhook deliveries refuse or hold its work. A tenant
  * not (yet) seen by a watcher is not suspended: its own record decides once it arrives.
  */
-export const suspended = (tenant: TenantRecord | undefined): boolean => tenant !== undefined && tenant.status !== 'active';
+export const suspended = (tenant: TenantRecord | undefined): boolean =>
+  tenant !== undefined && tenant.status !== 'active';
 
 export interface UserRecord {
   id: number;

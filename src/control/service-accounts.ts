@@ -11,11 +11,30 @@ export class ServiceAccountStore {
     private readonly requireTenant: (slug: string) => Promise<TenantRecord>,
   ) {}
 
-  async create(input: { tenant: string; name: string; scopes: string[]; created_by: string; expires_at: string; id: string }): Promise<ServiceAccountRecord> {
+  async create(input: {
+    tenant: string;
+    name: string;
+    scopes: string[];
+    created_by: string;
+    expires_at: string;
+    id: string;
+  }): Promise<ServiceAccountRecord> {
     checkText(input.name, 'name');
     const tenant = await this.requireTenant(input.tenant);
-    const record: ServiceAccountRecord = { ...input, name: input.name.trim(), created_at: new Date().toISOString(), revoked_at: null };
-    await withinCap<ServiceAccountRecord>(this.kv, tenant, 'max_service_accounts', 'active service accounts', record.id, () => this.kv.create(tenantKey(tenant.slug, record.id), encodeRecord(record)));
+    const record: ServiceAccountRecord = {
+      ...input,
+      name: input.name.trim(),
+      created_at: new Date().toISOString(),
+      revoked_at: null,
+    };
+    await withinCap<ServiceAccountRecord>(
+      this.kv,
+      tenant,
+      'max_service_accounts',
+      'active service accounts',
+      record.id,
+      () => this.kv.create(tenantKey(tenant.slug, record.id), encodeRecord(record)),
+    );
     return record;
   }
 

@@ -59,7 +59,10 @@ export class UsageCounters {
     log: Logger,
     buckets: { month: string | null; minute: string } = { month: bus.names.usageBucket, minute: bus.names.rateBucket },
   ): Promise<UsageCounters> {
-    const [month, minute] = await Promise.all([buckets.month === null ? null : bus.kv(buckets.month), bus.kv(buckets.minute, 180_000)]);
+    const [month, minute] = await Promise.all([
+      buckets.month === null ? null : bus.kv(buckets.month),
+      bus.kv(buckets.minute, 180_000),
+    ]);
     const u = new UsageCounters(month, minute, log.child({ module: 'usage' }));
     await Promise.all([month ? u.watch(month, 'm') : undefined, u.watch(minute, 'r')]);
     // A restarted server has lost the watches' consumers: end them, and they reopen (below) on the new server.
@@ -171,7 +174,10 @@ export class UsageCounters {
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
         const next = c.shared + c.writing;
-        const revision = c.revision === 0 ? await kv.create(key, encoder.encode(String(next))) : await kv.update(key, encoder.encode(String(next)), c.revision);
+        const revision =
+          c.revision === 0
+            ? await kv.create(key, encoder.encode(String(next)))
+            : await kv.update(key, encoder.encode(String(next)), c.revision);
         if (revision > c.revision) {
           c.revision = revision;
           c.shared = next;

@@ -16,11 +16,17 @@ export interface UserView {
 }
 
 function checkPassword(password: string): void {
-  check(typeof password === 'string' && password.length >= 8 && password.length <= 1024, 'password must be 8 to 1024 characters');
+  check(
+    typeof password === 'string' && password.length >= 8 && password.length <= 1024,
+    'password must be 8 to 1024 characters',
+  );
 }
 
 export function checkCredentials(email: string, password: string): void {
-  check(typeof email === 'string' && emailPattern.test(email) && email.length <= 254, 'email must be an e-mail address');
+  check(
+    typeof email === 'string' && emailPattern.test(email) && email.length <= 254,
+    'email must be an e-mail address',
+  );
   checkPassword(password);
 }
 
@@ -37,7 +43,16 @@ export class UserStore {
   /** E-mail addresses of a tenant's owners (who hear about a disabled webhook endpoint). */
   async ownerEmails(tenant: string): Promise<string[]> {
     const all = await readAll<Partial<UserRecord>>(this.kv);
-    return all.filter((u) => typeof u === 'object' && u !== null && u.tenant === tenant && u.role === 'owner' && typeof u.email === 'string').map((u) => u.email as string);
+    return all
+      .filter(
+        (u) =>
+          typeof u === 'object' &&
+          u !== null &&
+          u.tenant === tenant &&
+          u.role === 'owner' &&
+          typeof u.email === 'string',
+      )
+      .map((u) => u.email as string);
   }
 
   private emailKey(email: string): string {

@@ -24,7 +24,12 @@ export class WatchedMap<T> {
    * `index` gives the key to look records up by (e.g. a key hash instead of the bucket key). A reconnect of `bus`
    * restarts the watch: a restarted server has lost its consumer, which may stall rather than end.
    */
-  static async open<T>(kv: KV, bus: Pick<Bus, 'on'>, log: Logger, index: (key: string, value: T) => string = (k) => k): Promise<WatchedMap<T>> {
+  static async open<T>(
+    kv: KV,
+    bus: Pick<Bus, 'on'>,
+    log: Logger,
+    index: (key: string, value: T) => string = (k) => k,
+  ): Promise<WatchedMap<T>> {
     const m = new WatchedMap<T>(kv, log, index);
     await m.watch();
     m.offReconnect = bus.on('reconnect', () => m.restart());

@@ -36,19 +36,22 @@ export function checkUrl(url: string): URL {
   } catch {
     throw invalid('url must be an absolute http or https URL');
   }
-  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hostname === '') throw invalid('url must be an absolute http or https URL');
+  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.hostname === '')
+    throw invalid('url must be an absolute http or https URL');
   return parsed;
 }
 
 export function checkCategories(categories: string[]): WebhookCategory[] {
   const unique = [...new Set(categories)];
   const bad = unique.find((c) => !(webhookCategories as readonly string[]).includes(c));
-  if (unique.length === 0 || bad !== undefined) throw invalid(`categories must be a non-empty list of ${webhookCategories.join(', ')}`);
+  if (unique.length === 0 || bad !== undefined)
+    throw invalid(`categories must be a non-empty list of ${webhookCategories.join(', ')}`);
   return unique as WebhookCategory[];
 }
 
 function checkDescription(description: string): string {
-  if (description.length > maxDescriptionLength) throw invalid(`description must be at most ${maxDescriptionLength} characters`);
+  if (description.length > maxDescriptionLength)
+    throw invalid(`description must be at most ${maxDescriptionLength} characters`);
   return description;
 }
 
@@ -99,7 +102,9 @@ export class WebhookStore {
 
   /** The tenant's endpoints, newest first. */
   async list(tenant: string): Promise<WebhookRecord[]> {
-    return (await readAll<WebhookRecord>(this.kv, tenantKey(tenant, '>'))).sort((a, b) => b.created_at.localeCompare(a.created_at));
+    return (await readAll<WebhookRecord>(this.kv, tenantKey(tenant, '>'))).sort((a, b) =>
+      b.created_at.localeCompare(a.created_at),
+    );
   }
 
   /** Whether any tenant has an endpoint of this id. */
@@ -126,7 +131,11 @@ export class WebhookStore {
    * Read, change, write back only if nobody wrote meanwhile; `change` answers null to leave the record as it is.
    * Answers the record and whether this call wrote it (the disable that sends the one e-mail is the one that wrote).
    */
-  private async modify(tenant: string, id: string, change: (r: WebhookRecord) => WebhookRecord | null): Promise<{ record: WebhookRecord; changed: boolean }> {
+  private async modify(
+    tenant: string,
+    id: string,
+    change: (r: WebhookRecord) => WebhookRecord | null,
+  ): Promise<{ record: WebhookRecord; changed: boolean }> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const { record, revision } = await this.read(tenant, id);
       const next = change(structuredClone(record));

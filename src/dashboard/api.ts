@@ -69,7 +69,12 @@ async function request<T>(method: string, path: string, body: unknown, token: st
   if (token) headers.authorization = `Bearer ${token}`;
   let res: Response;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'omit' });
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'omit',
+    });
   } catch {
     throw new ApiError(0, 'network', 'The server could not be reached. Check your connection and try again.', '');
   }
@@ -82,14 +87,23 @@ async function request<T>(method: string, path: string, body: unknown, token: st
   }
   if (!res.ok) {
     const e = (parsed as { error?: { code?: string; message?: string; request_id?: string } } | null)?.error;
-    throw new ApiError(res.status, e?.code ?? 'http_error', e?.message ?? `The server answered ${res.status}.`, e?.request_id ?? res.headers.get('x-request-id') ?? '');
+    throw new ApiError(
+      res.status,
+      e?.code ?? 'http_error',
+      e?.message ?? `The server answered ${res.status}.`,
+      e?.request_id ?? res.headers.get('x-request-id') ?? '',
+    );
   }
   const total = res.headers.get('x-total-count');
   return { data: parsed as T, total: total === null ? null : Number(total) };
 }
 
 /** A call with the session's token; a 401 ends the session (expired or revoked), which shows the login page. */
-export async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<Answer<T>> {
+export async function api<T>(
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<Answer<T>> {
   const s = session.value;
   try {
     return await request<T>(method, path, body, s?.token ?? null);

@@ -49,7 +49,10 @@ export function App() {
       </a>
       <header class="top">
         <div class="brand">
-          <span class="logo" aria-hidden="true">◉</span> Darshak <span class="tenant">{s.tenant}</span>
+          <span class="logo" aria-hidden="true">
+            ◉
+          </span>{' '}
+          Darshak <span class="tenant">{s.tenant}</span>
         </div>
         <nav aria-label="Main">
           {pages.map((p) => (

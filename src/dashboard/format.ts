@@ -9,10 +9,12 @@ const time = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-di
 
 export const formatInt = (n: number): string => integer.format(n);
 export const formatCompact = (n: number): string => (Math.abs(n) < 10_000 ? integer.format(n) : compact.format(n));
-export const formatHours = (h: number): string => (h < 1 ? fine.format(h) : h < 10 ? decimal.format(h) : integer.format(h));
+export const formatHours = (h: number): string =>
+  h < 1 ? fine.format(h) : h < 10 ? decimal.format(h) : integer.format(h);
 export const formatPct = (p: number): string => `${decimal.format(p)} %`;
 export const formatInr = (n: number): string => rupees.format(n);
-export const formatMs = (ms: number): string => (ms >= 10_000 ? `${decimal.format(ms / 1000)} s` : `${integer.format(ms)} ms`);
+export const formatMs = (ms: number): string =>
+  ms >= 10_000 ? `${decimal.format(ms / 1000)} s` : `${integer.format(ms)} ms`;
 export const formatTime = (iso: string): string => time.format(new Date(iso));
 
 export function formatDateTime(iso: string | null): string {

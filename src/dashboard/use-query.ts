@@ -5,7 +5,7 @@ export interface Query<T> {
   data: T | undefined;
   error: ApiError | null;
   loading: boolean;
-  reload(): void;
+  reload: () => void;
 }
 
 /**
@@ -13,7 +13,11 @@ export interface Query<T> {
  * started is dropped, so a quick range change never shows the old range's numbers.
  */
 export function useQuery<T>(load: () => Promise<T>, key: string, refreshMs = 0): Query<T> {
-  const [state, setState] = useState<{ data: T | undefined; error: ApiError | null; loading: boolean }>({ data: undefined, error: null, loading: true });
+  const [state, setState] = useState<{ data: T | undefined; error: ApiError | null; loading: boolean }>({
+    data: undefined,
+    error: null,
+    loading: true,
+  });
   const generation = useRef(0);
   const loader = useRef(load);
   loader.current = load;

@@ -90,7 +90,10 @@ export class Flusher {
   ) {
     this.log = log.child({ module: 'flush' });
     this.options = { ...flusherDefaults, ...options };
-    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0)) throw new Error(`flusher: maxInflight and maxGroupBytes must be at least 1 and minIntervalMs at least 0, not ${JSON.stringify(options)}`);
+    if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0))
+      throw new Error(
+        `flusher: maxInflight and maxGroupBytes must be at least 1 and minIntervalMs at least 0, not ${JSON.stringify(options)}`,
+      );
   }
 
   async start(): Promise<void> {
@@ -106,7 +109,10 @@ export class Flusher {
     const stream = await this.bus.jsm.streams.info(this.bus.names.rawStream);
     this.streamId = streamIdentity(stream.config);
     // A record is needed while its messages can come back, which is at most as long as the stream keeps them.
-    this.groups = new FlushGroups(await this.bus.kv(this.bus.names.flushGroupsBucket, stream.config.max_age / 1_000_000 || undefined), this.streamId);
+    this.groups = new FlushGroups(
+      await this.bus.kv(this.bus.names.flushGroupsBucket, stream.config.max_age / 1_000_000 || undefined),
+      this.streamId,
+    );
     // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its
     // unacknowledged messages go to another within the ack wait, not a minute later.
     this.heartbeat = setInterval(() => this.held.forEach((m) => m.working()), ackWaitMs / 3);
@@ -129,7 +135,8 @@ export class Flusher {
     this.pending.push(m);
     this.kick();
     // Read no further ahead than a group's worth while every writer is busy.
-    while (this.pending.length >= groupSpan && this.inflight.size > 0 && !this.failure) await Promise.race(this.inflight);
+    while (this.pending.length >= groupSpan && this.inflight.size > 0 && !this.failure)
+      await Promise.race(this.inflight);
   }
 
   /** Start writing what is pending, as far as writers are free. */
@@ -174,7 +181,8 @@ export class Flusher {
     const group: JsMsg[] = [];
     let bytes = 0;
     this.pending = this.pending.filter((m) => {
-      if (spanOf(m.seq) !== span || (group.length > 0 && bytes + m.data.length > this.options.maxGroupBytes)) return true;
+      if (spanOf(m.seq) !== span || (group.length > 0 && bytes + m.data.length > this.options.maxGroupBytes))
+        return true;
       group.push(m);
       bytes += m.data.length;
       return false;
@@ -190,7 +198,10 @@ export class Flusher {
       messages.filter((m) => !m.redelivered).map((m) => m.seq),
       messages.filter((m) => m.redelivered).map((m) => m.seq),
     );
-    await Promise.all([...claim.created.map((g) => this.insert(g, data)), ...claim.recorded.map((g) => this.rewrite(g, data))]);
+    await Promise.all([
+      ...claim.created.map((g) => this.insert(g, data)),
+      ...claim.recorded.map((g) => this.rewrite(g, data)),
+    ]);
     for (const m of messages) {
       m.ack();
       this.held.delete(m);
@@ -211,7 +222,11 @@ export class Flusher {
         for (const seq of group.filter((s) => !all.has(s))) {
           const stored = await this.bus.readMessage(this.bus.names.rawStream, seq);
           if (stored) all.set(seq, stored);
-          else this.log.warn({ seq, group: first }, 'a message of a group written again is no longer in the stream; written without it');
+          else
+            this.log.warn(
+              { seq, group: first },
+              'a message of a group written again is no longer in the stream; written without it',
+            );
         }
         await this.insert(group, all);
       })().finally(() => this.rewriting.delete(first));
@@ -231,7 +246,11 @@ export class Flusher {
     const input = await readInputs(
       this.bus,
       outputs.map(([, out]) => out),
-      (seq) => this.log.error({ ingest_seq: seq, group: group[0] }, 'an input message aggregator output names is no longer in the event stream; its events are not stored'),
+      (seq) =>
+        this.log.error(
+          { ingest_seq: seq, group: group[0] },
+          'an input message aggregator output names is no longer in the event stream; its events are not stored',
+        ),
     );
     for (const [seq, out] of outputs) {
       forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
@@ -244,9 +263,18 @@ export class Flusher {
       }
     }
     const writes: Array<Promise<void>> = [];
-    if (eventLines.length > 0) writes.push(insertEvents(this.store.client, eventLines, groupToken('raw', this.streamId, group)).then(() => void flushed.inc({ table: 'events' }, eventLines.length)));
+    if (eventLines.length > 0)
+      writes.push(
+        insertEvents(this.store.client, eventLines, groupToken('raw', this.streamId, group)).then(
+          () => void flushed.inc({ table: 'events' }, eventLines.length),
+        ),
+      );
     for (const [table, tableRows] of rows) {
-      writes.push(insertSnapshotRows(this.store.client, table, tableRows, groupToken(table.name, this.streamId, group)).then(() => void flushed.inc({ table: table.name }, tableRows.length)));
+      writes.push(
+        insertSnapshotRows(this.store.client, table, tableRows, groupToken(table.name, this.streamId, group)).then(
+          () => void flushed.inc({ table: table.name }, tableRows.length),
+        ),
+      );
     }
     await Promise.all(writes);
   }

@@ -67,7 +67,10 @@ export class FlushGroups {
       const groups = [...current.groups, ...created];
       const value = JSON.stringify(groups);
       try {
-        const revision = current.revision === 0 ? await this.kv.create(key, value) : await this.kv.update(key, value, current.revision);
+        const revision =
+          current.revision === 0
+            ? await this.kv.create(key, value)
+            : await this.kv.update(key, value, current.revision);
         this.remember(key, { revision, groups });
         return { created, recorded };
       } catch (err) {

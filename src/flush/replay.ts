@@ -81,7 +81,8 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
     events++;
     if (e.ts < first) first = e.ts;
     if (e.ts > last) last = e.ts;
-    if (e.session_id !== undefined && rankOf(e.event_type, false) >= 0 && e.ts >= req.from - reachMs && e.ts < req.to) sessions.add(e.session_id);
+    if (e.session_id !== undefined && rankOf(e.event_type, false) >= 0 && e.ts >= req.from - reachMs && e.ts < req.to)
+      sessions.add(e.session_id);
   }
   const rows = agg.drain(0).rows;
   const written: Record<string, number> = {};
@@ -91,7 +92,10 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
     const all = rows.get(table.name) ?? [];
     // Session rows only for the sessions replayed whole (and deleted below); other rows only within the range.
     const session = table.key.findIndex(([name]) => name === 'session_id');
-    const keep = table.engine === 'replace' ? all.filter((r) => sessions.has(String(r[session]))) : all.filter((r) => within(table, r, req));
+    const keep =
+      table.engine === 'replace'
+        ? all.filter((r) => sessions.has(String(r[session])))
+        : all.filter((r) => within(table, r, req));
     // Derived tables refresh the keys written again as they are inserted; those of rows deleted and not written again
     // are refreshed here.
     const cleared = await keysInRange(client, table, req);
@@ -101,21 +105,46 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
     written[table.name] = keep.length;
   }
   // Tables computed from the others, once these are written: every `ts` whose rows can hold the replayed spans.
-  for (const table of snapshotTables.filter((t) => t.rebuild)) written[table.name] = await rebuild(client, table, req.tenant, first, last);
-  return { tenant: req.tenant, from: new Date(req.from).toISOString(), to: new Date(req.to).toISOString(), events, sessions: sessions.size, rows: written };
+  for (const table of snapshotTables.filter((t) => t.rebuild !== undefined))
+    written[table.name] = await rebuild(client, table, req.tenant, first, last);
+  return {
+    tenant: req.tenant,
+    from: new Date(req.from).toISOString(),
+    to: new Date(req.to).toISOString(),
+    events,
+    sessions: sessions.size,
+    rows: written,
+  };
 }
 
 /**
  * Rewrite a `rebuild` table's rows of a tenant for every `ts` (a window start, pipelines/viewers.ts) whose span holds
  * an hour of [first, last]; answers the rows written.
  */
-async function rebuild(client: ClickHouseClient, table: TableSpec, tenant: string, first: number, last: number): Promise<number> {
+async function rebuild(
+  client: ClickHouseClient,
+  table: TableSpec,
+  tenant: string,
+  first: number,
+  last: number,
+): Promise<number> {
   const span = (table.spanDays ?? 0) * 86_400;
   const params = { tenant, from_s: Math.floor(first / 3_600_000) * 3600 - span + 1, to_s: Math.floor(last / 1000) + 1 };
-  const where = "tenant = {tenant:String} AND ts >= toDateTime({from_s:UInt32}, 'UTC') AND ts < toDateTime({to_s:UInt32}, 'UTC')";
-  await client.command({ query: `DELETE FROM ${table.name} WHERE ${where}`, query_params: params, clickhouse_settings: { lightweight_deletes_sync: '2' } });
+  const where =
+    "tenant = {tenant:String} AND ts >= toDateTime({from_s:UInt32}, 'UTC') AND ts < toDateTime({to_s:UInt32}, 'UTC')";
+  await client.command({
+    query: `DELETE FROM ${table.name} WHERE ${where}`,
+    query_params: params,
+    clickhouse_settings: { lightweight_deletes_sync: '2' },
+  });
   await client.command({ query: table.rebuild!(true), query_params: params });
-  const [count] = await (await client.query({ query: `SELECT count() AS n FROM ${table.name} WHERE ${where}`, query_params: params, format: 'JSONEachRow' })).json<{ n: string }>();
+  const [count] = await (
+    await client.query({
+      query: `SELECT count() AS n FROM ${table.name} WHERE ${where}`,
+      query_params: params,
+      format: 'JSONEachRow',
+    })
+  ).json<{ n: string }>();
   return Number(count?.n ?? 0);
 }
 
@@ -128,7 +157,11 @@ function within(table: TableSpec, row: readonly Cell[], req: ReplayRequest): boo
 }
 
 /** Per table derived from `table`, the values of its key column in the rows of the range that `clear` deletes. */
-async function keysInRange(client: ClickHouseClient, table: TableSpec, req: ReplayRequest): Promise<Map<TableSpec, string[]>> {
+async function keysInRange(
+  client: ClickHouseClient,
+  table: TableSpec,
+  req: ReplayRequest,
+): Promise<Map<TableSpec, string[]>> {
   const out = new Map<TableSpec, string[]>();
   for (const derived of derivedTables(table)) {
     const result = await client.query({
@@ -136,7 +169,10 @@ async function keysInRange(client: ClickHouseClient, table: TableSpec, req: Repl
       query_params: replayParams(req),
       format: 'JSONEachRow',
     });
-    out.set(derived, (await result.json<{ k: string }>()).map((r) => r.k));
+    out.set(
+      derived,
+      (await result.json<{ k: string }>()).map((r) => r.k),
+    );
   }
   return out;
 }

@@ -20,7 +20,11 @@ export function opsRoutes(checks: () => readonly ReadinessCheck[], opsToken: str
       : (req) => {
           const given = Buffer.from(req.header('authorization') ?? '');
           if (given.length === expected.length && timingSafeEqual(given, expected)) return handler(req);
-          const reply = replyError(req, 'unauthorized', 'This endpoint needs the operators\' token (OPS_TOKEN) as a Bearer token');
+          const reply = replyError(
+            req,
+            'unauthorized',
+            "This endpoint needs the operators' token (OPS_TOKEN) as a Bearer token",
+          );
           reply.headers = { 'WWW-Authenticate': 'Bearer realm="darshak-ops"' };
           return reply;
         };
@@ -33,13 +37,22 @@ export function opsRoutes(checks: () => readonly ReadinessCheck[], opsToken: str
         const results = Object.fromEntries(checks().map((c) => [c.name, c.ready()]));
         if (Object.values(results).every(Boolean)) return { status: 200, body: { status: 'ready', checks: results } };
         const down = Object.keys(results).filter((k) => !results[k]);
-        return replyError(req, 'not_ready', `Not ready: ${down.join(', ')} down`, down.map((name) => ({ check: name })));
+        return replyError(
+          req,
+          'not_ready',
+          `Not ready: ${down.join(', ')} down`,
+          down.map((name) => ({ check: name })),
+        );
       }),
     },
     {
       method: 'GET',
       path: '/metrics',
-      handler: operator(async () => ({ status: 200, headers: { 'content-type': registry.contentType }, body: await registry.metrics() })),
+      handler: operator(async () => ({
+        status: 200,
+        headers: { 'content-type': registry.contentType },
+        body: await registry.metrics(),
+      })),
     },
   ];
 }

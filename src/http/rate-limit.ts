@@ -8,7 +8,11 @@ export interface RateState {
 }
 
 export function rateHeaders(rate: RateState): Record<string, string> {
-  return { 'RateLimit-Limit': String(rate.limit), 'RateLimit-Remaining': String(rate.remaining), 'RateLimit-Reset': String(rate.resetSeconds) };
+  return {
+    'RateLimit-Limit': String(rate.limit),
+    'RateLimit-Remaining': String(rate.remaining),
+    'RateLimit-Reset': String(rate.resetSeconds),
+  };
 }
 
 /** Seconds from `now` to the end of its UTC minute (at least 1). */
@@ -34,6 +38,11 @@ export class MinuteLimiter {
   take(key: string, now = Date.now(), limit = this.limit): RateState & { allowed: boolean } {
     const used = this.counts.minuteUsed(key, now) + 1;
     this.counts.add(key, 1, now);
-    return { allowed: used <= limit, limit, remaining: Math.max(0, limit - used), resetSeconds: secondsToNextMinute(now) };
+    return {
+      allowed: used <= limit,
+      limit,
+      remaining: Math.max(0, limit - used),
+      resetSeconds: secondsToNextMinute(now),
+    };
   }
 }

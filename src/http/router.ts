@@ -22,7 +22,12 @@ export class Router {
   add(route: Route): void {
     const duplicate = this.routes.find((r) => r.method === route.method && r.pattern === route.path);
     if (duplicate) throw new Error(`route ${route.method} ${route.path} is registered twice`);
-    this.routes.push({ method: route.method, pattern: route.path, segments: route.path.split('/'), handler: route.handler });
+    this.routes.push({
+      method: route.method,
+      pattern: route.path,
+      segments: route.path.split('/'),
+      handler: route.handler,
+    });
   }
 
   match(method: string, path: string): RouteMatch {

@@ -6,7 +6,20 @@ import { fail, ok } from '../result.js';
 import { nodeEngine } from './engines/node.js';
 import { loadUws } from './engines/uws.js';
 import { Router } from './router.js';
-import { FileBody, type BodyResult, type Engine, type EngineName, type Handler, type HttpReply, type HttpRequest, type RawRequest, type Route, type UpgradeDispatch, type WireReply, type WsRoute } from './types.js';
+import {
+  FileBody,
+  type BodyResult,
+  type Engine,
+  type EngineName,
+  type Handler,
+  type HttpReply,
+  type HttpRequest,
+  type RawRequest,
+  type Route,
+  type UpgradeDispatch,
+  type WireReply,
+  type WsRoute,
+} from './types.js';
 
 export interface CorsOptions {
   /** `*` answers any origin (ingest); a list answers only those. */
@@ -59,7 +72,12 @@ export function selectEngine(preference: 'auto' | EngineName, log: Logger, webso
   return nodeEngine;
 }
 
-export function replyError(req: { requestId: string }, code: RequestErrorCode, message?: string, details?: unknown[]): HttpReply {
+export function replyError(
+  req: { requestId: string },
+  code: RequestErrorCode,
+  message?: string,
+  details?: unknown[],
+): HttpReply {
   return { status: errorStatus(code), body: errorBody(code, req.requestId, message, details) };
 }
 
@@ -72,8 +90,7 @@ class Request implements HttpRequest {
     readonly requestId: string,
     readonly params: Record<string, string>,
     private readonly maxBodyBytes: number,
-  ) {
-  }
+  ) {}
   get query(): URLSearchParams {
     this.parsedQuery ??= new URLSearchParams(this.raw.search);
     return this.parsedQuery;
@@ -105,7 +122,8 @@ function serialize(reply: HttpReply, extra: Array<[string, string]>): WireReply 
   let body: WireReply['body'];
   let type: string | undefined;
   if (reply.body === undefined) body = '';
-  else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body) || reply.body instanceof FileBody) body = reply.body;
+  else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body) || reply.body instanceof FileBody)
+    body = reply.body;
   else {
     body = JSON.stringify(reply.body);
     type = 'application/json; charset=utf-8';
@@ -153,7 +171,11 @@ function requestIdOf(raw: RawRequest): string {
 }
 
 /** Upgrades go to the WebSocket route of their path; refusals are ordinary answers with the error body. */
-export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes: number, log: Logger): UpgradeDispatch {
+export function createUpgradeDispatcher(
+  routes: readonly WsRoute[],
+  maxBodyBytes: number,
+  log: Logger,
+): UpgradeDispatch {
   return async (raw) => {
     const started = process.hrtime.bigint();
     const requestId = requestIdOf(raw);
@@ -181,7 +203,9 @@ export function createUpgradeDispatcher(routes: readonly WsRoute[], maxBodyBytes
   };
 }
 
-export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port' | 'engine'>): (raw: RawRequest) => Promise<WireReply> {
+export function createDispatcher(
+  options: Omit<HttpServerOptions, 'host' | 'port' | 'engine'>,
+): (raw: RawRequest) => Promise<WireReply> {
   const router = new Router(options.routes);
   const log = options.log;
   const cors = options.cors;
@@ -196,7 +220,8 @@ export function createDispatcher(options: Omit<HttpServerOptions, 'host' | 'port
     const origin = raw.headers.get('origin');
     if (cors && origin !== undefined) {
       if (cors.origins === '*') extra.push(['access-control-allow-origin', '*'], ...corsBase);
-      else if (cors.origins.includes(origin)) extra.push(['access-control-allow-origin', origin], ['vary', 'Origin'], ...corsBase);
+      else if (cors.origins.includes(origin))
+        extra.push(['access-control-allow-origin', origin], ['vary', 'Origin'], ...corsBase);
     }
     const match = router.match(raw.method, raw.path);
     let route = 'unmatched';
@@ -248,7 +273,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   let underway = 0;
   let closing = false;
   let drained: (() => void) | undefined;
-  const upgrade = options.websockets?.length ? createUpgradeDispatcher(options.websockets, options.maxBodyBytes, options.log) : undefined;
+  const upgrade = options.websockets?.length
+    ? createUpgradeDispatcher(options.websockets, options.maxBodyBytes, options.log)
+    : undefined;
   const server = await engine.listen(
     options.host,
     options.port,
@@ -257,8 +284,13 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       // Requests arriving on kept-alive connections while stopping do nothing, so none is half done when they close.
       if (closing) {
         const requestId = requestIdOf(raw);
-        const headers = options.commonHeaders ? Object.entries(options.commonHeaders(new Request(raw, requestId, {}, 0))) : [];
-        return serialize({ ...replyError({ requestId }, 'shutting_down'), close: true }, [['x-request-id', requestId], ...headers]);
+        const headers = options.commonHeaders
+          ? Object.entries(options.commonHeaders(new Request(raw, requestId, {}, 0)))
+          : [];
+        return serialize({ ...replyError({ requestId }, 'shutting_down'), close: true }, [
+          ['x-request-id', requestId],
+          ...headers,
+        ]);
       }
       underway++;
       try {
@@ -266,7 +298,10 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
         // uWS streams no files here: only the api listener serves them, and it always runs on node:http.
         if (reply.body instanceof FileBody && engine.name === 'uws') {
           const requestId = reply.headers.find(([k]) => k === 'x-request-id')?.[1] ?? requestIdOf(raw);
-          options.log.error({ request_id: requestId, path: raw.path }, 'a file reply on the uWS engine, which does not stream files: answering 500');
+          options.log.error(
+            { request_id: requestId, path: raw.path },
+            'a file reply on the uWS engine, which does not stream files: answering 500',
+          );
           return serialize(replyError({ requestId }, 'internal_error'), [['x-request-id', requestId]]);
         }
         return reply;
@@ -278,7 +313,10 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     upgrade,
   );
   httpEngineInfo.set({ listener: options.listener, engine: engine.name }, 1);
-  options.log.info({ listener: options.listener, engine: engine.name, host: options.host, port: server.port }, 'listening');
+  options.log.info(
+    { listener: options.listener, engine: engine.name, host: options.host, port: server.port },
+    'listening',
+  );
   return {
     engine: engine.name,
     port: server.port,

@@ -72,7 +72,8 @@ export class AddressGuard {
       const entry = raw.trim().toLowerCase();
       const [net, bits] = entry.split('/');
       const family = isIP(net ?? '');
-      if (family !== 0 && bits !== undefined) this.allowNets.addSubnet(net as string, Number(bits), family === 4 ? 'ipv4' : 'ipv6');
+      if (family !== 0 && bits !== undefined)
+        this.allowNets.addSubnet(net as string, Number(bits), family === 4 ? 'ipv4' : 'ipv6');
       else if (family !== 0) this.allowNets.addAddress(entry, family === 4 ? 'ipv4' : 'ipv6');
       else if (entry) this.allowHosts.add(entry);
     }

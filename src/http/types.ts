@@ -88,7 +88,9 @@ export interface WsRoute {
 }
 
 /** What an engine hands an upgrade request to. */
-export type UpgradeDispatch = (raw: RawRequest) => Promise<Result<{ session: WsSession; requestId: string }, WireReply>>;
+export type UpgradeDispatch = (
+  raw: RawRequest,
+) => Promise<Result<{ session: WsSession; requestId: string }, WireReply>>;
 
 export interface Engine {
   readonly name: EngineName;
@@ -98,7 +100,13 @@ export interface Engine {
    * `bodyCap`: no request body is buffered past this many bytes, whether or not a handler asks for it. `upgrade`:
    * WebSocket upgrades; without it they are answered as ordinary requests.
    */
-  listen(host: string, port: number, bodyCap: number, dispatch: (raw: RawRequest) => Promise<WireReply>, upgrade?: UpgradeDispatch): Promise<EngineServer>;
+  listen(
+    host: string,
+    port: number,
+    bodyCap: number,
+    dispatch: (raw: RawRequest) => Promise<WireReply>,
+    upgrade?: UpgradeDispatch,
+  ): Promise<EngineServer>;
 }
 
 export interface EngineServer {

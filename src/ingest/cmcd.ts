@@ -10,10 +10,12 @@ export type CmcdReport = Record<string, CmcdValue>;
 const isLcalpha = (c: number): boolean => c >= 0x61 && c <= 0x7a;
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39;
 const isAlpha = (c: number): boolean => isLcalpha(c) || (c >= 0x41 && c <= 0x5a);
-const keyChar = (c: number): boolean => isLcalpha(c) || isDigit(c) || c === 0x5f || c === 0x2d || c === 0x2e || c === 0x2a;
+const keyChar = (c: number): boolean =>
+  isLcalpha(c) || isDigit(c) || c === 0x5f || c === 0x2d || c === 0x2e || c === 0x2a;
 // RFC 9110 tchar, plus ":" and "/" as RFC 8941 allows in tokens; a table, as every character of a token is tested.
 const tokenChars = new Uint8Array(128);
-for (const ch of "!#$%&'*+-.^_`|~:/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") tokenChars[ch.charCodeAt(0)] = 1;
+for (const ch of "!#$%&'*+-.^_`|~:/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+  tokenChars[ch.charCodeAt(0)] = 1;
 const tokenChar = (c: number): boolean => c >= 0 && c < 128 && tokenChars[c] === 1;
 
 class Cursor {
@@ -207,7 +209,8 @@ function reportId(sid: string, sn: number): string {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
 }
 
-export type Mapped = { kind: 'event'; event: Record<string, unknown> } | { kind: 'ignored' } | { kind: 'invalid'; message: string };
+export type Mapped =
+  { kind: 'event'; event: Record<string, unknown> } | { kind: 'ignored' } | { kind: 'invalid'; message: string };
 
 /**
  * One report as the event it stands for (validated afterwards like any event sent to /v1/ingest/events), or

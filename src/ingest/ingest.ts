@@ -36,7 +36,8 @@ interface Refusal {
 /** Each step answers its value or a refusal; `runIngest` is the one place that turns a refusal into an answer. */
 type Step<T> = Result<T, Refusal>;
 
-const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> => fail({ code, message, details });
+const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> =>
+  fail({ code, message, details });
 
 /** Where an ingest request comes from; each reads its body its own way and answers through its own route. */
 export type IngestSource = 'events' | 'beacon' | 'cmcd';
@@ -56,7 +57,15 @@ export interface IngestAnswer {
 
 export type IngestOutcome =
   | { kind: 'answer'; answer: IngestAnswer; rate: RateState }
-  | { kind: 'reject'; code: RequestErrorCode; message?: string; details?: unknown[]; rate: RateState; events: number; retryAfterSeconds?: number };
+  | {
+      kind: 'reject';
+      code: RequestErrorCode;
+      message?: string;
+      details?: unknown[];
+      rate: RateState;
+      events: number;
+      retryAfterSeconds?: number;
+    };
 
 export interface IngestDeps {
   keys: WatchedMap<ApiKeyRecord>;
@@ -121,7 +130,8 @@ export class Ingest {
 
   authenticate(req: HttpRequest, allowQuery: boolean): Step<Caller> {
     const plaintext = keyFrom(req, allowQuery);
-    if (!plaintext || plaintext.length > 200) return reject('invalid_api_key', plaintext ? undefined : 'API key missing: send it as X-API-Key');
+    if (!plaintext || plaintext.length > 200)
+      return reject('invalid_api_key', plaintext ? undefined : 'API key missing: send it as X-API-Key');
     let hash = knownKeyHashes.get(plaintext);
     if (hash === undefined) {
       hash = sha256Hex(plaintext);
@@ -143,8 +153,13 @@ export class Ingest {
     const { tenant } = caller;
     const rate = rateOf(tenant, this.deps.usage.minuteUsed(tenant.slug, now), now);
     const quota = tenant.monthly_quota ?? plans[tenant.plan].monthly_events;
-    if (this.deps.usage.monthUsed(tenant.slug, now) >= quota) return reject('quota_exceeded', `The monthly quota of ${quota} events is used up`);
-    if (rate.remaining <= 0) return reject('rate_limited', `Rate limit of ${rate.limit} events per minute reached; retry in ${rate.resetSeconds} s`);
+    if (this.deps.usage.monthUsed(tenant.slug, now) >= quota)
+      return reject('quota_exceeded', `The monthly quota of ${quota} events is used up`);
+    if (rate.remaining <= 0)
+      return reject(
+        'rate_limited',
+        `Rate limit of ${rate.limit} events per minute reached; retry in ${rate.resetSeconds} s`,
+      );
     return ok(rate);
   }
 
@@ -168,15 +183,25 @@ export class Ingest {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return reject('invalid_body');
     const body = value as Record<string, unknown>;
     for (const k of Object.keys(body)) {
-      if (k !== 'events' && k !== 'sent_at') return reject('invalid_body', `Unknown top-level field ${JSON.stringify(k.slice(0, 64))}; a batch has "events" and optional "sent_at"`);
+      if (k !== 'events' && k !== 'sent_at')
+        return reject(
+          'invalid_body',
+          `Unknown top-level field ${JSON.stringify(k.slice(0, 64))}; a batch has "events" and optional "sent_at"`,
+        );
     }
     if (!Array.isArray(body.events)) return reject('invalid_body');
     if (body.events.length === 0) return reject('invalid_body', '"events" is empty');
-    if (body.events.length > eventLimits.batchMax) return reject('too_many_events', `A batch holds at most ${eventLimits.batchMax} events; this one has ${body.events.length}`);
+    if (body.events.length > eventLimits.batchMax)
+      return reject(
+        'too_many_events',
+        `A batch holds at most ${eventLimits.batchMax} events; this one has ${body.events.length}`,
+      );
     let sentAt: number | null = null;
     if (body.sent_at !== undefined) {
-      const parsed = typeof body.sent_at === 'string' && isoTimestamp.test(body.sent_at) ? Date.parse(body.sent_at) : NaN;
-      if (Number.isNaN(parsed)) return reject('invalid_body', '"sent_at" must be an ISO 8601 timestamp with a time zone');
+      const parsed =
+        typeof body.sent_at === 'string' && isoTimestamp.test(body.sent_at) ? Date.parse(body.sent_at) : NaN;
+      if (Number.isNaN(parsed))
+        return reject('invalid_body', '"sent_at" must be an ISO 8601 timestamp with a time zone');
       sentAt = parsed;
     }
     return ok({ events: body.events, sentAt, mayHaveSurrogates });
@@ -186,8 +211,20 @@ export class Ingest {
     return clientAddress(req, this.deps.trustProxy);
   }
 
-  build(caller: Caller, events: ClientEvent[], req: HttpRequest, receivedAt: number, serverTs: boolean, sentAt: number | null): WireEvent[] {
-    const stamps = stampTimes(events.map((e) => e.ts), receivedAt, serverTs, sentAt);
+  build(
+    caller: Caller,
+    events: ClientEvent[],
+    req: HttpRequest,
+    receivedAt: number,
+    serverTs: boolean,
+    sentAt: number | null,
+  ): WireEvent[] {
+    const stamps = stampTimes(
+      events.map((e) => e.ts),
+      receivedAt,
+      serverTs,
+      sentAt,
+    );
     const requestIp = this.clientIp(req);
     const requestUa = req.header('user-agent') ?? '';
     const { enricher } = this.deps;
@@ -252,16 +289,28 @@ export class Ingest {
     // cuts the connection, and the client sees a network error instead of when to retry.
     if (!admitted.ok) {
       await req.body();
-      return { kind: 'reject', ...admitted.error, rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt), events: 0 };
+      return {
+        kind: 'reject',
+        ...admitted.error,
+        rate: rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt),
+        events: 0,
+      };
     }
     const shed = source === 'beacon' ? undefined : this.deps.shedder?.admit(caller.tenant.slug);
     if (shed && !shed.ok) {
       await req.body();
-      return { kind: 'reject', code: 'ingest_overloaded', rate: admitted.value, events: 0, retryAfterSeconds: shed.error.retryAfterSeconds };
+      return {
+        kind: 'reject',
+        code: 'ingest_overloaded',
+        rate: admitted.value,
+        events: 0,
+        retryAfterSeconds: shed.error.retryAfterSeconds,
+      };
     }
 
     const batch = source === 'cmcd' ? await this.readReports(req) : await this.readBatch(req, source === 'beacon');
-    const currentRate = (): RateState => rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
+    const currentRate = (): RateState =>
+      rateOf(caller.tenant, this.deps.usage.minuteUsed(caller.tenant.slug, receivedAt), receivedAt);
     if (!batch.ok) return { kind: 'reject', ...batch.error, rate: currentRate(), events: 0 };
 
     const { events, sentAt, mayHaveSurrogates, cmcd } = batch.value;
@@ -278,11 +327,26 @@ export class Ingest {
     // CMCD counts reports: a line either became an event, failed, or was ignored.
     const submitted = cmcd ? cmcd.reports - cmcd.ignored : events.length;
     const answered = (list: AnswerError[]): IngestAnswer['errors'] =>
-      cmcd ? [...cmcd.errors, ...list.map((e) => ({ line: cmcd.lines[e.index]!, code: e.code, message: e.message }))].sort((a, b) => a.line - b.line) : list;
+      cmcd
+        ? [...cmcd.errors, ...list.map((e) => ({ line: cmcd.lines[e.index]!, code: e.code, message: e.message }))].sort(
+            (a, b) => a.line - b.line,
+          )
+        : list;
     if (valid.length === 0) {
       ingested.inc({ outcome: 'rejected' }, submitted);
-      if (cmcd && submitted === 0) return { kind: 'answer', answer: { accepted: 0, rejected: 0, queued: false, errors: [], ignored: cmcd.ignored }, rate: currentRate() };
-      return { kind: 'reject', code: 'validation_failed', details: answered(errors), rate: currentRate(), events: submitted };
+      if (cmcd && submitted === 0)
+        return {
+          kind: 'answer',
+          answer: { accepted: 0, rejected: 0, queued: false, errors: [], ignored: cmcd.ignored },
+          rate: currentRate(),
+        };
+      return {
+        kind: 'reject',
+        code: 'validation_failed',
+        details: answered(errors),
+        rate: currentRate(),
+        events: submitted,
+      };
     }
 
     this.deps.shedder?.charge(caller.tenant.slug, valid.length);
@@ -299,7 +363,12 @@ export class Ingest {
       return { kind: 'reject', code: 'ingest_degraded', rate: currentRate(), events: submitted };
     }
     acked.forEach((a, j) => {
-      if (!a) errors.push({ index: validIndex[j] as number, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' });
+      if (!a)
+        errors.push({
+          index: validIndex[j] as number,
+          code: 'ingest_degraded',
+          message: 'The event bus did not acknowledge this event; send it again',
+        });
     });
     errors.sort((a, b) => a.index - b.index);
     ingested.inc({ outcome: 'accepted' }, accepted);
@@ -322,7 +391,10 @@ export class Ingest {
       return reject('unsupported_media_type');
     }
     const body = await req.body();
-    if (!body.ok) return body.error === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    if (!body.ok)
+      return body.error === 'too_large'
+        ? reject('payload_too_large')
+        : reject('invalid_body', 'The request body ended early');
     let text: string;
     try {
       text = utf8.decode(body.value);
@@ -342,7 +414,12 @@ export class Ingest {
     } else {
       reports = text.split('\n');
     }
-    const batch: Batch = { events: [], sentAt: null, mayHaveSurrogates: json && surrogateEscape.test(text), cmcd: { lines: [], errors: [], reports: 0, ignored: 0 } };
+    const batch: Batch = {
+      events: [],
+      sentAt: null,
+      mayHaveSurrogates: json && surrogateEscape.test(text),
+      cmcd: { lines: [], errors: [], reports: 0, ignored: 0 },
+    };
     const cmcd = batch.cmcd!;
     reports.forEach((item, i) => {
       const line = i + 1;
@@ -391,7 +468,10 @@ export class Ingest {
       }
     }
     const body = await req.body();
-    if (!body.ok) return body.error === 'too_large' ? reject('payload_too_large') : reject('invalid_body', 'The request body ended early');
+    if (!body.ok)
+      return body.error === 'too_large'
+        ? reject('payload_too_large')
+        : reject('invalid_body', 'The request body ended early');
     return this.parse(body.value);
   }
 }

@@ -178,7 +178,7 @@ export class LoadShedder {
     for (const s of this.shards) oldest = Math.min(oldest, s.oldest() ?? Infinity);
     this.lagMs = oldest === Infinity ? 0 : now - oldest;
     lagGauge.set(this.lagMs / 1000);
-    this.drainRate = 0.8 * this.drainRate + 0.2 * (this.drainedSinceTick * 1000) / tickMs;
+    this.drainRate = 0.8 * this.drainRate + (0.2 * (this.drainedSinceTick * 1000)) / tickMs;
     this.drainedSinceTick = 0;
     const { targetLagMs, maxLagMs } = this.options;
     const listening = now - this.lastWord < silentMs && now - this.reconnectedAt >= afterReconnectMs;

@@ -17,7 +17,10 @@ export const ingestRole: ModuleDef = {
     const { config } = services;
     const log = services.log.child({ module: 'ingest' });
     const bus = services.get('bus');
-    const shedder = new LoadShedder(bus, config.shards, { targetLagMs: config.ingest_shed_lag_ms, maxLagMs: config.ingest_shed_max_lag_ms });
+    const shedder = new LoadShedder(bus, config.shards, {
+      targetLagMs: config.ingest_shed_lag_ms,
+      maxLagMs: config.ingest_shed_max_lag_ms,
+    });
     const publisher = new EventPublisher(
       bus,
       {

@@ -31,7 +31,10 @@ export function ingestRoutes(ingest: Ingest): Route[] {
       path: '/v1/ingest/cmcd',
       async handler(req): Promise<HttpReply> {
         const out = await ingest.run(req, 'cmcd');
-        return answer(req, out.kind === 'reject' && out.code === 'invalid_api_key' ? { ...out, code: 'api_key_gone' } : out);
+        return answer(
+          req,
+          out.kind === 'reject' && out.code === 'invalid_api_key' ? { ...out, code: 'api_key_gone' } : out,
+        );
       },
     },
     {

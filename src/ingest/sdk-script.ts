@@ -8,7 +8,10 @@ import type { HttpReply, Route } from '../http/types.js';
  * The web SDK's script-tag file as `npm run build` leaves it (sdk/web/vite.config.ts), seen from src/ingest when
  * running from source and from dist/src/ingest when built.
  */
-export const sdkScriptPath = [new URL('../../sdk/web/dist/darshak.js', import.meta.url), new URL('../../../sdk/web/dist/darshak.js', import.meta.url)]
+export const sdkScriptPath = [
+  new URL('../../sdk/web/dist/darshak.js', import.meta.url),
+  new URL('../../../sdk/web/dist/darshak.js', import.meta.url),
+]
   .map((u) => fileURLToPath(u))
   .find((p) => existsSync(p));
 
@@ -28,7 +31,11 @@ export function sdkRoutes(): Route[] {
       method: 'GET',
       path: '/sdk/v1/darshak.js',
       async handler(req): Promise<HttpReply> {
-        if (!bytes) return { status: 404, body: errorBody('not_found', req.requestId, 'The web SDK is not built here: run npm run build') };
+        if (!bytes)
+          return {
+            status: 404,
+            body: errorBody('not_found', req.requestId, 'The web SDK is not built here: run npm run build'),
+          };
         const headers = {
           'content-type': 'text/javascript; charset=utf-8',
           'cache-control': 'public, max-age=86400',

@@ -23,7 +23,10 @@ const id = { type: 'string', minLength: 1, maxLength: eventLimits.stringMax };
 export const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})$/;
 
 const baseProperties = {
-  event_id: { type: 'string', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' },
+  event_id: {
+    type: 'string',
+    pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+  },
   event_type: { type: 'string', pattern: '^[a-z][a-z0-9_.]{0,63}$' },
   ts: { type: 'string', maxLength: 40, pattern: isoTimestamp.source },
   anonymous_id: id,
@@ -37,7 +40,9 @@ const baseProperties = {
   context: {
     type: 'object',
     additionalProperties: false,
-    properties: Object.fromEntries(contextKeys.map((k) => [k, k === 'device_type' ? { type: 'string', enum: deviceTypes } : text])),
+    properties: Object.fromEntries(
+      contextKeys.map((k) => [k, k === 'device_type' ? { type: 'string', enum: deviceTypes } : text]),
+    ),
   },
   properties: { type: 'object' },
 };
@@ -51,7 +56,10 @@ function schemaFor(type: string | null): object {
     properties.properties = { type: 'object', required: [...req.properties], properties: props };
   }
   if (type === 'error') {
-    properties.properties = { type: 'object', properties: { fatal: { type: 'boolean' }, code: { type: ['string', 'integer'], maxLength: 128 } } };
+    properties.properties = {
+      type: 'object',
+      properties: { fatal: { type: 'boolean' }, code: { type: ['string', 'integer'], maxLength: 128 } },
+    };
   }
   const schema: Record<string, unknown> = {
     type: 'object',
@@ -73,21 +81,34 @@ function describe(err: ErrorObject, type: string): { code: EventErrorCode; messa
   const field = (name: string): string => (path ? `${path}.${name}` : name);
   switch (err.keyword) {
     case 'required':
-      return { code: 'missing_field', message: `"${field(String(err.params.missingProperty))}" is required for ${type}` };
+      return {
+        code: 'missing_field',
+        message: `"${field(String(err.params.missingProperty))}" is required for ${type}`,
+      };
     case 'anyOf':
       return { code: 'missing_field', message: `${type} needs "anonymous_id" or "user_id"` };
     case 'additionalProperties': {
       const name = field(String(err.params.additionalProperty));
-      return { code: 'unknown_field', message: `unknown field "${name.slice(0, 64)}"; free-form data belongs in "properties"` };
+      return {
+        code: 'unknown_field',
+        message: `unknown field "${name.slice(0, 64)}"; free-form data belongs in "properties"`,
+      };
     }
     case 'maxLength':
       return { code: 'field_too_long', message: `"${path}" is longer than ${String(err.params.limit)} characters` };
     case 'pattern':
-      if (path === 'ts') return { code: 'invalid_field', message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z' };
+      if (path === 'ts')
+        return {
+          code: 'invalid_field',
+          message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z',
+        };
       if (path === 'event_id') return { code: 'invalid_field', message: '"event_id" must be a UUID' };
       return { code: 'invalid_field', message: `"${path}" must match ${String(err.params.pattern)}` };
     case 'enum':
-      return { code: 'invalid_field', message: `"${path}" must be one of ${(err.params.allowedValues as string[]).join(', ')}` };
+      return {
+        code: 'invalid_field',
+        message: `"${path}" must be one of ${(err.params.allowedValues as string[]).join(', ')}`,
+      };
     default:
       return { code: 'invalid_field', message: `"${path || 'event'}" ${err.message ?? 'is invalid'}` };
   }
@@ -140,7 +161,9 @@ function propertiesTooLarge(value: unknown): boolean {
         bound = Infinity; // not a JSON value: measure exactly
     }
   }
-  return bound > eventLimits.propertiesMaxBytes && Buffer.byteLength(JSON.stringify(value)) > eventLimits.propertiesMaxBytes;
+  return (
+    bound > eventLimits.propertiesMaxBytes && Buffer.byteLength(JSON.stringify(value)) > eventLimits.propertiesMaxBytes
+  );
 }
 
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -165,7 +188,11 @@ function hasLoneSurrogate(value: unknown): boolean {
  * Check one event. `mayHaveSurrogates` is false when the raw body has no `\ud8..\udf` escape, which is the only
  * way JSON text can carry an unpaired surrogate: the common case skips the walk.
  */
-export function validateEvent(value: unknown, index: number, mayHaveSurrogates: boolean): Result<ClientEvent, EventError> {
+export function validateEvent(
+  value: unknown,
+  index: number,
+  mayHaveSurrogates: boolean,
+): Result<ClientEvent, EventError> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return fail({ index, code: 'invalid_event', message: 'event must be a JSON object' });
   }
@@ -178,10 +205,18 @@ export function validateEvent(value: unknown, index: number, mayHaveSurrogates: 
   }
   // The pattern admits impossible times (month 13, hour 99): refuse what does not parse, as `sent_at` is refused.
   if (value.ts !== undefined && Number.isNaN(Date.parse(value.ts))) {
-    return fail({ index, code: 'invalid_field', message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z' });
+    return fail({
+      index,
+      code: 'invalid_field',
+      message: '"ts" must be an ISO 8601 timestamp with a time zone, e.g. 2026-11-21T10:00:00.000Z',
+    });
   }
   if (value.properties !== undefined && propertiesTooLarge(value.properties)) {
-    return fail({ index, code: 'properties_too_large', message: `"properties" exceeds ${eventLimits.propertiesMaxBytes} bytes serialized or ${eventLimits.propertiesMaxDepth} levels of nesting` });
+    return fail({
+      index,
+      code: 'properties_too_large',
+      message: `"properties" exceeds ${eventLimits.propertiesMaxBytes} bytes serialized or ${eventLimits.propertiesMaxDepth} levels of nesting`,
+    });
   }
   if (mayHaveSurrogates && hasLoneSurrogate(value)) {
     return fail({ index, code: 'invalid_field', message: 'a string contains an unpaired UTF-16 surrogate' });

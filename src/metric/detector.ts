@@ -91,7 +91,14 @@ export type Detector = WindowDetector | OnceDetector;
  * Σ of each field over buckets [from, to) (step apart), leaving out firing buckets when asked; of `w.cohorts` when
  * asked; of the fields `keep` keeps, when given.
  */
-export function sumFields(w: Window, from: number, to: number, skipFiring = false, read: 'at' | 'cohorts' = 'at', keep?: (field: string) => boolean): Fields {
+export function sumFields(
+  w: Window,
+  from: number,
+  to: number,
+  skipFiring = false,
+  read: 'at' | 'cohorts' = 'at',
+  keep?: (field: string) => boolean,
+): Fields {
   const out: Fields = {};
   for (let b = from; b < to; b += w.step) {
     if (skipFiring && w.firing(b)) continue;
@@ -188,9 +195,9 @@ export const maxCohortValue = 64;
 export function cohortField(metric: string, dimension: string, value: string): string {
   // Three lookups and no string built: a shard asks this for every session-minute.
   let byDimension = cohortNames.get(metric);
-  if (!byDimension) cohortNames.set(metric, (byDimension = new Map()));
+  if (!byDimension) cohortNames.set(metric, (byDimension = new Map<string, Map<string, string>>()));
   let m = byDimension.get(dimension);
-  if (!m) byDimension.set(dimension, (m = new Map()));
+  if (!m) byDimension.set(dimension, (m = new Map<string, string>()));
   let name = m.get(value);
   if (name === undefined) {
     // Values come from clients: made-up ones must not grow this without bound.
@@ -215,7 +222,12 @@ export interface Cohort {
 }
 
 /** Per dimension, per value: the `bad` and `exposure` counts of the window, then of the baseline. */
-function cohortCounts(cur: Fields, base: Fields, bad: string, exposure: string): Map<string, Map<string, [number, number, number, number]>> {
+function cohortCounts(
+  cur: Fields,
+  base: Fields,
+  bad: string,
+  exposure: string,
+): Map<string, Map<string, [number, number, number, number]>> {
   const dims = new Map<string, Map<string, [number, number, number, number]>>();
   const take = (f: Fields, offset: number): void => {
     for (const k in f) {
@@ -226,7 +238,7 @@ function cohortCounts(cur: Fields, base: Fields, bad: string, exposure: string):
       const dim = k.slice(2, eq);
       const value = k.slice(eq + 1);
       let values = dims.get(dim);
-      if (!values) dims.set(dim, (values = new Map()));
+      if (!values) dims.set(dim, (values = new Map<string, [number, number, number, number]>()));
       let c = values.get(value);
       if (!c) values.set(value, (c = [0, 0, 0, 0]));
       c[(offset + which) as 0 | 1 | 2 | 3] += f[k]!;
@@ -252,7 +264,13 @@ export const cohortMinConcentration = 1.5;
  * incident, in which every cohort's count grew by the same factor whatever its own level.
  * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
  */
-export function explain(cur: Fields, base: Fields, bad: string, exposure: string, kind: 'rate' | 'mean'): Cohort | null {
+export function explain(
+  cur: Fields,
+  base: Fields,
+  bad: string,
+  exposure: string,
+  kind: 'rate' | 'mean',
+): Cohort | null {
   const dims = cohortCounts(cur, base, bad, exposure);
   let best: Cohort | null = null;
   let bestConcentration = 0;
@@ -293,7 +311,10 @@ interface Expectations {
  * nothing to compare. A value's part of the window's bad against its part of the expected (its concentration) is
  * about 1 for every value when the whole scope moved alike (each by the same factor), however their own levels differ.
  */
-function expectations(values: Map<string, [number, number, number, number]>, kind: 'rate' | 'mean'): Expectations | null {
+function expectations(
+  values: Map<string, [number, number, number, number]>,
+  kind: 'rate' | 'mean',
+): Expectations | null {
   let bad = 0;
   let curExposure = 0;
   let baseBad = 0;
@@ -349,7 +370,13 @@ export interface CohortCondition {
  * less than its floor (Conviva alerts cohorts for this reason). Of the cohorts that cross, the least likely by chance;
  * every cohort of every dimension is tested each minute, so `maxChance` is smaller than a scope's.
  */
-export function cohortSpike(cur: Fields, baseOf: (keep: (field: string) => boolean) => Fields, bad: string, exposure: string, c: CohortCondition): Cohort | null {
+export function cohortSpike(
+  cur: Fields,
+  baseOf: (keep: (field: string) => boolean) => Fields,
+  bad: string,
+  exposure: string,
+  c: CohortCondition,
+): Cohort | null {
   // The dimensions with a value that has the window's sample: only theirs are summed over the baseline (most minutes
   // have none, and a baseline's cohort fields are thirty minutes of every value of every dimension).
   const dims = new Set<string>();
@@ -375,7 +402,14 @@ export function cohortSpike(cur: Fields, baseOf: (keep: (field: string) => boole
       const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
       if (chance >= bestChance) continue;
       bestChance = chance;
-      best = { dimension, value, current: round(rate), baseline: round(baseRate), share: round(cb / x.bad), exposure: ce };
+      best = {
+        dimension,
+        value,
+        current: round(rate),
+        baseline: round(baseRate),
+        share: round(cb / x.bad),
+        exposure: ce,
+      };
     }
   }
   return best;

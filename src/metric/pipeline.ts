@@ -72,7 +72,7 @@ export interface TableSpec {
    * scoped, a tenant's rows with `ts` in [from_s, to_s), from parameters `{tenant:String}`, `{from_s:UInt32}` and
    * `{to_s:UInt32}` (Unix seconds).
    */
-  rebuild?(scoped: boolean): string;
+  rebuild?: (scoped: boolean) => string;
   /**
    * A table ClickHouse derives from another rather than one the aggregators write: rows per (tenant, value of the
    * source's `by` column), recomputed from all the source's rows of those values. Every insert into the source
@@ -91,7 +91,10 @@ export interface TableSpec {
 export function timeRollups(by: readonly string[], values: readonly string[]): NonNullable<TableSpec['projections']> {
   return (['Hour', 'Day'] as const).map((unit) => {
     const keys = ['tenant', `toStartOf${unit}(ts)`, ...by].join(', ');
-    return [`${unit.toLowerCase()}s`, `SELECT ${keys}, ${values.map((v) => `sum(${v})`).join(', ')} GROUP BY ${keys}`] as const;
+    return [
+      `${unit.toLowerCase()}s`,
+      `SELECT ${keys}, ${values.map((v) => `sum(${v})`).join(', ')} GROUP BY ${keys}`,
+    ] as const;
   });
 }
 
@@ -183,9 +186,9 @@ export interface Pipeline {
   name: string;
   tables: readonly TableSpec[];
   /** A session segment's contribution, times `sign` (+1 added, -1 retracted). `seg` is only valid during the call. */
-  segment?(attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter): void;
+  segment?: (attrs: SessionAttrs, seg: Segment, sign: 1 | -1, out: Emitter) => void;
   /** A session's own contribution (from its attributes), times `sign`; called when the attributes change. */
-  session?(attrs: SessionAttrs, sign: 1 | -1, out: Emitter): void;
+  session?: (attrs: SessionAttrs, sign: 1 | -1, out: Emitter) => void;
   /**
    * Every attribute `session` reads, when a pipeline names them: a change to none of them skips its retract and
    * re-add, which would cancel out (most events only move `furthest_sec`). test/pipelines/session-reads.test.ts checks
@@ -199,11 +202,11 @@ export interface Pipeline {
    */
   sessionChange?(before: SessionAttrs, after: SessionAttrs, out: Emitter): void;
   /** Called once per flush for each session that changed since the last one. */
-  snapshot?(session: SessionView, out: Emitter): void;
+  snapshot?: (session: SessionView, out: Emitter) => void;
   /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */
-  event?(e: WireEvent, out: Emitter): void;
+  event?: (e: WireEvent, out: Emitter) => void;
   /** A session event, once, after de-duplication, with the session's attributes after it: for detector signals. */
-  activity?(attrs: SessionAttrs, e: WireEvent, marks: Marks, out: Emitter): void;
+  activity?: (attrs: SessionAttrs, e: WireEvent, marks: Marks, out: Emitter) => void;
   /** Alert conditions over the signals this pipeline emits, run by the alerts role (docs/alerts.md). */
   detectors?: readonly Detector[];
 }

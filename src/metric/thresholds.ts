@@ -10,22 +10,29 @@ export type Thresholds = Record<string, Record<string, number>>;
 
 export const detectors: readonly Detector[] = pipelines.flatMap((p) => p.detectors ?? []);
 
-const windowDetectors = new Map(detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]));
+const windowDetectors = new Map(
+  detectors.filter((d): d is WindowDetector => d.kind === 'window').map((d) => [d.category, d]),
+);
 
 /**
  * What is wrong with thresholds, or null. `complete` (config/alerts.json) needs every threshold of every window
  * detector; an override may name some. A window and its baseline must fit in the history a detector keeps.
  */
 export function thresholdsProblem(value: unknown, complete: boolean, base: Thresholds = {}): string | null {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'alert thresholds must be an object of categories';
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return 'alert thresholds must be an object of categories';
   const given = value as Record<string, unknown>;
   for (const [category, params] of Object.entries(given)) {
     const d = windowDetectors.get(category);
-    if (!d) return `alert thresholds: unknown category ${JSON.stringify(category.slice(0, 64))}; categories with thresholds: ${[...windowDetectors.keys()].join(', ')}`;
-    if (typeof params !== 'object' || params === null || Array.isArray(params)) return `alert thresholds: ${category} must be an object of thresholds`;
+    if (!d)
+      return `alert thresholds: unknown category ${JSON.stringify(category.slice(0, 64))}; categories with thresholds: ${[...windowDetectors.keys()].join(', ')}`;
+    if (typeof params !== 'object' || params === null || Array.isArray(params))
+      return `alert thresholds: ${category} must be an object of thresholds`;
     for (const [name, v] of Object.entries(params)) {
-      if (!Object.hasOwn(d.params, name)) return `alert thresholds: ${category} has no threshold ${JSON.stringify(name.slice(0, 64))}; it has ${Object.keys(d.params).join(', ')}`;
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return `alert thresholds: ${category}.${name} must be a number, 0 or more`;
+      if (!Object.hasOwn(d.params, name))
+        return `alert thresholds: ${category} has no threshold ${JSON.stringify(name.slice(0, 64))}; it has ${Object.keys(d.params).join(', ')}`;
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+        return `alert thresholds: ${category}.${name} must be a number, 0 or more`;
     }
   }
   for (const d of windowDetectors.values()) {
@@ -34,13 +41,16 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
       const missing = Object.keys(d.params).find((n) => merged[n] === undefined);
       if (missing) return `alert thresholds: ${d.category}.${missing} is missing`;
     }
-    const span = Math.max(merged.window_minutes ?? d.bucketMinutes, merged.max_window_minutes ?? 0) + (merged.baseline_minutes ?? 0);
+    const span =
+      Math.max(merged.window_minutes ?? d.bucketMinutes, merged.max_window_minutes ?? 0) +
+      (merged.baseline_minutes ?? 0);
     if (span > (d.historyBuckets - 1) * d.bucketMinutes) {
       return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${(d.historyBuckets - 1) * d.bucketMinutes}`;
     }
     for (const name of ['window_minutes', 'max_window_minutes']) {
       const v = merged[name];
-      if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
+      if (v !== undefined && !(Number.isInteger(v) && v >= 1))
+        return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
     }
   }
   return null;
@@ -66,7 +76,11 @@ export function checkOverrides(value: Thresholds | null | undefined): void {
 }
 
 /** A tenant's thresholds for one category: the defaults with its overrides on top. */
-export function effective(defaults: Thresholds, overrides: Thresholds | null | undefined, category: string): Record<string, number> {
+export function effective(
+  defaults: Thresholds,
+  overrides: Thresholds | null | undefined,
+  category: string,
+): Record<string, number> {
   const o = overrides?.[category];
   return o ? { ...defaults[category], ...o } : (defaults[category] ?? {});
 }

@@ -59,7 +59,9 @@ interface StoredAlert {
 const iso = (clickhouseTime: string): string => new Date(`${clickhouseTime.replace(' ', 'T')}Z`).toISOString();
 
 // Timestamps leave ClickHouse as text in UTC ('YYYY-MM-DD hh:mm:ss.sss'), the same from chDB and a server.
-const listSql = (where: string): string => `SELECT toString(a.id) AS id, a.severity AS severity, a.source AS source, a.category AS category,
+const listSql = (
+  where: string,
+): string => `SELECT toString(a.id) AS id, a.severity AS severity, a.source AS source, a.category AS category,
     a.title AS title, a.description AS description, a.data AS data,
     toString(a.created_at) AS created_at, if(isNull(a.resolved_at), NULL, toString(a.resolved_at)) AS resolved_at,
     if(k.id = 0, NULL, toString(k.acknowledged_at)) AS acknowledged_at,
@@ -71,7 +73,11 @@ const listSql = (where: string): string => `SELECT toString(a.id) AS id, a.sever
   LIMIT {limit:UInt32} OFFSET {offset:UInt32}`;
 
 /** A tenant's alerts, newest first, and how many match before paging. */
-export async function listAlerts(client: ClickHouseClient, tenant: string, filter: AlertFilter): Promise<{ alerts: Alert[]; total: number }> {
+export async function listAlerts(
+  client: ClickHouseClient,
+  tenant: string,
+  filter: AlertFilter,
+): Promise<{ alerts: Alert[]; total: number }> {
   const where = ['1'];
   const params: Record<string, string | number> = { tenant, limit: filter.limit, offset: filter.offset };
   if (filter.acknowledged !== undefined) where.push(filter.acknowledged ? 'k.id != 0' : 'k.id = 0');
@@ -112,7 +118,12 @@ export async function getAlert(client: ClickHouseClient, tenant: string, id: num
 }
 
 /** Acknowledge once: the first acknowledgement's time stands; an unknown id (or another tenant's) is null. */
-export async function acknowledgeAlert(client: ClickHouseClient, tenant: string, id: number, now = Date.now()): Promise<Alert | null> {
+export async function acknowledgeAlert(
+  client: ClickHouseClient,
+  tenant: string,
+  id: number,
+  now = Date.now(),
+): Promise<Alert | null> {
   const alert = await getAlert(client, tenant, id);
   if (!alert || alert.acknowledged) return alert;
   // One token per alert: of two acknowledgements racing in different api processes, the store keeps the first written.

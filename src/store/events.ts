@@ -5,9 +5,34 @@ import { insertTsv, TsvLines, tsvMs, tsvString } from './tsv.js';
 
 /** The columns of the `events` table a line carries, in order. Times are DateTime64(3). */
 export const eventColumns = [
-  'tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'anonymous_id', 'user_id', 'session_id', 'content_id', 'content_type',
-  'content_title', 'position_sec', 'bitrate_kbps', 'country', 'region', 'device', 'app_version', 'os', 'browser', 'player', 'cdn', 'pop', 'user_agent',
-  'properties', 'ingest_seq', 'ingest_index',
+  'tenant',
+  'env',
+  'event_type',
+  'ts',
+  'client_ts',
+  'received_at',
+  'event_id',
+  'anonymous_id',
+  'user_id',
+  'session_id',
+  'content_id',
+  'content_type',
+  'content_title',
+  'position_sec',
+  'bitrate_kbps',
+  'country',
+  'region',
+  'device',
+  'app_version',
+  'os',
+  'browser',
+  'player',
+  'cdn',
+  'pop',
+  'user_agent',
+  'properties',
+  'ingest_seq',
+  'ingest_index',
 ] as const;
 
 const text = (v: string | undefined): string => (v === undefined ? '' : tsvString(v));
@@ -63,7 +88,21 @@ export const storedColumns =
   'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';
 
 /** The event types of a session's state machine (docs/metrics.md "Sessions"). */
-export const sessionEventTypes = ['play_start', 'first_frame', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'ended', 'session_end'];
+export const sessionEventTypes = [
+  'play_start',
+  'first_frame',
+  'heartbeat',
+  'pause',
+  'resume',
+  'seek_start',
+  'seek_end',
+  'rebuffer_start',
+  'rebuffer_end',
+  'bitrate_change',
+  'error',
+  'ended',
+  'session_end',
+];
 
 const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
 
@@ -99,7 +138,12 @@ export function toEvent(r: StoredEvent): WireEvent {
  * read them: always the same answer for the same request, so a shard replaying its input after a crash rebuilds the
  * same state. At most `limit` rows from `offset`.
  */
-export async function sessionHistory(client: ClickHouseClient, req: HistoryRequest, limit: number, settings?: ClickHouseSettings): Promise<WireEvent[]> {
+export async function sessionHistory(
+  client: ClickHouseClient,
+  req: HistoryRequest,
+  limit: number,
+  settings?: ClickHouseSettings,
+): Promise<WireEvent[]> {
   const result = await client.query({
     query: `SELECT ${storedColumns} FROM events
       WHERE tenant = {tenant:String} AND session_id IN {sessions:Array(String)} AND event_type IN {types:Array(String)}

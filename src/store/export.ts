@@ -33,14 +33,22 @@ function where(filter: ExportFilter): { sql: string; params: Record<string, unkn
 
 // Bloom filters off: they cost a fifth of the write time (bench:export), and a warehouse loading the file whole does
 // not use them.
-const parquetSettings = { output_format_parquet_compression_method: 'snappy', output_format_parquet_string_as_string: 1, output_format_parquet_write_bloom_filter: 0 } as const;
+const parquetSettings = {
+  output_format_parquet_compression_method: 'snappy',
+  output_format_parquet_string_as_string: 1,
+  output_format_parquet_write_bloom_filter: 0,
+} as const;
 
 /**
  * Write the matching events to `path` as Parquet, produced by ClickHouse itself and streamed to the file, and count
  * them with the same filter. Snappy compression: every Parquet reader has it, and it is cheap to write. Ordered by `ts`,
  * the table's order within a tenant, so ClickHouse reads in order rather than sorting.
  */
-export async function writeParquet(client: ClickHouseClient, filter: ExportFilter, path: string): Promise<{ rows: number; bytes: number }> {
+export async function writeParquet(
+  client: ClickHouseClient,
+  filter: ExportFilter,
+  path: string,
+): Promise<{ rows: number; bytes: number }> {
   const w = where(filter);
   const result = await client.exec({
     query: `SELECT ${columns} FROM events WHERE ${w.sql} ORDER BY ts FORMAT Parquet`,
@@ -48,7 +56,11 @@ export async function writeParquet(client: ClickHouseClient, filter: ExportFilte
     clickhouse_settings: parquetSettings,
   });
   await pipeline(result.stream, createWriteStream(path));
-  const counted = await client.query({ query: `SELECT count() AS n FROM events WHERE ${w.sql}`, query_params: w.params, format: 'JSONEachRow' });
+  const counted = await client.query({
+    query: `SELECT count() AS n FROM events WHERE ${w.sql}`,
+    query_params: w.params,
+    format: 'JSONEachRow',
+  });
   const [row] = await counted.json<{ n: string }>();
   return { rows: Number(row?.n ?? 0), bytes: (await stat(path)).size };
 }
@@ -58,16 +70,30 @@ export async function writeParquet(client: ClickHouseClient, filter: ExportFilte
  * function, replacing an object of that key. Rows are counted from the written file's metadata; its size comes from
  * the store (a presigned HEAD), since an empty file has no row to carry ClickHouse's `_size`.
  */
-export async function writeParquetS3(client: ClickHouseClient, filter: ExportFilter, target: S3Target, key: string): Promise<{ rows: number; bytes: number }> {
+export async function writeParquetS3(
+  client: ClickHouseClient,
+  filter: ExportFilter,
+  target: S3Target,
+  key: string,
+): Promise<{ rows: number; bytes: number }> {
   const w = where(filter);
   const fn = `s3({s3_url:String}, {s3_key_id:String}, {s3_secret:String}, 'Parquet')`;
-  const params = { ...w.params, s3_url: objectUrl(target, key), s3_key_id: target.accessKeyId, s3_secret: target.secretAccessKey };
+  const params = {
+    ...w.params,
+    s3_url: objectUrl(target, key),
+    s3_key_id: target.accessKeyId,
+    s3_secret: target.secretAccessKey,
+  };
   await client.command({
     query: `INSERT INTO FUNCTION ${fn} SELECT ${columns} FROM events WHERE ${w.sql} ORDER BY ts`,
     query_params: params,
     clickhouse_settings: { ...parquetSettings, s3_truncate_on_insert: 1 },
   });
-  const counted = await client.query({ query: `SELECT count() AS n FROM ${fn}`, query_params: params, format: 'JSONEachRow' });
+  const counted = await client.query({
+    query: `SELECT count() AS n FROM ${fn}`,
+    query_params: params,
+    format: 'JSONEachRow',
+  });
   const [row] = await counted.json<{ n: string }>();
   const head = await fetch(presign(target, 'HEAD', key, 60), { method: 'HEAD' });
   if (!head.ok) throw new Error(`the export's object is not readable in the store: HEAD answered ${head.status}`);

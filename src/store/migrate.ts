@@ -25,14 +25,22 @@ export class ForeignSchemaError extends Error {
 }
 
 /** Apply what `schema_migrations` does not list yet; answers the versions applied now. */
-export async function migrate(client: ClickHouseClient, log: Logger, list: readonly Migration[] = migrations): Promise<number[]> {
+export async function migrate(
+  client: ClickHouseClient,
+  log: Logger,
+  list: readonly Migration[] = migrations,
+): Promise<number[]> {
   await client.command({
     query: `CREATE TABLE IF NOT EXISTS schema_migrations (
       version UInt32, name String, applied_at DateTime64(3, 'UTC')
     ) ENGINE = MergeTree ORDER BY version`,
   });
-  const rows = await (await client.query({ query: 'SELECT DISTINCT version, name FROM schema_migrations', format: 'JSONEachRow' })).json<{ version: number; name: string }>();
-  for (const r of rows) if (!list.some((m) => m.version === Number(r.version) && m.name === r.name)) throw new ForeignSchemaError(Number(r.version), r.name);
+  const rows = await (
+    await client.query({ query: 'SELECT DISTINCT version, name FROM schema_migrations', format: 'JSONEachRow' })
+  ).json<{ version: number; name: string }>();
+  for (const r of rows)
+    if (!list.some((m) => m.version === Number(r.version) && m.name === r.name))
+      throw new ForeignSchemaError(Number(r.version), r.name);
   const done = new Set(rows.map((r) => Number(r.version)));
   const applied: number[] = [];
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
@@ -40,7 +48,11 @@ export async function migrate(client: ClickHouseClient, log: Logger, list: reado
     for (const statement of m.statements) await client.command({ query: statement });
     // No de-duplication token here: settings stick to an embedded ClickHouse session, and a token set at open would
     // silently drop the next tokenless insert of whoever opened the store (schema_migrations does not de-duplicate).
-    await client.insert({ table: 'schema_migrations', values: [{ version: m.version, name: m.name, applied_at: Date.now() }], format: 'JSONEachRow' });
+    await client.insert({
+      table: 'schema_migrations',
+      values: [{ version: m.version, name: m.name, applied_at: Date.now() }],
+      format: 'JSONEachRow',
+    });
     log.info({ version: m.version, name: m.name }, 'migration applied');
     applied.push(m.version);
   }

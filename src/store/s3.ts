@@ -24,14 +24,20 @@ export function parseS3Url(text: string): S3Target {
   try {
     u = new URL(text);
   } catch {
-    throw new Error('EXPORT_S3_URL (export_s3_url) is not a URL; expected https://KEY:SECRET@host/bucket[/prefix][?region=R]');
+    throw new Error(
+      'EXPORT_S3_URL (export_s3_url) is not a URL; expected https://KEY:SECRET@host/bucket[/prefix][?region=R]',
+    );
   }
-  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('EXPORT_S3_URL (export_s3_url) must be http:// or https://');
-  if (!u.username || !u.password) throw new Error('EXPORT_S3_URL (export_s3_url) needs credentials: https://KEY:SECRET@host/bucket');
+  if (u.protocol !== 'https:' && u.protocol !== 'http:')
+    throw new Error('EXPORT_S3_URL (export_s3_url) must be http:// or https://');
+  if (!u.username || !u.password)
+    throw new Error('EXPORT_S3_URL (export_s3_url) needs credentials: https://KEY:SECRET@host/bucket');
   const [bucket = '', ...rest] = u.pathname.split('/').filter(Boolean);
-  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw new Error('EXPORT_S3_URL (export_s3_url) needs a bucket name as its first path segment');
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    throw new Error('EXPORT_S3_URL (export_s3_url) needs a bucket name as its first path segment');
   const unknown = [...u.searchParams.keys()].filter((k) => k !== 'region');
-  if (unknown.length > 0) throw new Error(`EXPORT_S3_URL (export_s3_url): unknown parameter ${unknown[0]}; only region is read`);
+  if (unknown.length > 0)
+    throw new Error(`EXPORT_S3_URL (export_s3_url): unknown parameter ${unknown[0]}; only region is read`);
   return {
     endpoint: `${u.protocol}//${u.host}`,
     bucket,
@@ -48,7 +54,8 @@ export function objectUrl(t: S3Target, key: string): string {
 }
 
 // RFC 3986 unreserved characters stay; everything else is percent-encoded, as SigV4 requires.
-const encode = (s: string): string => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+const encode = (s: string): string =>
+  encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 const encodePath = (key: string): string => key.split('/').map(encode).join('/');
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 const hmac = (key: string | Buffer, s: string): Buffer => createHmac('sha256', key).update(s).digest();
@@ -57,9 +64,18 @@ const hmac = (key: string | Buffer, s: string): Buffer => createHmac('sha256', k
  * A presigned URL (AWS Signature Version 4, query form) for `method` on `key`, valid `seconds` from `now`: the
  * download link of an export (GET), its size (HEAD), or its deletion (DELETE). Nothing but the URL is needed to use it.
  */
-export function presign(t: S3Target, method: 'GET' | 'HEAD' | 'DELETE', key: string, seconds: number, now = Date.now()): string {
+export function presign(
+  t: S3Target,
+  method: 'GET' | 'HEAD' | 'DELETE',
+  key: string,
+  seconds: number,
+  now = Date.now(),
+): string {
   const u = new URL(objectUrl(t, key));
-  const stamp = new Date(now).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  const stamp = new Date(now)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
   const day = stamp.slice(0, 8);
   const scope = `${day}/${t.region}/s3/aws4_request`;
   const query: Array<[string, string]> = [

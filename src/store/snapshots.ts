@@ -7,7 +7,8 @@ import { insertTsv, TsvLines, tsvRow } from './tsv.js';
 // every start (IF NOT EXISTS), so adding a pipeline adds its tables. A changed definition is a new table name and a
 // `darshak replay`, never an edit of a table in use.
 
-const sqlType = (t: ColumnType): string => (t === 'DateTime' ? "DateTime('UTC')" : t === 'DateTime64(3)' ? "DateTime64(3, 'UTC')" : t);
+const sqlType = (t: ColumnType): string =>
+  t === 'DateTime' ? "DateTime('UTC')" : t === 'DateTime64(3)' ? "DateTime64(3, 'UTC')" : t;
 
 /** The column of a table that partitions it and bounds its retention. */
 export function timeColumn(table: TableSpec): string {
@@ -27,14 +28,22 @@ const sortKey = (table: TableSpec): TableSpec['key'] => (table.map ? table.key.s
 export function rowColumns(table: TableSpec): string[] {
   const { map } = table;
   if (!map) return [...table.key, ...table.values].map(([name]) => name);
-  return [...sortKey(table).map(([name]) => name), ...[table.key[table.key.length - 1]!, ...table.values].map(([name]) => `${map}.${name}`)];
+  return [
+    ...sortKey(table).map(([name]) => name),
+    ...[table.key[table.key.length - 1]!, ...table.values].map(([name]) => `${map}.${name}`),
+  ];
 }
 
 export function createTableSql(table: TableSpec): string {
   const { map } = table;
   const typed = (cs: TableSpec['key']): string[] => cs.map(([name, type]) => `${name} ${sqlType(type)}`);
   const columns = [
-    ...(map ? [...typed(sortKey(table)), `${map} Nested(${typed([table.key[table.key.length - 1]!, ...table.values]).join(', ')})`] : typed([...table.key, ...table.values])),
+    ...(map
+      ? [
+          ...typed(sortKey(table)),
+          `${map} Nested(${typed([table.key[table.key.length - 1]!, ...table.values]).join(', ')})`,
+        ]
+      : typed([...table.key, ...table.values])),
     ...(table.derived ?? []).map(([name, type, expression]) => `${name} ${type} MATERIALIZED ${expression}`),
     ...(table.projections ?? []).map(([name, select]) => `PROJECTION ${name} (${select})`),
   ].join(', ');
@@ -50,13 +59,19 @@ export function createTableSql(table: TableSpec): string {
           `ReplacingMergeTree(version)${table.partitionBy ? ` PARTITION BY ${table.partitionBy}` : ''}`
         : 'MergeTree PARTITION BY toYYYYMM(ts)';
   // `non_replicated_deduplication_window` makes insert_deduplication_token work: a redelivered flush stores nothing.
-  const settings = ['non_replicated_deduplication_window = 100000', ...(table.projections?.length ? projectionSettings : [])];
+  const settings = [
+    'non_replicated_deduplication_window = 100000',
+    ...(table.projections?.length ? projectionSettings : []),
+  ];
   return `CREATE TABLE IF NOT EXISTS ${table.name} (${columns}) ENGINE = ${engine} ORDER BY (${orderBy}) SETTINGS ${settings.join(', ')}`;
 }
 
 // Without these ClickHouse refuses projections on summing and replacing tables, and replay's DELETE on any table
 // that has one: merges and deletes rebuild the projections instead.
-const projectionSettings = ["deduplicate_merge_projection_mode = 'rebuild'", "lightweight_mutation_projection_mode = 'rebuild'"];
+const projectionSettings = [
+  "deduplicate_merge_projection_mode = 'rebuild'",
+  "lightweight_mutation_projection_mode = 'rebuild'",
+];
 
 /**
  * Give an existing table the projections its spec declares and it lacks, built for the rows it already holds: so a
@@ -75,15 +90,24 @@ async function ensureProjections(client: ClickHouseClient, table: TableSpec): Pr
   await client.command({ query: `ALTER TABLE ${table.name} MODIFY SETTING ${projectionSettings.join(', ')}` });
   for (const [name, select] of missing) {
     await client.command({ query: `ALTER TABLE ${table.name} ADD PROJECTION IF NOT EXISTS ${name} (${select})` });
-    await client.command({ query: `ALTER TABLE ${table.name} MATERIALIZE PROJECTION ${name}`, clickhouse_settings: { mutations_sync: '2' } });
+    await client.command({
+      query: `ALTER TABLE ${table.name} MATERIALIZE PROJECTION ${name}`,
+      clickhouse_settings: { mutations_sync: '2' },
+    });
   }
 }
 
-export async function ensureSnapshotTables(client: ClickHouseClient, tables: readonly TableSpec[], retentionDays: number): Promise<void> {
+export async function ensureSnapshotTables(
+  client: ClickHouseClient,
+  tables: readonly TableSpec[],
+  retentionDays: number,
+): Promise<void> {
   for (const table of tables) {
     await client.command({ query: createTableSql(table) });
     await ensureProjections(client, table);
-    await client.command({ query: `ALTER TABLE ${table.name} MODIFY TTL toDateTime(${timeColumn(table)}) + INTERVAL ${retentionDays + (table.spanDays ?? 0)} DAY` });
+    await client.command({
+      query: `ALTER TABLE ${table.name} MODIFY TTL toDateTime(${timeColumn(table)}) + INTERVAL ${retentionDays + (table.spanDays ?? 0)} DAY`,
+    });
   }
 }
 
@@ -92,7 +116,12 @@ export async function ensureSnapshotTables(client: ClickHouseClient, tables: rea
  * tables derived from it for the keys the rows hold (`TableSpec.derivedFrom`): every writer (the flusher, replay)
  * keeps them in step, and a redelivered flush, stored once, refreshes again to the same rows.
  */
-export async function insertSnapshotRows(client: ClickHouseClient, table: TableSpec, rows: readonly (readonly Cell[])[], token: string): Promise<void> {
+export async function insertSnapshotRows(
+  client: ClickHouseClient,
+  table: TableSpec,
+  rows: readonly (readonly Cell[])[],
+  token: string,
+): Promise<void> {
   if (rows.length === 0) return;
   const columns = rowColumns(table);
   const ms = msColumns(table);
@@ -114,15 +143,24 @@ export async function insertSnapshotRows(client: ClickHouseClient, table: TableS
 }
 
 /** The tables derived from `source`. */
-export const derivedTables = (source: TableSpec): TableSpec[] => snapshotTables.filter((t) => t.derivedFrom?.table === source.name);
+export const derivedTables = (source: TableSpec): TableSpec[] =>
+  snapshotTables.filter((t) => t.derivedFrom?.table === source.name);
 
 /** Keys per refresh statement: they travel as one parameter, in the URL of a ClickHouse server's request. */
 const refreshChunk = 1000;
 
 /** Recompute a derived table's rows of a tenant's `keys` from its source (`TableSpec.derivedFrom`). */
-export async function refreshDerived(client: ClickHouseClient, derived: TableSpec, tenant: string, keys: Iterable<string>): Promise<void> {
+export async function refreshDerived(
+  client: ClickHouseClient,
+  derived: TableSpec,
+  tenant: string,
+  keys: Iterable<string>,
+): Promise<void> {
   const all = [...keys];
   for (let i = 0; i < all.length; i += refreshChunk) {
-    await client.command({ query: derived.derivedFrom!.refresh, query_params: { tenant, keys: all.slice(i, i + refreshChunk) } });
+    await client.command({
+      query: derived.derivedFrom!.refresh,
+      query_params: { tenant, keys: all.slice(i, i + refreshChunk) },
+    });
   }
 }

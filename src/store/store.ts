@@ -23,7 +23,9 @@ export function shownUrl(url: string): string {
 /** A message that may quote a server URL or its password, with the password masked. */
 function masked(message: string, url: string): string {
   const password = URL.canParse(url) ? new URL(url).password : '';
-  return password === '' ? message : message.replaceAll(password, '***').replaceAll(decodeURIComponent(password), '***');
+  return password === ''
+    ? message
+    : message.replaceAll(password, '***').replaceAll(decodeURIComponent(password), '***');
 }
 
 export class StoreUnavailableError extends OperatorError {
@@ -47,7 +49,10 @@ export class Store {
     return this.embeddedPath !== null;
   }
 
-  static async open(config: Pick<Config, 'clickhouse_url' | 'data_dir' | 'events_retention_days'>, log: Logger): Promise<Store> {
+  static async open(
+    config: Pick<Config, 'clickhouse_url' | 'data_dir' | 'events_retention_days'>,
+    log: Logger,
+  ): Promise<Store> {
     const storeLog = log.child({ module: 'store' });
     const path = config.clickhouse_url === '' ? resolve(config.data_dir, 'clickhouse') : null;
     let client: ClickHouseClient;
@@ -55,7 +60,11 @@ export class Store {
       mkdirSync(path, { recursive: true });
       // Before the engine loads the tables: inserts a kill left half done must be stored when they come again.
       const forgotten = forgetUncommittedTokens(path);
-      if (forgotten > 0) storeLog.warn({ tokens: forgotten }, 'insert tokens whose parts were never committed (the last stop was a crash) forgotten: those inserts are stored when written again');
+      if (forgotten > 0)
+        storeLog.warn(
+          { tokens: forgotten },
+          'insert tokens whose parts were never committed (the last stop was a crash) forgotten: those inserts are stored when written again',
+        );
       // Loaded only when used: roles that never touch the store do not pay for a 500 MB engine.
       const { createChdbConnection } = await import('chdb/connection');
       try {
@@ -81,16 +90,25 @@ export class Store {
       if (path !== null) clearOwner(path);
       const message = (err as Error).message;
       throw new StoreUnavailableError(
-        path !== null ? embeddedOpenError(path, err as Error) : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
+        path !== null
+          ? embeddedOpenError(path, err as Error)
+          : `cannot use ClickHouse at ${shownUrl(config.clickhouse_url)}: ${masked(message, config.clickhouse_url)}`,
       );
     }
-    storeLog.info({ embedded: store.embedded, target: path !== null ? join(config.data_dir, 'clickhouse') : shownUrl(config.clickhouse_url) }, 'store ready');
+    storeLog.info(
+      {
+        embedded: store.embedded,
+        target: path !== null ? join(config.data_dir, 'clickhouse') : shownUrl(config.clickhouse_url),
+      },
+      'store ready',
+    );
     return store;
   }
 
   /** Keep raw events `days` days. Settled at every start so a changed setting takes effect. */
   private async applyRetention(days: number): Promise<void> {
-    if (!Number.isSafeInteger(days) || days < 1) throw new Error(`retention must be a positive whole number of days, got ${days}`);
+    if (!Number.isSafeInteger(days) || days < 1)
+      throw new Error(`retention must be a positive whole number of days, got ${days}`);
     await this.client.command({ query: `ALTER TABLE events MODIFY TTL toDateTime(ts) + INTERVAL ${days} DAY` });
   }
 

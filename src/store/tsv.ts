@@ -8,7 +8,13 @@ import type { Cell } from '../metric/pipeline.js';
 
 /** chdb's raw insert, as `chdb/connection` exposes it. */
 export interface RawInserter {
-  rawInsert(params: { table: string; values: Buffer; format: 'TSV'; columns: readonly string[]; settings: Record<string, string> }): Promise<unknown>;
+  rawInsert(params: {
+    table: string;
+    values: Buffer;
+    format: 'TSV';
+    columns: readonly string[];
+    settings: Record<string, string>;
+  }): Promise<unknown>;
 }
 
 /** The embedded engine's raw insert behind each client Store.open made over it. */
@@ -79,12 +85,24 @@ export function tsvRow(row: readonly Cell[], ms: readonly boolean[]): string {
  * One idempotent insert of TabSeparated lines: the same `token` within the table's de-duplication window stores
  * nothing the second time.
  */
-export async function insertTsv(client: ClickHouseClient, table: string, columns: readonly string[], lines: TsvLines, token: string): Promise<void> {
+export async function insertTsv(
+  client: ClickHouseClient,
+  table: string,
+  columns: readonly string[],
+  lines: TsvLines,
+  token: string,
+): Promise<void> {
   const body = lines.bytes;
   if (body.length === 0) return;
   const raw = embedded.get(client);
   if (raw) {
-    await raw.rawInsert({ table, values: body, format: 'TSV', columns, settings: { insert_deduplication_token: token } });
+    await raw.rawInsert({
+      table,
+      values: body,
+      format: 'TSV',
+      columns,
+      settings: { insert_deduplication_token: token },
+    });
     return;
   }
   await client.insert({

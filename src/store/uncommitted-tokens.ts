@@ -1,4 +1,14 @@
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 /** A part directory's name: partition, first and last block, level, and a mutation (partition ids have no `_`). */
@@ -95,7 +105,10 @@ export function coverage(dir: string): (name: string) => boolean {
   for (const [partition, list] of byPartition) {
     list.sort((a, b) => a.min - b.min);
     let furthest = -1;
-    index.set(partition, { mins: list.map((b) => b.min), furthest: list.map((b) => (furthest = Math.max(furthest, b.max))) });
+    index.set(partition, {
+      mins: list.map((b) => b.min),
+      furthest: list.map((b) => (furthest = Math.max(furthest, b.max))),
+    });
   }
   return (name) => {
     const b = blocksOf(name);

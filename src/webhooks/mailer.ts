@@ -30,7 +30,9 @@ export class Mailer {
       await this.transport.sendMail(message);
       return;
     }
-    const built = await nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' }).sendMail(message);
+    const built = await nodemailer
+      .createTransport({ streamTransport: true, buffer: true, newline: 'unix' })
+      .sendMail(message);
     await mkdir(this.outbox, { recursive: true });
     await writeFile(join(this.outbox, `${Date.now()}-${randomBytes(4).toString('hex')}.eml`), built.message as Buffer);
   }

@@ -25,7 +25,11 @@ export function parseRetryAfter(value: string | null | undefined, now: number): 
  * How long after a failed attempt (1-based) the next one goes, or null when none is left. `retryAfterMs` (only from
  * a 429 or 503) can push the retry later, up to twice the step, never earlier than the step.
  */
-export function retryDelayMs(failedAttempt: number, retryAfterMs: number | null, random: () => number = Math.random): number | null {
+export function retryDelayMs(
+  failedAttempt: number,
+  retryAfterMs: number | null,
+  random: () => number = Math.random,
+): number | null {
   const step = retryStepsMs[failedAttempt - 1];
   if (step === undefined) return null;
   const jittered = step + Math.floor(step * maxJitter * Math.min(Math.max(random(), 0), 0.999999));

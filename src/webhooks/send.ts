@@ -17,7 +17,13 @@ export interface SendResult {
 // Connections are kept alive between attempts. The pools are keyed by the address connected to (the one the guard
 // checked), never by host name, so a kept connection only ever reaches an address that was allowed. Idle sockets
 // close after 4 s, under the 5 s keep-alive of a node:http receiver.
-const agentOptions = { keepAlive: true, maxSockets: 32, maxFreeSockets: 32, timeout: 4000, scheduling: 'lifo' as const };
+const agentOptions = {
+  keepAlive: true,
+  maxSockets: 32,
+  maxFreeSockets: 32,
+  timeout: 4000,
+  scheduling: 'lifo' as const,
+};
 const agents = { http: new HttpAgent(agentOptions), https: new HttpsAgent(agentOptions) };
 
 /**
@@ -25,7 +31,13 @@ const agents = { http: new HttpAgent(agentOptions), https: new HttpsAgent(agentO
  * guard checked, with the URL's host name kept for the Host header and TLS (SNI and certificate check). Redirects
  * are not followed: a 3xx is a failure like any non-2xx.
  */
-export function postOnce(target: URL, body: string, headers: Record<string, string>, guard: AddressGuard, timeoutMs: number): Promise<SendResult> {
+export function postOnce(
+  target: URL,
+  body: string,
+  headers: Record<string, string>,
+  guard: AddressGuard,
+  timeoutMs: number,
+): Promise<SendResult> {
   const started = performance.now();
   return new Promise((resolve) => {
     let req: ClientRequest | undefined;
@@ -38,7 +50,10 @@ export function postOnce(target: URL, body: string, headers: Record<string, stri
       if (!complete) req?.destroy();
       resolve({ refused: false, ...r, latencyMs: Math.round(performance.now() - started) });
     };
-    const timer = setTimeout(() => finish({ ok: false, status: null, error: `no complete answer within ${timeoutMs} ms`, retryAfter: null }), timeoutMs);
+    const timer = setTimeout(
+      () => finish({ ok: false, status: null, error: `no complete answer within ${timeoutMs} ms`, retryAfter: null }),
+      timeoutMs,
+    );
     const send = (resolved: { address: string; family: 4 | 6 }, mayRetry: boolean): void => {
       const tls = target.protocol === 'https:';
       const hostname = target.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -59,9 +74,19 @@ export function postOnce(target: URL, body: string, headers: Record<string, stri
           const status = res.statusCode ?? 0;
           const ok = status >= 200 && status < 300;
           const retryAfter = res.headers['retry-after'];
-          finish({ ok, status, error: ok ? null : `answered HTTP ${status}`, retryAfter: typeof retryAfter === 'string' ? retryAfter : null }, true);
+          finish(
+            {
+              ok,
+              status,
+              error: ok ? null : `answered HTTP ${status}`,
+              retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
+            },
+            true,
+          );
         });
-        res.on('error', (err) => finish({ ok: false, status: res.statusCode ?? null, error: err.message, retryAfter: null }));
+        res.on('error', (err) =>
+          finish({ ok: false, status: res.statusCode ?? null, error: err.message, retryAfter: null }),
+        );
       });
       const sent = req;
       sent.on('error', (err: NodeJS.ErrnoException) => {
@@ -73,7 +98,8 @@ export function postOnce(target: URL, body: string, headers: Record<string, stri
     };
     void guard.resolve(target.hostname).then((resolved) => {
       if (settled) return;
-      if (!resolved.ok) return finish({ ok: false, status: null, error: resolved.error, retryAfter: null, refused: true });
+      if (!resolved.ok)
+        return finish({ ok: false, status: null, error: resolved.error, retryAfter: null, refused: true });
       send(resolved.value, true);
     });
   });

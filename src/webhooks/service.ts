@@ -76,7 +76,11 @@ const maxFanOutInflight = 128;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** What to do with a delivery message after looking at it, before any network. */
-type Step = { kind: 'drop'; why: string } | { kind: 'hold'; endpoint: WebhookRecord } | { kind: 'park'; ms: number } | { kind: 'send'; endpoint: WebhookRecord };
+type Step =
+  | { kind: 'drop'; why: string }
+  | { kind: 'hold'; endpoint: WebhookRecord }
+  | { kind: 'park'; ms: number }
+  | { kind: 'send'; endpoint: WebhookRecord };
 
 /**
  * The webhooks role: fans events out to the subscribed endpoints, makes each attempt (signed, with a hard deadline,
@@ -110,7 +114,13 @@ export class WebhookService {
     this.guard = new AddressGuard(options.allowHosts);
   }
 
-  static async start(bus: Bus, control: ControlPlane, mailer: Mailer, log: Logger, options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>): Promise<WebhookService> {
+  static async start(
+    bus: Bus,
+    control: ControlPlane,
+    mailer: Mailer,
+    log: Logger,
+    options: Partial<WebhookServiceOptions> & Pick<WebhookServiceOptions, 'allowHosts' | 'dashboardUrl'>,
+  ): Promise<WebhookService> {
     await ensureWebhookStreams(bus);
     await ensureWebhookConsumers(bus);
     const [endpoints, tenants, made] = await Promise.all([
@@ -118,18 +128,49 @@ export class WebhookService {
       WatchedMap.open<TenantRecord>(control.tenants, bus, log),
       AttemptsMade.open(bus),
     ]);
-    const service = new WebhookService(bus, control, endpoints, tenants, made, mailer, { ...defaultServiceOptions, ...options }, log);
+    const service = new WebhookService(
+      bus,
+      control,
+      endpoints,
+      tenants,
+      made,
+      mailer,
+      { ...defaultServiceOptions, ...options },
+      log,
+    );
     service.run();
     return service;
   }
 
   private run(): void {
     const n = this.bus.names;
-    const open = (stream: string, durable: string) => (): Promise<Consumer> => this.bus.js.consumers.get(stream, durable);
+    const open = (stream: string, durable: string) => (): Promise<Consumer> =>
+      this.bus.js.consumers.get(stream, durable);
     this.loops.push(
-      consumeLoop({ bus: this.bus, open: open(n.webhookEventsStream, 'webhooks-fanout'), readAhead: { messages: 256 }, handle: (m) => this.fanOutAsync(m), log: this.log, onFailure: 'webhook fan-out failed; the event comes again' }),
-      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-new'), readAhead: { messages: 64 }, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook delivery read failed' }),
-      consumeLoop({ bus: this.bus, open: open(n.webhookDeliveriesStream, 'webhooks-retry'), readAhead: { messages: 256 }, handle: (m) => this.handle(m), log: this.log, onFailure: 'webhook retry read failed' }),
+      consumeLoop({
+        bus: this.bus,
+        open: open(n.webhookEventsStream, 'webhooks-fanout'),
+        readAhead: { messages: 256 },
+        handle: (m) => this.fanOutAsync(m),
+        log: this.log,
+        onFailure: 'webhook fan-out failed; the event comes again',
+      }),
+      consumeLoop({
+        bus: this.bus,
+        open: open(n.webhookDeliveriesStream, 'webhooks-new'),
+        readAhead: { messages: 64 },
+        handle: (m) => this.handle(m),
+        log: this.log,
+        onFailure: 'webhook delivery read failed',
+      }),
+      consumeLoop({
+        bus: this.bus,
+        open: open(n.webhookDeliveriesStream, 'webhooks-retry'),
+        readAhead: { messages: 256 },
+        handle: (m) => this.handle(m),
+        log: this.log,
+        onFailure: 'webhook retry read failed',
+      }),
     );
     const tick = (): void => {
       this.releasing = this.releaseHeld()
@@ -159,7 +200,8 @@ export class WebhookService {
     let event: WebhookEvent;
     try {
       event = JSON.parse(decoder.decode(m.data)) as WebhookEvent;
-      if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof event.tenant_slug !== 'string') throw new Error('not a webhook event');
+      if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof event.tenant_slug !== 'string')
+        throw new Error('not a webhook event');
     } catch (err) {
       this.log.error({ err: (err as Error).message, seq: m.seq }, 'unreadable webhook event dropped');
       m.term();
@@ -175,16 +217,29 @@ export class WebhookService {
       });
       endpoints = one ? [one] : [];
     } else {
-      endpoints = this.endpoints.values().filter((e) => e.tenant === event.tenant_slug && (e.categories as readonly string[]).includes(event.type));
+      endpoints = this.endpoints
+        .values()
+        .filter((e) => e.tenant === event.tenant_slug && (e.categories as readonly string[]).includes(event.type));
     }
     const raw = decoder.decode(m.data);
     await Promise.all(
       endpoints.map((e) => {
         const id = deliveryId(event.id, e.id);
         const body = e.format === 'slack' ? JSON.stringify(slackMessage(event, this.options.dashboardUrl)) : raw;
-        const msg: DeliveryMessage = { delivery_id: id, endpoint_id: e.id, tenant: e.tenant, event_id: event.id, type: event.type, body, attempt: 1, not_before: null };
+        const msg: DeliveryMessage = {
+          delivery_id: id,
+          endpoint_id: e.id,
+          tenant: e.tenant,
+          event_id: event.id,
+          type: event.type,
+          body,
+          attempt: 1,
+          not_before: null,
+        };
         // The delivery id as message id: an event fanned out twice (a redelivery) makes one delivery.
-        return this.bus.js.publish(this.bus.names.webhookDeliverySubject('new', e.id), JSON.stringify(msg), { msgID: id });
+        return this.bus.js.publish(this.bus.names.webhookDeliverySubject('new', e.id), JSON.stringify(msg), {
+          msgID: id,
+        });
       }),
     );
     m.ack();
@@ -211,7 +266,8 @@ export class WebhookService {
     if (!endpoint || endpoint.tenant !== msg.tenant) return { kind: 'drop', why: 'endpoint deleted' };
     if (!this.open(endpoint)) return { kind: 'hold', endpoint };
     const now = this.options.clock.now();
-    if (msg.not_before !== null && msg.not_before > now) return { kind: 'park', ms: Math.max(1, Math.min(msg.not_before - now, this.options.maxParkMs)) };
+    if (msg.not_before !== null && msg.not_before > now)
+      return { kind: 'park', ms: Math.max(1, Math.min(msg.not_before - now, this.options.maxParkMs)) };
     return { kind: 'send', endpoint };
   }
 
@@ -265,7 +321,8 @@ export class WebhookService {
     const made = await this.made.get(m.seq);
     if (!made) return false;
     await appendLog(this.bus, msg.endpoint_id, made);
-    if (made.status === 'failed' && made.next_attempt_at === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
+    if (made.status === 'failed' && made.next_attempt_at === null && msg.attempt >= maxAttempts)
+      await this.exhausted(msg, m.seq);
     m.ack();
     return true;
   }
@@ -273,7 +330,9 @@ export class WebhookService {
   /** Keep a delivery of a disabled endpoint (or a suspended tenant's) until it may go; it then starts its schedule again. */
   private async hold(msg: DeliveryMessage, seq: number): Promise<void> {
     const held: DeliveryMessage = { ...msg, attempt: 1, not_before: null };
-    await this.bus.js.publish(this.bus.names.webhookHeldSubject(msg.endpoint_id), JSON.stringify(held), { msgID: `d${seq}:held` });
+    await this.bus.js.publish(this.bus.names.webhookHeldSubject(msg.endpoint_id), JSON.stringify(held), {
+      msgID: `d${seq}:held`,
+    });
   }
 
   private async attempt(m: JsMsg, msg: DeliveryMessage, endpoint: WebhookRecord): Promise<void> {
@@ -293,8 +352,10 @@ export class WebhookService {
     const result = await postOnce(new URL(endpoint.url), msg.body, headers, this.guard, this.options.timeoutMs);
     attempts.inc({ outcome: result.ok ? 'succeeded' : result.refused ? 'refused' : 'failed' });
     attemptLatency.observe(result.latencyMs / 1000);
-    const permanent = !result.ok && endpoint.format === 'slack' && result.status !== null && slackPermanent.has(result.status);
-    const retryAfterMs = result.status === 429 || result.status === 503 ? parseRetryAfter(result.retryAfter, now) : null;
+    const permanent =
+      !result.ok && endpoint.format === 'slack' && result.status !== null && slackPermanent.has(result.status);
+    const retryAfterMs =
+      result.status === 429 || result.status === 503 ? parseRetryAfter(result.retryAfter, now) : null;
     const delay = result.ok || permanent ? null : retryDelayMs(msg.attempt, retryAfterMs, this.options.random);
     const entry: AttemptLog = {
       id: `att_${randomBytes(10).toString('hex')}`,
@@ -315,14 +376,28 @@ export class WebhookService {
     await this.untilWritten(m, async () => {
       if (delay !== null) {
         const next: DeliveryMessage = { ...msg, attempt: msg.attempt + 1, not_before: now + delay };
-        await this.bus.js.publish(this.bus.names.webhookDeliverySubject('retry', msg.endpoint_id), JSON.stringify(next), { msgID: `d${m.seq}:retry` });
+        await this.bus.js.publish(
+          this.bus.names.webhookDeliverySubject('retry', msg.endpoint_id),
+          JSON.stringify(next),
+          { msgID: `d${m.seq}:retry` },
+        );
       }
       // The retry first: a recorded attempt is not made again, so its retry must exist by then. The log entry may go
       // beside the record, since a redelivery writes it again (de-duplicated).
       await Promise.all([this.made.record(m.seq, entry), appendLog(this.bus, msg.endpoint_id, entry)]);
     });
     if (!result.ok && !permanent && delay === null && msg.attempt >= maxAttempts) await this.exhausted(msg, m.seq);
-    if (!result.ok) this.log.info({ delivery: msg.delivery_id, endpoint: msg.endpoint_id, attempt: msg.attempt, status: result.status, error: result.error }, 'webhook attempt failed');
+    if (!result.ok)
+      this.log.info(
+        {
+          delivery: msg.delivery_id,
+          endpoint: msg.endpoint_id,
+          attempt: msg.attempt,
+          status: result.status,
+          error: result.error,
+        },
+        'webhook attempt failed',
+      );
     m.ack();
   }
 
@@ -336,9 +411,15 @@ export class WebhookService {
       try {
         return await write();
       } catch (err) {
-        const deadline = Math.min(started + this.options.writeRetryMs, this.stoppedAt === null ? Infinity : this.stoppedAt + 10_000);
+        const deadline = Math.min(
+          started + this.options.writeRetryMs,
+          this.stoppedAt === null ? Infinity : this.stoppedAt + 10_000,
+        );
         if (Date.now() + wait > deadline) throw err;
-        this.log.warn({ err: (err as Error).message, seq: m.seq }, 'an attempt made could not be recorded yet; trying again');
+        this.log.warn(
+          { err: (err as Error).message, seq: m.seq },
+          'an attempt made could not be recorded yet; trying again',
+        );
         try {
           m.working();
         } catch {
@@ -359,13 +440,24 @@ export class WebhookService {
     await this.hold(msg, seq);
     if (!disabled.changed) return;
     disabledTotal.inc();
-    this.log.warn({ endpoint: msg.endpoint_id, tenant: msg.tenant }, 'webhook endpoint disabled after its last attempt failed');
+    this.log.warn(
+      { endpoint: msg.endpoint_id, tenant: msg.tenant },
+      'webhook endpoint disabled after its last attempt failed',
+    );
     try {
       const to = await this.control.users.ownerEmails(msg.tenant);
-      if (to.length > 0) await this.mailer.send({ to, subject: `Darshak: webhook endpoint disabled (${disabled.record.url})`, text: disabledNotice(disabled.record, maxAttempts) });
+      if (to.length > 0)
+        await this.mailer.send({
+          to,
+          subject: `Darshak: webhook endpoint disabled (${disabled.record.url})`,
+          text: disabledNotice(disabled.record, maxAttempts),
+        });
     } catch (err) {
       // Not retried: a second try could send the one notice twice.
-      this.log.error({ err: (err as Error).message, endpoint: msg.endpoint_id }, 'the e-mail about a disabled webhook endpoint was not sent');
+      this.log.error(
+        { err: (err as Error).message, endpoint: msg.endpoint_id },
+        'the e-mail about a disabled webhook endpoint was not sent',
+      );
     }
   }
 
@@ -400,10 +492,13 @@ export class WebhookService {
         for await (const h of batch) {
           // A held delivery lost on the way would be purged below unsent: give up, and the next look releases again
           // (what was published already is de-duplicated by its message id).
-          if (h.info.deliverySequence !== ++delivered) throw new Error(`held release: delivery ${h.info.deliverySequence} after ${delivered - 1}`);
+          if (h.info.deliverySequence !== ++delivered)
+            throw new Error(`held release: delivery ${h.info.deliverySequence} after ${delivered - 1}`);
           const msg = JSON.parse(decoder.decode(h.data)) as DeliveryMessage;
           // Held seq as message id: two processes releasing at once publish each delivery once.
-          await this.bus.js.publish(n.webhookDeliverySubject('new', msg.endpoint_id), JSON.stringify(msg), { msgID: `h${h.seq}:release` });
+          await this.bus.js.publish(n.webhookDeliverySubject('new', msg.endpoint_id), JSON.stringify(msg), {
+            msgID: `h${h.seq}:release`,
+          });
           seen = h.seq;
           released++;
           if (seen >= last) break;

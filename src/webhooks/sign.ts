@@ -17,10 +17,16 @@ export function timedSignature(secret: string, id: string, seconds: number, body
 }
 
 /** The headers of one attempt; during a rotation the old secret signs too. `now` in ms. */
-export function deliveryHeaders(endpoint: Pick<WebhookRecord, 'secret' | 'previous_secret' | 'previous_secret_until'>, deliveryId: string, body: string, now: number): Record<string, string> {
+export function deliveryHeaders(
+  endpoint: Pick<WebhookRecord, 'secret' | 'previous_secret' | 'previous_secret_until'>,
+  deliveryId: string,
+  body: string,
+  now: number,
+): Record<string, string> {
   const seconds = Math.floor(now / 1000);
   const secrets = [endpoint.secret];
-  const rotating = endpoint.previous_secret && endpoint.previous_secret_until && Date.parse(endpoint.previous_secret_until) > now;
+  const rotating =
+    endpoint.previous_secret && endpoint.previous_secret_until && Date.parse(endpoint.previous_secret_until) > now;
   if (rotating) secrets.push(endpoint.previous_secret as string);
   const headers: Record<string, string> = {
     'Content-Type': 'application/json',

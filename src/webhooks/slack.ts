@@ -37,7 +37,9 @@ function rates(data: Record<string, unknown>): string | null {
     ['current_pct', 'baseline_pct', ' %'],
     ['cancellations', 'baseline', ''],
   ];
-  for (const [c, b, unit] of pairs) if (data[c] !== undefined && data[b] !== undefined) return `${num(data[c])}${unit} (baseline ${num(data[b])}${unit})`;
+  for (const [c, b, unit] of pairs)
+    if (data[c] !== undefined && data[b] !== undefined)
+      return `${num(data[c])}${unit} (baseline ${num(data[b])}${unit})`;
   if (data.failure_rate !== undefined) return `${num(data.failure_rate)} % failed`;
   if (data.used !== undefined && data.quota !== undefined) return `${num(data.used)} of ${num(data.quota)} events`;
   return null;
@@ -51,7 +53,10 @@ function cause(data: Record<string, unknown>): { name: string; words: string } |
   if (typeof dimension !== 'string' || typeof value !== 'string') return null;
   const moved = rates(c as Record<string, unknown>);
   const name = `${slackText(dimension.replace('_', ' '))} ${slackText(value)}`;
-  return { name, words: `${name}${typeof share === 'number' ? `, ${Math.round(share * 100)} % of it` : ''}${moved ? `: ${moved}` : ''}` };
+  return {
+    name,
+    words: `${name}${typeof share === 'number' ? `, ${Math.round(share * 100)} % of it` : ''}${moved ? `: ${moved}` : ''}`,
+  };
 }
 
 /** The dashboard's alerts page (docs/dashboard.md), where the one who reads the message acknowledges it. */
@@ -70,7 +75,8 @@ export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text:
   const fields: Array<{ type: 'mrkdwn'; text: string }> = [{ type: 'mrkdwn', text: `*Severity*\n${severity}` }];
   if (where) fields.push({ type: 'mrkdwn', text: `*Region / PoP*\n${where}` });
   if (current) fields.push({ type: 'mrkdwn', text: `*Current vs baseline*\n${current}` });
-  if (d.affected_sessions !== undefined) fields.push({ type: 'mrkdwn', text: `*Affected sessions*\n${num(d.affected_sessions)}` });
+  if (d.affected_sessions !== undefined)
+    fields.push({ type: 'mrkdwn', text: `*Affected sessions*\n${num(d.affected_sessions)}` });
   const why = cause(d);
   if (why) fields.push({ type: 'mrkdwn', text: `*Cohort*\n${why.words}` });
   if (typeof d.title === 'string') fields.push({ type: 'mrkdwn', text: `*Title*\n${slackText(d.title)}` });
@@ -80,7 +86,15 @@ export function slackMessage(event: WebhookEvent, dashboardUrl: string): { text:
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: title } },
       { type: 'section', fields },
-      { type: 'context', elements: [{ type: 'mrkdwn', text: `<${alertsPage(dashboardUrl)}|Open the alerts in Darshak> · ${slackText(event.tenant_slug)} · ${event.created_at}` }] },
+      {
+        type: 'context',
+        elements: [
+          {
+            type: 'mrkdwn',
+            text: `<${alertsPage(dashboardUrl)}|Open the alerts in Darshak> · ${slackText(event.tenant_slug)} · ${event.created_at}`,
+          },
+        ],
+      },
     ],
   };
 }

@@ -39,7 +39,13 @@ t.teardown(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const options: ShardOptions = { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 100, maxInflight: 4, sessionRetainMs: 30 * 60_000 };
+const options: ShardOptions = {
+  pipelines,
+  checkpointEveryMs: 3_600_000,
+  flushIntervalMs: 100,
+  maxInflight: 4,
+  sessionRetainMs: 30 * 60_000,
+};
 const minute = 60_000;
 const now = Math.floor(Date.now() / minute) * minute;
 const t0 = now - 5 * 60 * minute;
@@ -63,10 +69,17 @@ const event = (type: string, ts: number, received: number, extra: Partial<WireEv
 
 const sent: WireEvent[] = [];
 /** What the oracle reads: the client's view, with the enrichment ingest would have made from it. */
-const asSent = (): OracleEvent[] => sent.map((e) => ({ ...e, context: { region: e.region, country: e.country, device_type: e.device } }));
+const asSent = (): OracleEvent[] =>
+  sent.map((e) => ({ ...e, context: { region: e.region, country: e.country, device_type: e.device } }));
 async function send(events: WireEvent[]): Promise<void> {
   const encoded = events.map(encodeEvent);
-  await bus.js.publish(bus.names.eventsSubject(0), frameMessage(encoded, encoded.reduce((s, b) => s + b.length, 0)));
+  await bus.js.publish(
+    bus.names.eventsSubject(0),
+    frameMessage(
+      encoded,
+      encoded.reduce((s, b) => s + b.length, 0),
+    ),
+  );
   sent.push(...events);
 }
 
@@ -76,7 +89,9 @@ const sessionA = (): WireEvent[] => {
   return [
     event('play_start', at(0), at(0), { properties: { duration_sec: 600 } }),
     event('first_frame', at(2), at(2), { position_sec: 0 }),
-    ...Array.from({ length: 29 }, (_, i) => event('heartbeat', at(10 + i * 10), at(10 + i * 10), { position_sec: 8 + i * 10 })),
+    ...Array.from({ length: 29 }, (_, i) =>
+      event('heartbeat', at(10 + i * 10), at(10 + i * 10), { position_sec: 8 + i * 10 }),
+    ),
     event('rebuffer_start', at(120), at(120), { position_sec: 118 }),
     event('rebuffer_end', at(125), at(125), { position_sec: 118 }),
   ];
@@ -86,7 +101,12 @@ const sessionA = (): WireEvent[] => {
 const others = (from: number, to: number): WireEvent[] =>
   Array.from({ length: Math.floor((to - from) / (5 * minute)) }, (_, i) => {
     const ts = from + i * 5 * minute;
-    return event(i % 2 === 0 ? 'play_start' : 'heartbeat', ts, ts, { session_id: `o${Math.floor(i / 2)}`, user_id: `v${i}`, region: 'Goa', device: 'mobile' });
+    return event(i % 2 === 0 ? 'play_start' : 'heartbeat', ts, ts, {
+      session_id: `o${Math.floor(i / 2)}`,
+      user_id: `v${i}`,
+      region: 'Goa',
+      device: 'mobile',
+    });
   });
 
 async function settled(): Promise<void> {
@@ -117,9 +137,16 @@ t.test('late events for a session no longer in memory count as if they had come 
   await send([event('heartbeat', t0 - 1, now, { region: 'Karnataka', position_sec: 0 })]);
   await send([event('session_end', t0 + 310_000, now, { position_sec: 295 })]);
   // A late session never seen before: the store has nothing of it.
-  await send([event('play_start', t0 + 60_000, now, { session_id: 'b', user_id: 'u2' }), event('first_frame', t0 + 61_000, now, { session_id: 'b', user_id: 'u2' })]);
+  await send([
+    event('play_start', t0 + 60_000, now, { session_id: 'b', user_id: 'u2' }),
+    event('first_frame', t0 + 61_000, now, { session_id: 'b', user_id: 'u2' }),
+  ]);
   await settled();
-  t.same(await recalledSessions(), { found: 1, none: 1 }, 'a recalled once (then held again), b asked for and not found');
+  t.same(
+    await recalledSessions(),
+    { found: 1, none: 1 },
+    'a recalled once (then held again), b asked for and not found',
+  );
   await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
   await shard.stop();
 });
@@ -131,28 +158,41 @@ t.test('a rebuild without a checkpoint asks the store the same questions', async
   const shard = new ShardAggregator(bus, 0, options, log);
   await shard.start();
   t.same(await recalledSessions(), { found: 2, none: 2 }, 'the rebuild asked again');
-  await send([event('pause', t0 + 250_000, now + 1000, { position_sec: 240 }), event('resume', t0 + 260_000, now + 1000, { position_sec: 240 })]);
+  await send([
+    event('pause', t0 + 250_000, now + 1000, { position_sec: 240 }),
+    event('resume', t0 + 260_000, now + 1000, { position_sec: 240 }),
+  ]);
   await settled();
   await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
   await shard.stop();
 });
 
-t.test('while no flush process answers, the shard waits for the stored events rather than go on without them', async (t) => {
-  await history.drain();
-  const shard = new ShardAggregator(bus, 0, options, log);
-  await shard.start();
-  const before = await recalledSessions();
-  // A late session the shard does not hold: it must ask, and no one answers.
-  await send([event('play_start', t0 + 120_000, now + 2000, { session_id: 'c', user_id: 'u3' }), event('first_frame', t0 + 122_000, now + 2000, { session_id: 'c', user_id: 'u3' })]);
-  await new Promise((r) => setTimeout(r, 2500));
-  t.notOk(await drained(prefix, 1), 'the message waits');
-  const again = serveHistory(bus, store, log);
-  t.teardown(() => again.drain());
-  await settled();
-  t.same(await recalledSessions(), { found: before.found, none: before.none + 1 }, 'answered once a flush process is back');
-  await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
-  await shard.stop();
-});
+t.test(
+  'while no flush process answers, the shard waits for the stored events rather than go on without them',
+  async (t) => {
+    await history.drain();
+    const shard = new ShardAggregator(bus, 0, options, log);
+    await shard.start();
+    const before = await recalledSessions();
+    // A late session the shard does not hold: it must ask, and no one answers.
+    await send([
+      event('play_start', t0 + 120_000, now + 2000, { session_id: 'c', user_id: 'u3' }),
+      event('first_frame', t0 + 122_000, now + 2000, { session_id: 'c', user_id: 'u3' }),
+    ]);
+    await new Promise((r) => setTimeout(r, 2500));
+    t.notOk(await drained(prefix, 1), 'the message waits');
+    const again = serveHistory(bus, store, log);
+    t.teardown(() => again.drain());
+    await settled();
+    t.same(
+      await recalledSessions(),
+      { found: before.found, none: before.none + 1 },
+      'answered once a flush process is back',
+    );
+    await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
+    await shard.stop();
+  },
+);
 
 t.test('a session that left memory and continues with recent events takes up where it stopped', async (t) => {
   const again = serveHistory(bus, store, log);
@@ -166,7 +206,9 @@ t.test('a session that left memory and continues with recent events takes up whe
   await send([
     event('play_start', r0, r0, { ...r, properties: { duration_sec: 900 } }),
     event('first_frame', r0 + 1000, r0 + 1000, { ...r, position_sec: 0 }),
-    ...Array.from({ length: 6 }, (_, i) => event('heartbeat', r0 + (i + 1) * 10_000, r0 + (i + 1) * 10_000, { ...r, position_sec: (i + 1) * 10 })),
+    ...Array.from({ length: 6 }, (_, i) =>
+      event('heartbeat', r0 + (i + 1) * 10_000, r0 + (i + 1) * 10_000, { ...r, position_sec: (i + 1) * 10 }),
+    ),
   ]);
   // ... another viewer moves the shard's clock on past r's retention, and r leaves memory (its events stored, as
   // they would be in the day it takes) ...
@@ -174,8 +216,13 @@ t.test('a session that left memory and continues with recent events takes up whe
   const later = now + 11 * minute;
   await send([event('play_start', now - 40_000, later, { session_id: 'w', user_id: 'u10' })]);
   await settled();
-  const remembered = (await registry.getSingleMetric('darshak_aggregate_remembered_sessions')!.get()).values.find((v) => v.labels.shard === '0');
-  t.ok(remembered && remembered.value >= 1, `the shard remembers ${remembered?.value} sessions that left, r among them`);
+  const remembered = (await registry.getSingleMetric('darshak_aggregate_remembered_sessions')!.get()).values.find(
+    (v) => v.labels.shard === '0',
+  );
+  t.ok(
+    remembered && remembered.value >= 1,
+    `the shard remembers ${remembered?.value} sessions that left, r among them`,
+  );
   // ... the shard restarts from its checkpoint, which must remember that r left ...
   await shard.stop();
   const restarted = new ShardAggregator(bus, 0, options, log);
@@ -183,11 +230,23 @@ t.test('a session that left memory and continues with recent events takes up whe
   // ... then r plays on, on time: its heartbeats name neither its content nor its viewer, and its region is unknown.
   await send(
     Array.from({ length: 3 }, (_, i) =>
-      event('heartbeat', now - 30_000 + i * 10_000, later + 1000, { session_id: 'r', user_id: undefined, content_id: undefined, region: '', country: '', device: '', position_sec: 70 + i * 10 }),
+      event('heartbeat', now - 30_000 + i * 10_000, later + 1000, {
+        session_id: 'r',
+        user_id: undefined,
+        content_id: undefined,
+        region: '',
+        country: '',
+        device: '',
+        position_sec: 70 + i * 10,
+      }),
     ),
   );
   await settled();
-  t.same(await recalledSessions(), { found: before.found + 1, none: before.none + 1 }, 'r asked for when it came late, and again when it came back');
+  t.same(
+    await recalledSessions(),
+    { found: before.found + 1, none: before.none + 1 },
+    'r asked for when it came late, and again when it came back',
+  );
   await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
   await restarted.stop();
 });

@@ -1,6 +1,13 @@
 import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
-import { binomialTail, cohortField, explain, negBinomialTail, windowDetector, type WindowDetector } from '../../src/metric/detector.js';
+import {
+  binomialTail,
+  cohortField,
+  explain,
+  negBinomialTail,
+  windowDetector,
+  type WindowDetector,
+} from '../../src/metric/detector.js';
 import { detectors, effective, loadThresholds } from '../../src/metric/thresholds.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
 
@@ -14,14 +21,22 @@ const minute = (i: number): number => (t0 + i * 60_000) / 1000;
 
 /** One shard's batch: payments of minute `i` (with `failed` of them failing), the clock at that minute's end. */
 function payments(shard: number, upTo: number, i: number, all: number, failed: number): SignalMessage {
-  return { v: 1, shard, from: upTo - 1, up_to: upTo, clock: t0 + (i + 1) * 60_000, signals: [['billing', ['acme'], minute(i), { payments: all, failed, cancellations: 0 }]] };
+  return {
+    v: 1,
+    shard,
+    from: upTo - 1,
+    up_to: upTo,
+    clock: t0 + (i + 1) * 60_000,
+    signals: [['billing', ['acme'], minute(i), { payments: all, failed, cancellations: 0 }]],
+  };
 }
 
 t.test('partial counts from shards add up: neither shard alone crosses the threshold', async (t) => {
   const d = engine();
   // 15 minutes of 20 payments, 1 failing, on each of two shards; then a minute where each shard sees 6 of 10 fail.
   let seq = 0;
-  for (let i = 0; i < 15; i++) for (const shard of [0, 1]) t.same(d.apply(payments(shard, ++seq, i, 20, 1)).changes, []);
+  for (let i = 0; i < 15; i++)
+    for (const shard of [0, 1]) t.same(d.apply(payments(shard, ++seq, i, 20, 1)).changes, []);
   t.same(d.apply(payments(0, ++seq, 15, 10, 6)).changes, [], 'one shard: 6 + 14 failures of 300 (under 20 %)');
   // Several more minutes: only with both shards does the window cross 20 % with 10 failures.
   let raised = 0;
@@ -64,13 +79,20 @@ t.test('ticks alone resolve an incident after 5 quiet minutes, and forget old bu
   t.equal(d.openIncidents, 0);
   // The same signal feeds the churn detector, which keeps hourly buckets for a week.
   d.tick(last + 2 * 3_600_000);
-  t.same(d.save().keys.map((k) => k[0]), ['billing.churn_spike'], 'payment buckets past their hour of history are gone, and their key');
+  t.same(
+    d.save().keys.map((k) => k[0]),
+    ['billing.churn_spike'],
+    'payment buckets past their hour of history are gone, and their key',
+  );
   d.tick(last + 8 * 86_400_000);
   t.same(d.save().keys, [], 'and after a week, the churn buckets too');
 });
 
 t.test('alert ids are a function of the incident; a saved and loaded engine goes on identically', async (t) => {
-  t.same(alertIdentity('acme', 'qos.rebuffer_spike', 'Goa\u0001pop1\n1795000000'), alertIdentity('acme', 'qos.rebuffer_spike', 'Goa\u0001pop1\n1795000000'));
+  t.same(
+    alertIdentity('acme', 'qos.rebuffer_spike', 'Goa\u0001pop1\n1795000000'),
+    alertIdentity('acme', 'qos.rebuffer_spike', 'Goa\u0001pop1\n1795000000'),
+  );
   t.not(alertIdentity('acme', 'qos.rebuffer_spike', 'a').id, alertIdentity('acme', 'qos.rebuffer_spike', 'b').id);
   const { id, eventId } = alertIdentity('acme', 'qos.rebuffer_spike', 'a');
   t.ok(Number.isSafeInteger(id) && id > 0);
@@ -114,37 +136,73 @@ function pops(upTo: number, i: number, names: readonly string[], rate: (pop: str
     from: upTo - 1,
     up_to: upTo,
     clock: t0 + (i + 1) * 60_000,
-    signals: names.map((pop) => ['qos_pop', ['acme', 'Goa', pop], minute(i), { sessions: 40, watch_ms: 2_400_000, rebuffer_ms: 24_000 * rate(pop), stalled: 10 }]),
+    signals: names.map((pop) => [
+      'qos_pop',
+      ['acme', 'Goa', pop],
+      minute(i),
+      { sessions: 40, watch_ms: 2_400_000, rebuffer_ms: 24_000 * rate(pop), stalled: 10 },
+    ]),
   };
 }
 
-t.test('past the hourly cap of a category, one summary alert stands for the rest, resolved with the count when the hour ends', async (t) => {
-  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxPerHour: 2 });
-  const names = ['p1', 'p2', 'p3', 'p4', 'p5'];
-  const raised = [];
-  let seq = 0;
-  for (let i = 0; i < 14; i++) raised.push(...d.apply(pops(++seq, i, names, () => (i >= 12 ? 20 : 1))).changes.filter((c) => c.raised));
-  t.equal(raised.length, 3, 'two alerts and the summary');
-  t.same(raised.filter((c) => c.row.data.summary !== true).map((c) => c.row.data.pop), ['p1', 'p2'], 'the first two pops are alerted one by one');
-  const summary = raised.find((c) => c.row.data.summary === true)!;
-  t.match(summary.row, { category: 'qos.rebuffer_spike', severity: 'warning', data: { max_per_hour: 2, suppressed: 1 }, version: 1 });
-  t.equal(d.openIncidents, 5, 'every incident is tracked');
-  const resolved = d.tick(t0 + 3_600_000 + 60_000);
-  const resolvedSummary = resolved.find((c) => c.row.id === summary.row.id);
-  t.match(resolvedSummary?.row, { version: 2, data: { suppressed: 3 } }, 'resolved when the hour ends, with the final count');
-  t.equal(resolved.filter((c) => c.row.data.summary !== true).length, 2, 'only the raised incidents resolve in the store');
-});
+t.test(
+  'past the hourly cap of a category, one summary alert stands for the rest, resolved with the count when the hour ends',
+  async (t) => {
+    const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxPerHour: 2 });
+    const names = ['p1', 'p2', 'p3', 'p4', 'p5'];
+    const raised = [];
+    let seq = 0;
+    for (let i = 0; i < 14; i++)
+      raised.push(...d.apply(pops(++seq, i, names, () => (i >= 12 ? 20 : 1))).changes.filter((c) => c.raised));
+    t.equal(raised.length, 3, 'two alerts and the summary');
+    t.same(
+      raised.filter((c) => c.row.data.summary !== true).map((c) => c.row.data.pop),
+      ['p1', 'p2'],
+      'the first two pops are alerted one by one',
+    );
+    const summary = raised.find((c) => c.row.data.summary === true)!;
+    t.match(summary.row, {
+      category: 'qos.rebuffer_spike',
+      severity: 'warning',
+      data: { max_per_hour: 2, suppressed: 1 },
+      version: 1,
+    });
+    t.equal(d.openIncidents, 5, 'every incident is tracked');
+    const resolved = d.tick(t0 + 3_600_000 + 60_000);
+    const resolvedSummary = resolved.find((c) => c.row.id === summary.row.id);
+    t.match(
+      resolvedSummary?.row,
+      { version: 2, data: { suppressed: 3 } },
+      'resolved when the hour ends, with the final count',
+    );
+    t.equal(
+      resolved.filter((c) => c.row.data.summary !== true).length,
+      2,
+      'only the raised incidents resolve in the store',
+    );
+  },
+);
 
-t.test('past a tenant\'s key cap, new regions and pops are summed under `other`; keys that go free are counted again', async (t) => {
-  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxKeys: 3 });
-  d.apply(pops(1, 0, ['p1', 'p2', 'p3', 'p4', 'p5'], () => 1));
-  const keys = d.save().keys.map((k) => k[2].join('/'));
-  t.same(keys.sort(), ['Goa/p1', 'Goa/p2', 'Goa/p3', 'other/other'], 'three kept, the rest in other');
-  d.tick(t0 + 3 * 3_600_000);
-  t.same(d.save().keys, [], 'all expire');
-  d.apply(pops(2, 180, ['p4', 'p5'], () => 1));
-  t.same(d.save().keys.map((k) => k[2].join('/')).sort(), ['Goa/p4', 'Goa/p5'], 'the cap counts the keys held now');
-});
+t.test(
+  "past a tenant's key cap, new regions and pops are summed under `other`; keys that go free are counted again",
+  async (t) => {
+    const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c), maxKeys: 3 });
+    d.apply(pops(1, 0, ['p1', 'p2', 'p3', 'p4', 'p5'], () => 1));
+    const keys = d.save().keys.map((k) => k[2].join('/'));
+    t.same(keys.sort(), ['Goa/p1', 'Goa/p2', 'Goa/p3', 'other/other'], 'three kept, the rest in other');
+    d.tick(t0 + 3 * 3_600_000);
+    t.same(d.save().keys, [], 'all expire');
+    d.apply(pops(2, 180, ['p4', 'p5'], () => 1));
+    t.same(
+      d
+        .save()
+        .keys.map((k) => k[2].join('/'))
+        .sort(),
+      ['Goa/p4', 'Goa/p5'],
+      'the cap counts the keys held now',
+    );
+  },
+);
 
 t.test('once-marks and labels are kept for the most recently seen ids only', async (t) => {
   const d = engine();
@@ -157,12 +215,21 @@ t.test('once-marks and labels are kept for the most recently seen ids only', asy
     clock: t0 + 60_000,
     signals: ids.map((i) => ['content_seen', ['acme', `c${i}`, `Title ${i}`, 'movie'], minute(0), { n: 1 }]),
   });
-  d.apply(seen(1, Array.from({ length: total }, (_, i) => i)));
+  d.apply(
+    seen(
+      1,
+      Array.from({ length: total }, (_, i) => i),
+    ),
+  );
   const saved = d.save();
   t.equal(saved.seen.length, rememberedMarks, 'bounded');
   t.equal(saved.labels.length, rememberedMarks);
   t.equal(d.apply(seen(2, [total - 1])).sightings.length, 0, 'a recent id is known');
-  t.equal(d.apply(seen(3, [0])).sightings.length, 1, 'the oldest was forgotten: seen again, it goes to the cluster-wide once-mark');
+  t.equal(
+    d.apply(seen(3, [0])).sightings.length,
+    1,
+    'the oldest was forgotten: seen again, it goes to the cluster-wide once-mark',
+  );
 });
 
 t.test('the tails that tell a spike from noise', async (t) => {
@@ -171,7 +238,10 @@ t.test('the tails that tell a spike from noise', async (t) => {
   t.equal(negBinomialTail(0, 3, 0.5), 1);
   t.ok(close(negBinomialTail(1, 1, 0.5), 0.5));
   t.ok(close(negBinomialTail(6, 2, 0.75), 0.0013427734375));
-  t.ok(close(negBinomialTail(8, 5, 6 / 7), 4.995843160815575e-5), '8 errors after 4 in a baseline six times as long: 1 in 20,000, ordinary over a day of regions');
+  t.ok(
+    close(negBinomialTail(8, 5, 6 / 7), 4.995843160815575e-5),
+    '8 errors after 4 in a baseline six times as long: 1 in 20,000, ordinary over a day of regions',
+  );
   t.ok(close(negBinomialTail(15, 5, 6 / 7), 4.595946286726476e-10), '15 after the same 4: an incident');
   t.equal(negBinomialTail(3, 2, 1), 0);
   t.equal(binomialTail(0, 10, 0.5), 1);
@@ -181,46 +251,98 @@ t.test('the tails that tell a spike from noise', async (t) => {
   t.equal(binomialTail(11, 10, 0.5), 0);
 });
 
-t.test('the cohort that explains a finding: the narrowest one holding most of the excess, none when all moved alike', async (t) => {
-  // Per cohort: [bad, exposure] in the window and in the baseline (six times as long), as metrics `bad` and `exposure`.
-  const split =
-    (bad: string, exposure: string) =>
-    (cohorts: Record<string, [number, number]>): Record<string, number> => {
-      const f: Record<string, number> = {};
-      for (const [c, [b, e]] of Object.entries(cohorts)) {
-        const [dim, value] = c.split('=') as [string, string];
-        f[cohortField(bad, dim, value)] = b;
-        f[cohortField(exposure, dim, value)] = e;
-      }
-      return f;
-    };
-  const fields = split('f', 'a');
-  const base = fields({ 'device=mobile': [12, 6000], 'device=tv': [4, 2000], 'app_version=1': [8, 4000], 'app_version=2': [8, 4000] });
-  // TVs fail (a third of the exposure); every app version has its share of TVs.
-  const tv = fields({ 'device=mobile': [2, 1000], 'device=tv': [40, 333], 'app_version=1': [21, 667], 'app_version=2': [21, 666] });
-  const c = explain(tv, base, 'f', 'a', 'rate')!;
-  t.match(c, { dimension: 'device', value: 'tv', exposure: 333 });
-  t.ok(c.share > 0.9, 'most failed sessions are TVs');
-  t.ok(c.current > 10 * c.baseline);
-  // Everything fails alike: no cohort stands out.
-  const wide = fields({ 'device=mobile': [30, 1000], 'device=tv': [10, 333], 'app_version=1': [20, 667], 'app_version=2': [20, 666] });
-  t.equal(explain(wide, base, 'f', 'a', 'rate'), null);
-  // A mean (startup ms per startup): version 2 slowed down.
-  const ms = split('m', 'n');
-  const slowBase = ms({ 'app_version=1': [90_000, 100], 'app_version=2': [90_000, 100], 'device=tv': [36_000, 40], 'device=mobile': [144_000, 160] });
-  const slow = ms({ 'app_version=1': [15_000, 16], 'app_version=2': [48_000, 16], 'device=tv': [26_000, 13], 'device=mobile': [37_000, 19] });
-  const v2 = explain(slow, slowBase, 'm', 'n', 'mean')!;
-  t.match(v2, { dimension: 'app_version', value: '2', current: 3000, baseline: 900 });
-  t.ok(v2.share > 0.95, 'nearly all the added startup time');
-  t.equal(explain({}, {}, 'f', 'a', 'rate'), null, 'nothing to explain');
-});
+t.test(
+  'the cohort that explains a finding: the narrowest one holding most of the excess, none when all moved alike',
+  async (t) => {
+    // Per cohort: [bad, exposure] in the window and in the baseline (six times as long), as metrics `bad` and `exposure`.
+    const split =
+      (bad: string, exposure: string) =>
+      (cohorts: Record<string, [number, number]>): Record<string, number> => {
+        const f: Record<string, number> = {};
+        for (const [c, [b, e]] of Object.entries(cohorts)) {
+          const [dim, value] = c.split('=') as [string, string];
+          f[cohortField(bad, dim, value)] = b;
+          f[cohortField(exposure, dim, value)] = e;
+        }
+        return f;
+      };
+    const fields = split('f', 'a');
+    const base = fields({
+      'device=mobile': [12, 6000],
+      'device=tv': [4, 2000],
+      'app_version=1': [8, 4000],
+      'app_version=2': [8, 4000],
+    });
+    // TVs fail (a third of the exposure); every app version has its share of TVs.
+    const tv = fields({
+      'device=mobile': [2, 1000],
+      'device=tv': [40, 333],
+      'app_version=1': [21, 667],
+      'app_version=2': [21, 666],
+    });
+    const c = explain(tv, base, 'f', 'a', 'rate')!;
+    t.match(c, { dimension: 'device', value: 'tv', exposure: 333 });
+    t.ok(c.share > 0.9, 'most failed sessions are TVs');
+    t.ok(c.current > 10 * c.baseline);
+    // Everything fails alike: no cohort stands out.
+    const wide = fields({
+      'device=mobile': [30, 1000],
+      'device=tv': [10, 333],
+      'app_version=1': [20, 667],
+      'app_version=2': [20, 666],
+    });
+    t.equal(explain(wide, base, 'f', 'a', 'rate'), null);
+    // A mean (startup ms per startup): version 2 slowed down.
+    const ms = split('m', 'n');
+    const slowBase = ms({
+      'app_version=1': [90_000, 100],
+      'app_version=2': [90_000, 100],
+      'device=tv': [36_000, 40],
+      'device=mobile': [144_000, 160],
+    });
+    const slow = ms({
+      'app_version=1': [15_000, 16],
+      'app_version=2': [48_000, 16],
+      'device=tv': [26_000, 13],
+      'device=mobile': [37_000, 19],
+    });
+    const v2 = explain(slow, slowBase, 'm', 'n', 'mean')!;
+    t.match(v2, { dimension: 'app_version', value: '2', current: 3000, baseline: 900 });
+    t.ok(v2.share > 0.95, 'nearly all the added startup time');
+    t.equal(explain({}, {}, 'f', 'a', 'rate'), null, 'nothing to explain');
+  },
+);
 
 t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot grow it', async (t) => {
-  const probe: WindowDetector = { kind: 'window', category: 'test.probe', source: 'qos', signal: 'probe', bucketMinutes: 1, historyBuckets: 10, running: 1, params: {}, evaluate: () => null };
+  const probe: WindowDetector = {
+    kind: 'window',
+    category: 'test.probe',
+    source: 'qos',
+    signal: 'probe',
+    bucketMinutes: 1,
+    historyBuckets: 10,
+    running: 1,
+    params: {},
+    evaluate: () => null,
+  };
   const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
   const many = Object.fromEntries(Array.from({ length: maxFields + 500 }, (_, i) => [`f@content=made-up-${i}`, 1]));
-  d.apply({ v: 1, shard: 0, from: 0, up_to: 1, clock: t0, signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, ...many }]] });
-  d.apply({ v: 1, shard: 0, from: 1, up_to: 2, clock: t0, signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, 'f@content=another': 1 }]] });
+  d.apply({
+    v: 1,
+    shard: 0,
+    from: 0,
+    up_to: 1,
+    clock: t0,
+    signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, ...many }]],
+  });
+  d.apply({
+    v: 1,
+    shard: 0,
+    from: 1,
+    up_to: 2,
+    clock: t0,
+    signals: [['probe', ['acme', 'k'], t0 / 1000, { n: 1, 'f@content=another': 1 }]],
+  });
   const buckets = d.save().keys[0]![3];
   const fields = buckets[0]![1];
   t.equal(Object.keys(fields).length, maxFields);
@@ -228,23 +350,28 @@ t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot g
   t.notOk('f@content=another' in fields);
 });
 
-t.test("a detector reads only the thresholds it declares: another name does not compile (npm run typecheck)", async (t) => {
-  const probe = windowDetector({
-    kind: 'window',
-    category: 'test.typed',
-    source: 'qos',
-    signal: 'probe',
-    bucketMinutes: 1,
-    historyBuckets: 10,
-    running: 1,
-    params: { ratio: 'a ratio' },
-    evaluate(w) {
-      // @ts-expect-error a misspelt threshold would read undefined, and every comparison with it would be false
-      const misspelt: number = w.thresholds.ratoi;
-      return w.thresholds.ratio > 1 && misspelt > 0 ? { severity: 'warning', title: '', description: '', data: {} } : null;
-    },
-  });
-  t.same(Object.keys(probe.params), ['ratio']);
-  const all: WindowDetector[] = [probe];
-  t.equal(all.length, 1, 'and it goes in the registry with the others');
-});
+t.test(
+  'a detector reads only the thresholds it declares: another name does not compile (npm run typecheck)',
+  async (t) => {
+    const probe = windowDetector({
+      kind: 'window',
+      category: 'test.typed',
+      source: 'qos',
+      signal: 'probe',
+      bucketMinutes: 1,
+      historyBuckets: 10,
+      running: 1,
+      params: { ratio: 'a ratio' },
+      evaluate(w) {
+        // @ts-expect-error a misspelt threshold would read undefined, and every comparison with it would be false
+        const misspelt: number = w.thresholds.ratoi; // eslint-disable-line @typescript-eslint/no-unsafe-assignment
+        return w.thresholds.ratio > 1 && misspelt > 0
+          ? { severity: 'warning', title: '', description: '', data: {} }
+          : null;
+      },
+    });
+    t.same(Object.keys(probe.params), ['ratio']);
+    const all: WindowDetector[] = [probe];
+    t.equal(all.length, 1, 'and it goes in the registry with the others');
+  },
+);

@@ -19,7 +19,8 @@ t.test('the audience of a day: a night trough, prime time at 21:00 IST', async (
 t.test('levels differ by place and minute, the same for the same seed, and blips stay short', async (t) => {
   const a = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
   const b = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
-  const stall = (d: typeof a, minute: number, region: string) => d.levels(minute * 60_000, region, places.find((p) => p.region === region)!.pops[0]!, 'mobile').stall;
+  const stall = (d: typeof a, minute: number, region: string) =>
+    d.levels(minute * 60_000, region, places.find((p) => p.region === region)!.pops[0]!, 'mobile').stall;
   t.equal(stall(a, 100, 'Goa'), stall(b, 100, 'Goa'), 'seeded');
   t.not(stall(a, 100, 'Goa'), stall(a, 100, 'Kerala'), 'regions differ');
   t.not(stall(a, 100, 'Goa'), stall(a, 400, 'Goa'), 'and drift');
@@ -32,13 +33,25 @@ t.test('levels differ by place and minute, the same for the same seed, and blips
 t.test('two steady hours of the day simulator raise no QoS or billing alert', async (t) => {
   const startAt = Date.UTC(2026, 10, 23, 12, 30);
   const day = steadyDay({ seed: 2, noise: 0.15, blipsPerHour: 2, hours: 2 });
-  const fleet = new Fleet({ tenant: 'acme', viewers: 600, startAt, durationMs: 2 * hour, seed: 2, incidents: [], audience: (x) => dayAudience(18 + 2 * x), levels: day.levels });
+  const fleet = new Fleet({
+    tenant: 'acme',
+    viewers: 600,
+    startAt,
+    durationMs: 2 * hour,
+    seed: 2,
+    incidents: [],
+    audience: (x) => dayAudience(18 + 2 * x),
+    levels: day.levels,
+  });
   const events = fleet.advance(startAt + 2 * hour + 60_000).flatMap((d) => {
     const last = Math.max(...d.events.map((e) => e.ts));
     return d.events.map((e) => wireOf(e, last + 300));
   });
   const { raised } = detect(events.sort((x, y) => x.received_at - y.received_at));
-  t.same(raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`), []);
+  t.same(
+    raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`),
+    [],
+  );
   t.equal(raised.length, 4, 'each title of the catalogue is new once');
 });
 
@@ -57,7 +70,11 @@ t.test('the incident day: incidents and near misses of each kind, seeded, apart 
   }
   for (const [scope, list] of byScope) {
     const gap = (scope.startsWith('payments') ? 20 : 40) * 60_000;
-    for (let k = 1; k < list.length; k++) t.ok(list[k]!.start >= list[k - 1]!.start + list[k - 1]!.length + gap, `${scope}: a clean baseline before each`);
+    for (let k = 1; k < list.length; k++)
+      t.ok(list[k]!.start >= list[k - 1]!.start + list[k - 1]!.length + gap, `${scope}: a clean baseline before each`);
   }
-  t.ok(day.every((i) => i.start >= 40 * 60_000), 'none before a baseline exists');
+  t.ok(
+    day.every((i) => i.start >= 40 * 60_000),
+    'none before a baseline exists',
+  );
 });

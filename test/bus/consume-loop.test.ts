@@ -53,7 +53,14 @@ for (const readAhead of [{ messages: 16 }, { bytes: 1 << 20 }]) {
   });
 
   t.test(`read ahead by ${mode}: stop of an idle open read ends it at once`, async (t) => {
-    const loop = consumeLoop({ bus, open: () => bus.js.consumers.get(stream, 'idle'), readAhead, handle: async (m) => void m.ack(), log, onFailure: 'read failed' });
+    const loop = consumeLoop({
+      bus,
+      open: () => bus.js.consumers.get(stream, 'idle'),
+      readAhead,
+      handle: async (m) => void m.ack(),
+      log,
+      onFailure: 'read failed',
+    });
     await new Promise((r) => setTimeout(r, 300));
     const took = await within(loop.stop(), 5_000);
     t.not(took, null, 'stopped');

@@ -22,14 +22,22 @@ const alpha = await makeTenant(prefix, 'alpha', 'pro');
 await makeTenant(prefix, 'empty', 'free');
 const scenario = makeScenario({ seed: 11, tenants: ['alpha'], now: Date.now(), sessionsPerTenant: 30 });
 await sendScenario(svc.ingestUrl, scenario, { alpha: alpha.key });
-if ((await eventually(() => drained(prefix, svc.config.shards), 30_000, 200)) === -1) throw new Error('pipeline did not drain');
+if ((await eventually(() => drained(prefix, svc.config.shards), 30_000, 200)) === -1)
+  throw new Error('pipeline did not drain');
 const token = await login(base, 'owner@alpha.test');
 const emptyToken = await login(base, 'owner@empty.test');
 const store = svc.started.services.get('store').client;
 
-t.test('an empty tenant gets zeros and empty lists, not another tenant\'s data', async (t) => {
+t.test("an empty tenant gets zeros and empty lists, not another tenant's data", async (t) => {
   const overview = await call(base, 'GET', '/v1/analytics/overview?range=30d', { token: emptyToken });
-  t.same(overview.body, { monthly_active_users: 0, watch_hours: 0, paid_subscribers: 0, arpu_inr: 0, churn_pct: 0, wow_delta: { mau: 0, watch_hours: 0, subs: 0, revenue: 0 } });
+  t.same(overview.body, {
+    monthly_active_users: 0,
+    watch_hours: 0,
+    paid_subscribers: 0,
+    arpu_inr: 0,
+    churn_pct: 0,
+    wow_delta: { mau: 0, watch_hours: 0, subs: 0, revenue: 0 },
+  });
   for (const path of ['top-content', 'geo', 'qos', 'devices', 'alerts']) {
     const r = await call(base, 'GET', `/v1/analytics/${path}`, { token: emptyToken });
     t.equal(r.status, 200, path);
@@ -37,7 +45,10 @@ t.test('an empty tenant gets zeros and empty lists, not another tenant\'s data',
   }
   const c = await call(base, 'GET', '/v1/analytics/concurrency', { token: emptyToken });
   t.match(c.json, { interval_minutes: 5, peak: 0 });
-  t.ok([288, 289].includes((c.json.points as unknown[]).length), '24 h of 5-minute points (a partial one at each end), all zero');
+  t.ok(
+    [288, 289].includes((c.json.points as unknown[]).length),
+    '24 h of 5-minute points (a partial one at each end), all zero',
+  );
   t.ok((c.json.points as Array<{ value: number }>).every((p) => p.value === 0));
   const full = await call(base, 'GET', '/v1/analytics/overview?range=30d', { token });
   t.ok(Number(full.json.monthly_active_users) > 0, 'while alpha has viewers');
@@ -57,7 +68,8 @@ t.test('defaults, paging and X-Total-Count', async (t) => {
   const explicit = await call(base, 'GET', '/v1/analytics/concurrency?range=24h&interval=5', { token });
   t.same(byDefault.body, explicit.body, 'range 24h and interval 5 by default');
   t.equal((await call(base, 'GET', '/v1/analytics/concurrency?range=7d&interval=60', { token })).status, 200);
-  for (const r of ['24h', '7d', '30d', 'qtd']) t.equal((await call(base, 'GET', `/v1/analytics/overview?range=${r}`, { token })).status, 200, r);
+  for (const r of ['24h', '7d', '30d', 'qtd'])
+    t.equal((await call(base, 'GET', `/v1/analytics/overview?range=${r}`, { token })).status, 200, r);
   t.ok(all.headers.get('ratelimit-limit'), 'rate headers on analytics answers');
 });
 
@@ -95,7 +107,9 @@ t.test('bad and hostile parameters are 400 naming the parameter, never 5xx', asy
     t.equal(r.status, 400, path.slice(0, 120));
     t.match(r.json, { error: { code: 'invalid_parameter', details: [{ parameter }] } }, path.slice(0, 120));
   }
-  const malformed = await fetch(`${base}/v1/analytics/geo?limit=%E0%A4`, { headers: { authorization: `Bearer ${token}` } });
+  const malformed = await fetch(`${base}/v1/analytics/geo?limit=%E0%A4`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
   t.ok(malformed.status < 500, `broken percent-encoding: ${malformed.status}`);
   for (const id of ['0', '-1', 'abc', '1%20OR%201=1', '99999999999999999999', '%F0%9F%92%A5']) {
     const r = await call(base, 'POST', `/v1/alerts/${id}/acknowledge`, { token });
@@ -113,54 +127,129 @@ t.test('alerts: newest first, filtered, paged, acknowledged once, never across t
     source: 'qos',
     title: `Rebuffering spike ${id}`,
     description: 'Rebuffer rate 9.1% against a baseline of 1.2% in Maharashtra / BOM1',
-    data: { severity, region: 'Maharashtra', pop: 'BOM1', current_rate: 9.1, baseline_rate: 1.2, affected_sessions: 40 },
+    data: {
+      severity,
+      region: 'Maharashtra',
+      pop: 'BOM1',
+      current_rate: 9.1,
+      baseline_rate: 1.2,
+      affected_sessions: 40,
+    },
     created_at: at + minutes * 60_000,
     resolved_at: null,
     version: 1,
   });
-  await insertAlerts(store, [row('alpha', 1, 'warning', 0), row('alpha', 2, 'critical', 5), row('alpha', 3, 'critical', 10), row('empty', 4, 'critical', 1)], 'alerts:1');
+  await insertAlerts(
+    store,
+    [
+      row('alpha', 1, 'warning', 0),
+      row('alpha', 2, 'critical', 5),
+      row('alpha', 3, 'critical', 10),
+      row('empty', 4, 'critical', 1),
+    ],
+    'alerts:1',
+  );
   // A later version (the incident resolved) replaces the first.
-  await insertAlerts(store, [{ ...row('alpha', 2, 'critical', 5), resolved_at: at + 20 * 60_000, version: 2 }], 'alerts:2');
+  await insertAlerts(
+    store,
+    [{ ...row('alpha', 2, 'critical', 5), resolved_at: at + 20 * 60_000, version: 2 }],
+    'alerts:2',
+  );
   const list = await call(base, 'GET', '/v1/analytics/alerts', { token });
   t.equal(list.status, 200);
-  t.same((list.body as Array<{ id: number }>).map((a) => a.id), [3, 2, 1], 'newest first, only this tenant');
+  t.same(
+    (list.body as Array<{ id: number }>).map((a) => a.id),
+    [3, 2, 1],
+    'newest first, only this tenant',
+  );
   t.equal(list.headers.get('x-total-count'), '3');
-  t.match((list.body as Array<Record<string, unknown>>)[1], { id: 2, severity: 'critical', source: 'qos', acknowledged: false, acknowledged_at: null, resolved_at: new Date(at + 20 * 60_000).toISOString(), created_at: new Date(at + 5 * 60_000).toISOString(), data: { region: 'Maharashtra' } });
+  t.match((list.body as Array<Record<string, unknown>>)[1], {
+    id: 2,
+    severity: 'critical',
+    source: 'qos',
+    acknowledged: false,
+    acknowledged_at: null,
+    resolved_at: new Date(at + 20 * 60_000).toISOString(),
+    created_at: new Date(at + 5 * 60_000).toISOString(),
+    data: { region: 'Maharashtra' },
+  });
   const critical = await call(base, 'GET', '/v1/analytics/alerts?severity=critical&limit=1&offset=1', { token });
-  t.same((critical.body as Array<{ id: number }>).map((a) => a.id), [2]);
+  t.same(
+    (critical.body as Array<{ id: number }>).map((a) => a.id),
+    [2],
+  );
   t.equal(critical.headers.get('x-total-count'), '2');
 
-  t.equal((await call(base, 'POST', '/v1/alerts/4/acknowledge', { token })).status, 404, "another tenant's alert is not found");
+  t.equal(
+    (await call(base, 'POST', '/v1/alerts/4/acknowledge', { token })).status,
+    404,
+    "another tenant's alert is not found",
+  );
   const ack = await call(base, 'POST', '/v1/alerts/2/acknowledge', { token });
   t.equal(ack.status, 200);
   t.match(ack.json, { id: 2, acknowledged: true, acknowledged_at: String });
   const again = await call(base, 'POST', '/v1/alerts/2/acknowledge', { token });
   t.same(again.json, ack.json, 'acknowledging again changes nothing');
-  t.same(((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=true', { token })).body as Array<{ id: number }>).map((a) => a.id), [2]);
-  t.same(((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=false', { token })).body as Array<{ id: number }>).map((a) => a.id), [3, 1]);
-  const viewerCreated = await cli(['user', 'add', '--tenant', 'alpha', '--email', 'v@alpha.test', '--password', 'correct horse battery', '--role', 'viewer'], { NATS_PREFIX: prefix });
+  t.same(
+    ((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=true', { token })).body as Array<{ id: number }>).map(
+      (a) => a.id,
+    ),
+    [2],
+  );
+  t.same(
+    ((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=false', { token })).body as Array<{ id: number }>).map(
+      (a) => a.id,
+    ),
+    [3, 1],
+  );
+  const viewerCreated = await cli(
+    [
+      'user',
+      'add',
+      '--tenant',
+      'alpha',
+      '--email',
+      'v@alpha.test',
+      '--password',
+      'correct horse battery',
+      '--role',
+      'viewer',
+    ],
+    { NATS_PREFIX: prefix },
+  );
   t.equal(viewerCreated.code, 0);
   const viewer = await login(base, 'v@alpha.test');
-  t.equal((await call(base, 'POST', '/v1/alerts/3/acknowledge', { token: viewer })).status, 403, 'viewers cannot acknowledge');
+  t.equal(
+    (await call(base, 'POST', '/v1/alerts/3/acknowledge', { token: viewer })).status,
+    403,
+    'viewers cannot acknowledge',
+  );
 });
 
-t.test('past 300 requests a minute per token: 429 with Retry-After and RateLimit-*; other tokens unaffected', async (t) => {
-  const { own, first, last } = await inOneMinute(async () => {
-    const own = await login(base, 'owner@alpha.test');
-    const first = await call(base, 'GET', '/v1/analytics/devices', { token: own });
-    let last = first;
-    for (let i = 1; i < 300; i++) last = await call(base, 'GET', '/v1/analytics/devices', { token: own });
-    return { own, first, last };
-  });
-  t.equal(first.headers.get('ratelimit-limit'), '300');
-  t.equal(first.headers.get('ratelimit-remaining'), '299');
-  t.equal(last.status, 200, 'the 300th is served');
-  t.equal(last.headers.get('ratelimit-remaining'), '0');
-  const refused = await call(base, 'GET', '/v1/analytics/devices', { token: own });
-  t.equal(refused.status, 429);
-  t.match(refused.json, { error: { code: 'rate_limited' } });
-  const retry = Number(refused.headers.get('retry-after'));
-  t.ok(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
-  t.equal(refused.headers.get('ratelimit-reset'), String(retry));
-  t.equal((await call(base, 'GET', '/v1/analytics/devices', { token })).status, 200, 'another token of the same user is not limited');
-});
+t.test(
+  'past 300 requests a minute per token: 429 with Retry-After and RateLimit-*; other tokens unaffected',
+  async (t) => {
+    const { own, first, last } = await inOneMinute(async () => {
+      const own = await login(base, 'owner@alpha.test');
+      const first = await call(base, 'GET', '/v1/analytics/devices', { token: own });
+      let last = first;
+      for (let i = 1; i < 300; i++) last = await call(base, 'GET', '/v1/analytics/devices', { token: own });
+      return { own, first, last };
+    });
+    t.equal(first.headers.get('ratelimit-limit'), '300');
+    t.equal(first.headers.get('ratelimit-remaining'), '299');
+    t.equal(last.status, 200, 'the 300th is served');
+    t.equal(last.headers.get('ratelimit-remaining'), '0');
+    const refused = await call(base, 'GET', '/v1/analytics/devices', { token: own });
+    t.equal(refused.status, 429);
+    t.match(refused.json, { error: { code: 'rate_limited' } });
+    const retry = Number(refused.headers.get('retry-after'));
+    t.ok(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
+    t.equal(refused.headers.get('ratelimit-reset'), String(retry));
+    t.equal(
+      (await call(base, 'GET', '/v1/analytics/devices', { token })).status,
+      200,
+      'another token of the same user is not limited',
+    );
+  },
+);

@@ -33,7 +33,8 @@ await makeTenant(prefix, 'plain', 'pro');
 const now = Date.now();
 const scenario = makeScenario({ seed: 23, tenants: ['alpha'], now, sessionsPerTenant: 20 });
 await sendScenario(svc.ingestUrl, scenario, { alpha: alpha.key });
-if ((await eventually(() => drained(prefix, svc.config.shards), 30_000, 200)) === -1) throw new Error('pipeline did not drain');
+if ((await eventually(() => drained(prefix, svc.config.shards), 30_000, 200)) === -1)
+  throw new Error('pipeline did not drain');
 const token = await login(base, 'owner@alpha.test');
 
 const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
@@ -42,11 +43,15 @@ const from = day(now - 30 * DAY);
 
 async function finished(id: string, who = token): Promise<Record<string, unknown>> {
   let last: Record<string, unknown> = {};
-  const done = await eventually(async () => {
-    const r = await call(base, 'GET', `/v1/analytics/export/${id}`, { token: who });
-    last = r.json;
-    return r.status === 200 && last.status !== 'pending';
-  }, 60_000, 100);
+  const done = await eventually(
+    async () => {
+      const r = await call(base, 'GET', `/v1/analytics/export/${id}`, { token: who });
+      last = r.json;
+      return r.status === 200 && last.status !== 'pending';
+    },
+    60_000,
+    100,
+  );
   if (done === -1) throw new Error(`export ${id} still pending: ${JSON.stringify(last)}`);
   return last;
 }
@@ -60,7 +65,10 @@ t.test('an export holds the de-duplicated events of the range, read back with an
   const done = await finished(String(created.json.export_id));
   t.equal(done.status, 'ready', JSON.stringify(done));
   const url = String(done.url);
-  t.ok(url.startsWith(`${publicBaseUrl}/v1/exports/${String(created.json.export_id)}/file?expires=`), 'a link on PUBLIC_BASE_URL');
+  t.ok(
+    url.startsWith(`${publicBaseUrl}/v1/exports/${String(created.json.export_id)}/file?expires=`),
+    'a link on PUBLIC_BASE_URL',
+  );
   const { res, rows, names } = await download(url);
   t.equal(res.status, 200);
   t.equal(res.headers.get('content-type'), 'application/vnd.apache.parquet');
@@ -68,13 +76,18 @@ t.test('an export holds the de-duplicated events of the range, read back with an
   t.equal(res.headers.get('content-length'), String(done.bytes));
   t.strictSame(names, columns);
   const fromMs = Date.parse(`${from}T00:00:00Z`);
-  const expected = scenario.expected.filter((e) => e.tenant === 'alpha' && e.ts >= fromMs && e.ts < Date.parse(`${to}T00:00:00Z`) + DAY);
+  const expected = scenario.expected.filter(
+    (e) => e.tenant === 'alpha' && e.ts >= fromMs && e.ts < Date.parse(`${to}T00:00:00Z`) + DAY,
+  );
   t.ok(expected.length > 100, `${expected.length} events in range`);
   t.ok(scenario.expected.length > expected.length, 'and some before it, left out');
   t.equal(rows.length, expected.length, 'duplicates sent twice appear once');
   t.equal(done.rows, expected.length);
   t.equal(checksum(rows.map(rowLine)), checksum(expected.map(line)), 'the same values');
-  t.ok(rows.every((r, i) => i === 0 || (r.ts as Date).getTime() >= (rows[i - 1]!.ts as Date).getTime()), 'ordered by ts');
+  t.ok(
+    rows.every((r, i) => i === 0 || (r.ts as Date).getTime() >= (rows[i - 1]!.ts as Date).getTime()),
+    'ordered by ts',
+  );
   t.equal(typeof rows[0]?.ingest_seq, 'bigint', 'UInt64 as a 64-bit integer');
 
   const types = ['play', 'heartbeat'];
@@ -88,7 +101,10 @@ t.test('an export holds the de-duplicated events of the range, read back with an
 });
 
 t.test('an empty range is ready with 0 rows and a readable file', async (t) => {
-  const created = await call(base, 'POST', '/v1/analytics/export', { token, body: { from: '2020-01-01', to: '2020-01-31' } });
+  const created = await call(base, 'POST', '/v1/analytics/export', {
+    token,
+    body: { from: '2020-01-01', to: '2020-01-31' },
+  });
   t.equal(created.status, 202);
   const done = await finished(String(created.json.export_id));
   t.match(done, { status: 'ready', rows: 0 });
@@ -98,7 +114,9 @@ t.test('an empty range is ready with 0 rows and a readable file', async (t) => {
 });
 
 t.test('two concurrent exports both finish with the same rows', async (t) => {
-  const [a, b] = await Promise.all([0, 1].map(() => call(base, 'POST', '/v1/analytics/export', { token, body: { from, to } })));
+  const [a, b] = await Promise.all(
+    [0, 1].map(() => call(base, 'POST', '/v1/analytics/export', { token, body: { from, to } })),
+  );
   t.equal(a!.status, 202);
   t.equal(b!.status, 202);
   t.not(a!.json.export_id, b!.json.export_id);
@@ -114,7 +132,20 @@ t.test('a third pending export of a tenant is 429 too_many_exports', async (t) =
   const kv = await nc.jetstream().views.kv(busNames(prefix).exportsBucket);
   for (const n of [0, 1]) {
     const id = `exp_${'0'.repeat(19)}${n}`;
-    const record = { export_id: id, tenant: 'gamma', status: 'pending', from, to, event_types: [], rows: null, bytes: null, created_at: new Date().toISOString(), finished_at: null, error: null, expires_at: null };
+    const record = {
+      export_id: id,
+      tenant: 'gamma',
+      status: 'pending',
+      from,
+      to,
+      event_types: [],
+      rows: null,
+      bytes: null,
+      created_at: new Date().toISOString(),
+      finished_at: null,
+      error: null,
+      expires_at: null,
+    };
     await kv.put(id, JSON.stringify(record));
   }
   const gamma = await login(base, 'owner@gamma.test');
@@ -122,7 +153,11 @@ t.test('a third pending export of a tenant is 429 too_many_exports', async (t) =
   t.equal(r.status, 429);
   t.match(r.json, { error: { code: 'too_many_exports' } });
   t.equal(r.headers.get('retry-after'), '30');
-  t.equal((await call(base, 'POST', '/v1/analytics/export', { token, body: { from, to } })).status, 202, 'other tenants are not held up');
+  t.equal(
+    (await call(base, 'POST', '/v1/analytics/export', { token, body: { from, to } })).status,
+    202,
+    'other tenants are not held up',
+  );
 });
 
 t.test('plan gating, viewers, tenancy', async (t) => {
@@ -130,7 +165,21 @@ t.test('plan gating, viewers, tenancy', async (t) => {
   const refused = await call(base, 'POST', '/v1/analytics/export', { token: plain, body: { from, to } });
   t.equal(refused.status, 403);
   t.match(refused.json, { error: { code: 'plan_required' } });
-  const added = await cli(['user', 'add', '--tenant', 'alpha', '--email', 'v@alpha.test', '--password', 'correct horse battery', '--role', 'viewer'], { NATS_PREFIX: prefix });
+  const added = await cli(
+    [
+      'user',
+      'add',
+      '--tenant',
+      'alpha',
+      '--email',
+      'v@alpha.test',
+      '--password',
+      'correct horse battery',
+      '--role',
+      'viewer',
+    ],
+    { NATS_PREFIX: prefix },
+  );
   t.equal(added.code, 0);
   const viewer = await login(base, 'v@alpha.test');
   const mine = await call(base, 'POST', '/v1/analytics/export', { token: viewer, body: { from: to, to } });
@@ -162,7 +211,12 @@ t.test('bad bodies are 400 invalid_request naming the field', async (t) => {
     t.equal(r.status, 400, JSON.stringify(body));
     t.match(r.json, { error: { code: 'invalid_request', details: [{ field }] } }, JSON.stringify(body));
   }
-  t.equal((await call(base, 'POST', '/v1/analytics/export', { token, body: { from: '2026-01-01', to: '2026-01-31' } })).status, 202, '31 days, both included, is allowed');
+  t.equal(
+    (await call(base, 'POST', '/v1/analytics/export', { token, body: { from: '2026-01-01', to: '2026-01-31' } }))
+      .status,
+    202,
+    '31 days, both included, is allowed',
+  );
 });
 
 t.test('tampered and expired links are 403 invalid_signature', async (t) => {
@@ -174,7 +228,10 @@ t.test('tampered and expired links are 403 invalid_signature', async (t) => {
   const expires = url.searchParams.get('expires')!;
   const signature = url.searchParams.get('signature')!;
   t.equal((await fetch(`${base}${path}${url.search}`)).status, 200, 'the link as given works');
-  t.ok(Number(expires) * 1000 - Date.now() > 3_500_000 && Number(expires) * 1000 - Date.now() <= 3_600_000, 'valid one hour');
+  t.ok(
+    Number(expires) * 1000 - Date.now() > 3_500_000 && Number(expires) * 1000 - Date.now() <= 3_600_000,
+    'valid one hour',
+  );
   const flipped = `${signature.slice(0, -1)}${signature.endsWith('0') ? '1' : '0'}`;
   const nc = await connect({ servers: natsUrl });
   const secret = await (await nc.jetstream().views.kv(busNames(prefix).exportSecretBucket)).get('secret');
@@ -203,8 +260,18 @@ t.test('an api start marks stale pending exports interrupted and deletes files o
   t.teardown(() => nc.close());
   const kv = await nc.jetstream().views.kv(busNames(prefix).exportsBucket);
   const record = (id: string, ageMs: number) => ({
-    export_id: id, tenant: 'bravo', status: 'pending', from, to, event_types: [], rows: null, bytes: null,
-    created_at: new Date(Date.now() - ageMs).toISOString(), finished_at: null, error: null, expires_at: null,
+    export_id: id,
+    tenant: 'bravo',
+    status: 'pending',
+    from,
+    to,
+    event_types: [],
+    rows: null,
+    bytes: null,
+    created_at: new Date(Date.now() - ageMs).toISOString(),
+    finished_at: null,
+    error: null,
+    expires_at: null,
   });
   const stale = 'exp_aaaaaaaaaaaaaaaaaaaa';
   const fresh = 'exp_bbbbbbbbbbbbbbbbbbbb';
@@ -220,7 +287,13 @@ t.test('an api start marks stale pending exports interrupted and deletes files o
   const then = (Date.now() - fileLifetimeMs - 60_000) / 1000;
   utimesSync(old, then, then);
   const services = svc.started.services;
-  const second = await ExportService.open(services.get('bus'), services.get('store').client, otherDir, '', createLogger('silent'));
+  const second = await ExportService.open(
+    services.get('bus'),
+    services.get('store').client,
+    otherDir,
+    '',
+    createLogger('silent'),
+  );
   second.start();
   t.teardown(() => second.stop());
   t.match(await second.get(stale), { status: 'failed', error: 'interrupted' });

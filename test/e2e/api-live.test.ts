@@ -34,14 +34,23 @@ function open(url: string, protocols?: string[]): Promise<Feed> {
     const messages: Array<Record<string, unknown>> = [];
     const waiters: Array<() => void> = [];
     ws.on('message', (data) => {
-      messages.push(JSON.parse(String(data)) as Record<string, unknown>);
+      messages.push(JSON.parse((data as Buffer).toString()) as Record<string, unknown>);
       for (const w of waiters.splice(0)) w();
     });
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: String(reason) })));
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      ws.on('close', (code, reason) => r({ code, reason: String(reason) })),
+    );
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body) as unknown })));
+      res.on('end', () =>
+        reject(
+          Object.assign(new Error(`refused ${res.statusCode}`), {
+            status: res.statusCode,
+            body: JSON.parse(body) as unknown,
+          }),
+        ),
+      );
     });
     ws.on('error', reject);
     ws.on('open', () =>
@@ -58,7 +67,8 @@ function open(url: string, protocols?: string[]): Promise<Feed> {
             if (found) return found;
             seen = messages.length;
             const left = deadline - Date.now();
-            if (left <= 0) throw new Error(`no matching message in ${ms} ms; got ${JSON.stringify(messages.slice(-3))}`);
+            if (left <= 0)
+              throw new Error(`no matching message in ${ms} ms; got ${JSON.stringify(messages.slice(-3))}`);
             await new Promise<void>((r) => {
               waiters.push(r);
               setTimeout(r, left);
@@ -76,7 +86,11 @@ for (const engine of ['uws', 'node'] as const) {
     t.teardown(() => svc.stop());
     const basePort = svc.started.services.listeners.get('base')!;
     t.equal(svc.started.services.listeners.get('ingest')!.engine, engine, `ingest runs on ${engine}`);
-    t.equal(basePort.engine, 'node', 'the api listener, which serves WebSockets, runs on node:http and ws whatever HTTP_ENGINE says');
+    t.equal(
+      basePort.engine,
+      'node',
+      'the api listener, which serves WebSockets, runs on node:http and ws whatever HTTP_ENGINE says',
+    );
     const base = `http://127.0.0.1:${basePort.port}`;
     const wsBase = `ws://127.0.0.1:${basePort.port}`;
     const prefix = svc.config.nats_prefix;
@@ -99,7 +113,13 @@ for (const engine of ['uws', 'node'] as const) {
     // Three viewers start playing now: the feed shows them within seconds.
     const now = Date.now();
     const events = [1, 2, 3].flatMap((i) => [
-      { event_type: 'play_start', ts: new Date(now - 2000).toISOString(), session_id: `live-${i}`, anonymous_id: `v${i}`, content_id: 'final' },
+      {
+        event_type: 'play_start',
+        ts: new Date(now - 2000).toISOString(),
+        session_id: `live-${i}`,
+        anonymous_id: `v${i}`,
+        content_id: 'final',
+      },
       { event_type: 'first_frame', ts: new Date(now - 1500).toISOString(), session_id: `live-${i}` },
     ]);
     const sent = await post(`${svc.ingestUrl}/v1/ingest/events`, { events }, { 'x-api-key': acme.key });
@@ -114,14 +134,29 @@ for (const engine of ['uws', 'node'] as const) {
 
     const nc = await connect({ servers: natsUrl });
     t.teardown(() => nc.close());
-    const alert = { id: 7, severity: 'critical', source: 'qos', category: 'qos.rebuffer_spike', title: 'Rebuffering spike in Maharashtra', description: 'x', data: {}, acknowledged: false, acknowledged_at: null, created_at: new Date().toISOString(), resolved_at: null };
+    const alert = {
+      id: 7,
+      severity: 'critical',
+      source: 'qos',
+      category: 'qos.rebuffer_spike',
+      title: 'Rebuffering spike in Maharashtra',
+      description: 'x',
+      data: {},
+      acknowledged: false,
+      acknowledged_at: null,
+      created_at: new Date().toISOString(),
+      resolved_at: null,
+    };
     nc.publish(busNames(prefix).alertsLiveSubject(slug), JSON.stringify(alert));
     // The running alerts role pushes real ones too (the titles played above are new releases): look for this one.
     const pushed = await feed.next((m) => m.type === 'alert' && m.id === 7);
     t.match(pushed, { type: 'alert', id: 7, title: alert.title });
     t.same(validateComponent('LiveAlertMessage', pushed), [], 'alert message matches the document');
     await new Promise((r) => setTimeout(r, 1200));
-    t.notOk(viaProtocol.messages.some((m) => m.type === 'alert' && m.id === 7), "the other tenant's feed gets no acme alert");
+    t.notOk(
+      viaProtocol.messages.some((m) => m.type === 'alert' && m.id === 7),
+      "the other tenant's feed gets no acme alert",
+    );
 
     for (const [name, url, protocols, status] of [
       ['no token', `${wsBase}/v1/live`, undefined, 401],
@@ -138,10 +173,16 @@ for (const engine of ['uws', 'node'] as const) {
     t.equal(plain.status, 400, 'a plain GET is told to upgrade');
 
     // A service account's socket closes with 4001 when it is revoked.
-    const sa = await call(base, 'POST', '/v1/service-accounts', { token, body: { name: 'wallboard', scopes: ['analytics:read'] } });
+    const sa = await call(base, 'POST', '/v1/service-accounts', {
+      token,
+      body: { name: 'wallboard', scopes: ['analytics:read'] },
+    });
     const saFeed = await open(`${wsBase}/v1/live?token=${String(sa.json.token)}`);
     await saFeed.next((m) => m.type === 'concurrency');
-    const keysOnly = await call(base, 'POST', '/v1/service-accounts', { token, body: { name: 'keys', scopes: ['keys:manage'] } });
+    const keysOnly = await call(base, 'POST', '/v1/service-accounts', {
+      token,
+      body: { name: 'keys', scopes: ['keys:manage'] },
+    });
     const forbidden = await open(`${wsBase}/v1/live?token=${String(keysOnly.json.token)}`).then(
       () => null,
       (err: { status?: number }) => err,
@@ -152,7 +193,12 @@ for (const engine of ['uws', 'node'] as const) {
     t.equal(closed?.code, 4001, 'revoked: closed with 4001');
 
     // At most 5 live connections per token: the feed above is one; a sixth is refused; closing one makes room.
-    const more = [await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`), await open(`${wsBase}/v1/live?token=${token}`)];
+    const more = [
+      await open(`${wsBase}/v1/live?token=${token}`),
+      await open(`${wsBase}/v1/live?token=${token}`),
+      await open(`${wsBase}/v1/live?token=${token}`),
+      await open(`${wsBase}/v1/live?token=${token}`),
+    ];
     const sixth = await open(`${wsBase}/v1/live?token=${token}`).then(
       () => null,
       (err: { status?: number; body?: unknown }) => err,

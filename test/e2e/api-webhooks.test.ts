@@ -27,9 +27,18 @@ const otherOwner = await login(base, 'owner@other.test');
 const create = (body: unknown, token = owner) => call(base, 'POST', '/v1/webhooks', { token, body });
 
 t.test('create, list, get, update; secrets only at creation and rotation', async (t) => {
-  const r = await create({ url: `${receiver.url}/hooks/a`, categories: ['qos.rebuffer_spike', 'qos.error_spike'], description: 'ops' });
+  const r = await create({
+    url: `${receiver.url}/hooks/a`,
+    categories: ['qos.rebuffer_spike', 'qos.error_spike'],
+    description: 'ops',
+  });
   t.equal(r.status, 201);
-  t.match(r.json, { url: `${receiver.url}/hooks/a`, format: 'json', enabled: true, categories: ['qos.rebuffer_spike', 'qos.error_spike'] });
+  t.match(r.json, {
+    url: `${receiver.url}/hooks/a`,
+    format: 'json',
+    enabled: true,
+    categories: ['qos.rebuffer_spike', 'qos.error_spike'],
+  });
   t.match(String(r.json.id), /^wh_[0-9a-f]{20}$/);
   t.match(String(r.json.secret), /^whsec_[A-Za-z0-9+/]{43}=$/);
   const id = String(r.json.id);
@@ -39,17 +48,29 @@ t.test('create, list, get, update; secrets only at creation and rotation', async
   t.notMatch(JSON.stringify(list.body), /whsec_/, 'no secret in the list');
   const one = await call(base, 'GET', `/v1/webhooks/${id}`, { token: owner });
   t.match(one.json, { id, description: 'ops', disabled_at: null });
-  const patched = await call(base, 'PATCH', `/v1/webhooks/${id}`, { token: owner, body: { categories: ['billing.churn_spike'], enabled: false } });
+  const patched = await call(base, 'PATCH', `/v1/webhooks/${id}`, {
+    token: owner,
+    body: { categories: ['billing.churn_spike'], enabled: false },
+  });
   t.match(patched.json, { categories: ['billing.churn_spike'], enabled: false });
   t.type(patched.json.disabled_at, 'string');
   const again = await call(base, 'PATCH', `/v1/webhooks/${id}`, { token: owner, body: { enabled: true } });
   t.match(again.json, { enabled: true, disabled_at: null });
-  const slack = await create({ url: 'https://hooks.slack.com/services/T000/B000/XXXX', categories: ['qos.rebuffer_spike'] });
+  const slack = await create({
+    url: 'https://hooks.slack.com/services/T000/B000/XXXX',
+    categories: ['qos.rebuffer_spike'],
+  });
   t.equal(slack.json.format, 'slack', 'a Slack URL means the Slack format');
 });
 
 t.test('an internal address is refused when the endpoint is created or changed, not only at delivery', async (t) => {
-  const internal = ['http://10.0.0.1/hook', 'http://169.254.169.254/latest/meta-data/', 'http://[::ffff:0:a00:1]/', 'http://[2002:a9fe:a9fe::1]/', 'http://[fec0::1]/'];
+  const internal = [
+    'http://10.0.0.1/hook',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[::ffff:0:a00:1]/',
+    'http://[2002:a9fe:a9fe::1]/',
+    'http://[fec0::1]/',
+  ];
   for (const url of internal) {
     const r = await create({ url, categories: ['qos.error_spike'] });
     t.equal(r.status, 400, url);
@@ -57,18 +78,32 @@ t.test('an internal address is refused when the endpoint is created or changed, 
   }
   const unresolved = await create({ url: 'https://no-such-host.invalid/hook', categories: ['qos.error_spike'] });
   t.equal(unresolved.status, 201, 'a name that does not resolve yet is judged at delivery');
-  const moved = await call(base, 'PATCH', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner, body: { url: 'http://192.168.1.10/hook' } });
+  const moved = await call(base, 'PATCH', `/v1/webhooks/${String(unresolved.json.id)}`, {
+    token: owner,
+    body: { url: 'http://192.168.1.10/hook' },
+  });
   t.equal(moved.status, 400, 'nor can an endpoint be moved to one');
   const kept = await call(base, 'GET', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner });
   t.equal(kept.json.url, 'https://no-such-host.invalid/hook');
-  t.equal((await create({ url: `${receiver.url}/exempt`, categories: ['qos.error_spike'] })).status, 201, 'WEBHOOK_ALLOW_HOSTS still exempts');
+  t.equal(
+    (await create({ url: `${receiver.url}/exempt`, categories: ['qos.error_spike'] })).status,
+    201,
+    'WEBHOOK_ALLOW_HOSTS still exempts',
+  );
 });
 
 t.test('bad bodies, other tenants and other scopes are refused', async (t) => {
   t.equal((await create({ url: 'ftp://example.com/x', categories: ['qos.error_spike'] })).status, 400);
-  t.equal((await create({ url: `https://example.com/${'a'.repeat(2048)}`, categories: ['qos.error_spike'] })).status, 400);
+  t.equal(
+    (await create({ url: `https://example.com/${'a'.repeat(2048)}`, categories: ['qos.error_spike'] })).status,
+    400,
+  );
   t.equal((await create({ url: 'https://example.com/x', categories: [] })).status, 400);
-  t.equal((await create({ url: 'https://example.com/x', categories: ['test.ping'] })).status, 400, 'test.ping is not subscribable');
+  t.equal(
+    (await create({ url: 'https://example.com/x', categories: ['test.ping'] })).status,
+    400,
+    'test.ping is not subscribable',
+  );
   t.equal((await create({ url: 'https://example.com/x', categories: ['qos.error_spike'], colour: 'red' })).status, 400);
   const mine = await create({ url: 'https://example.com/x', categories: ['qos.error_spike'] });
   const id = String(mine.json.id);
@@ -80,10 +115,17 @@ t.test('bad bodies, other tenants and other scopes are refused', async (t) => {
     ['GET', `/v1/webhooks/${id}/deliveries`],
     ['POST', `/v1/webhooks/${id}/test`],
   ] as const) {
-    const r = await call(base, method, path, { token: otherOwner, ...(method === 'PATCH' ? { body: { enabled: true } } : {}) });
+    const r = await call(base, method, path, {
+      token: otherOwner,
+      ...(method === 'PATCH' ? { body: { enabled: true } } : {}),
+    });
     t.equal(r.status, 404, `${method} ${path} of another tenant`);
   }
-  t.notOk(((await call(base, 'GET', '/v1/webhooks', { token: otherOwner })).body as Array<{ id: string }>).some((w) => w.id === id));
+  t.notOk(
+    ((await call(base, 'GET', '/v1/webhooks', { token: otherOwner })).body as Array<{ id: string }>).some(
+      (w) => w.id === id,
+    ),
+  );
   t.equal((await call(base, 'GET', '/v1/webhooks')).status, 401);
   t.equal((await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=500`, { token: owner })).status, 400);
   const deleted = await call(base, 'DELETE', `/v1/webhooks/${id}`, { token: owner });
@@ -97,7 +139,8 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   const secret = String(created.json.secret);
   const ping = await call(base, 'POST', `/v1/webhooks/${id}/test`, { token: owner });
   t.equal(ping.status, 202);
-  const arrived = (deliveryId: string) => receiver.received.filter((r) => r.headers['x-service-delivery'] === deliveryId);
+  const arrived = (deliveryId: string) =>
+    receiver.received.filter((r) => r.headers['x-service-delivery'] === deliveryId);
   t.not(await eventually(async () => arrived(String(ping.json.delivery_id)).length === 1, 10_000), -1, 'delivered');
   const got = arrived(String(ping.json.delivery_id))[0]!;
   t.equal(got.headers['content-type'], 'application/json');
@@ -106,9 +149,15 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   t.ok(await verify(secret, got.body, signature), 'verified by @octokit/webhooks-methods');
   const changed = got.body.replace('test.ping', 'test.pinh');
   t.notOk(await verify(secret, changed, signature), 'one changed byte is rejected');
-  t.ok(Math.abs(Number(got.headers['x-service-timestamp']) - Date.now() / 1000) < 30, 'X-Service-Timestamp is Unix seconds');
+  t.ok(
+    Math.abs(Number(got.headers['x-service-timestamp']) - Date.now() / 1000) < 30,
+    'X-Service-Timestamp is Unix seconds',
+  );
   t.equal(got.headers['x-service-signature-previous'], undefined, 'no previous signature outside a rotation');
-  t.ok(new Webhook(secret).verify(got.body, got.headers as Record<string, string>), 'the timestamped signature verified by standardwebhooks');
+  t.ok(
+    new Webhook(secret).verify(got.body, got.headers as Record<string, string>),
+    'the timestamped signature verified by standardwebhooks',
+  );
 
   const rotated = await call(base, 'POST', `/v1/webhooks/${id}/rotate-secret`, { token: owner });
   t.equal(rotated.status, 200);
@@ -118,25 +167,48 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   t.not(await eventually(async () => arrived(String(ping2.json.delivery_id)).length === 1, 10_000), -1);
   const got2 = arrived(String(ping2.json.delivery_id))[0]!;
   t.ok(await verify(newSecret, got2.body, String(got2.headers['x-service-signature'])), 'the new secret signs');
-  t.ok(await verify(secret, got2.body, String(got2.headers['x-service-signature-previous'])), 'the old secret signs X-Service-Signature-Previous');
+  t.ok(
+    await verify(secret, got2.body, String(got2.headers['x-service-signature-previous'])),
+    'the old secret signs X-Service-Signature-Previous',
+  );
   t.notOk(await verify(secret, got2.body, String(got2.headers['x-service-signature'])));
 
   const log = await call(base, 'GET', `/v1/webhooks/${id}/deliveries`, { token: owner });
   t.equal(log.status, 200);
   const attempts = log.body as Array<Record<string, unknown>>;
   t.equal(attempts.length, 2);
-  t.match(attempts[0], { delivery_id: ping2.json.delivery_id, status: 'succeeded', response_code: 200, attempt: 1, type: 'test.ping', request_body: got2.body, next_attempt_at: null });
+  t.match(attempts[0], {
+    delivery_id: ping2.json.delivery_id,
+    status: 'succeeded',
+    response_code: 200,
+    attempt: 1,
+    type: 'test.ping',
+    request_body: got2.body,
+    next_attempt_at: null,
+  });
   t.equal(attempts[1]!.delivery_id, ping.json.delivery_id, 'newest first');
 
-  const replay = await call(base, 'POST', `/v1/webhooks/${id}/deliveries/${String(ping.json.delivery_id)}/replay`, { token: owner });
+  const replay = await call(base, 'POST', `/v1/webhooks/${id}/deliveries/${String(ping.json.delivery_id)}/replay`, {
+    token: owner,
+  });
   t.equal(replay.status, 202);
   t.not(await eventually(async () => arrived(String(ping.json.delivery_id)).length === 2, 10_000), -1, 'sent again');
   const replayed = arrived(String(ping.json.delivery_id))[1]!;
   t.equal(replayed.body, got.body, 'the same body');
-  t.ok(await verify(newSecret, replayed.body, String(replayed.headers['x-service-signature'])), 'signed with the current secret');
-  t.ok(new Webhook(newSecret).verify(replayed.body, replayed.headers as Record<string, string>), 'with a new timestamp and the same webhook-id');
+  t.ok(
+    await verify(newSecret, replayed.body, String(replayed.headers['x-service-signature'])),
+    'signed with the current secret',
+  );
+  t.ok(
+    new Webhook(newSecret).verify(replayed.body, replayed.headers as Record<string, string>),
+    'with a new timestamp and the same webhook-id',
+  );
   t.equal(replayed.headers['webhook-id'], got.headers['webhook-id']);
-  t.equal((await call(base, 'POST', `/v1/webhooks/${id}/deliveries/dlv_000000000000000000000000/replay`, { token: owner })).status, 404);
+  t.equal(
+    (await call(base, 'POST', `/v1/webhooks/${id}/deliveries/dlv_000000000000000000000000/replay`, { token: owner }))
+      .status,
+    404,
+  );
   const paged = await call(base, 'GET', `/v1/webhooks/${id}/deliveries?limit=1&offset=1`, { token: owner });
   t.equal((paged.body as unknown[]).length, 1);
   t.equal(paged.headers.get('x-total-count'), '3');
@@ -144,15 +216,22 @@ t.test('a test ping arrives signed; rotation signs with both secrets; replay kee
   t.match(metrics.body, /darshak_webhook_attempts_total\{outcome="succeeded"\} [1-9]/, 'webhook outcomes in /metrics');
 });
 
-t.test("a plan's cap on webhook endpoints: the sixth of a free tenant is refused; deleting one makes room", async (t) => {
-  await makeTenant(prefix, 'small', 'free');
-  const token = await login(base, 'owner@small.test');
-  const make = (i: number) => create({ url: `${receiver.url}/small/${i}`, categories: ['qos.error_spike'] }, token);
-  const made = [];
-  for (let i = 0; i < 5; i++) made.push(await make(i));
-  t.ok(made.every((r) => r.status === 201));
-  t.match(await make(5), { status: 403, json: { error: { code: 'limit_reached' } } });
-  t.equal((await call(base, 'GET', '/v1/webhooks', { token })).headers.get('x-total-count'), '5', 'the refused one is not kept');
-  t.equal((await call(base, 'DELETE', `/v1/webhooks/${String(made[0]!.json.id)}`, { token })).status, 200);
-  t.equal((await make(6)).status, 201);
-});
+t.test(
+  "a plan's cap on webhook endpoints: the sixth of a free tenant is refused; deleting one makes room",
+  async (t) => {
+    await makeTenant(prefix, 'small', 'free');
+    const token = await login(base, 'owner@small.test');
+    const make = (i: number) => create({ url: `${receiver.url}/small/${i}`, categories: ['qos.error_spike'] }, token);
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push(await make(i));
+    t.ok(made.every((r) => r.status === 201));
+    t.match(await make(5), { status: 403, json: { error: { code: 'limit_reached' } } });
+    t.equal(
+      (await call(base, 'GET', '/v1/webhooks', { token })).headers.get('x-total-count'),
+      '5',
+      'the refused one is not kept',
+    );
+    t.equal((await call(base, 'DELETE', `/v1/webhooks/${String(made[0]!.json.id)}`, { token })).status, 200);
+    t.equal((await make(6)).status, 201);
+  },
+);

@@ -58,49 +58,61 @@ async function passedInputs(bus: Bus): Promise<number[]> {
   return seqs;
 }
 
-t.test('kill -9 of an aggregator behind a backlog of ~300 MB: the restart comes back, nothing lost or doubled', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-backlog-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'nats.conf'), `max_pending: ${32 * 1024 * 1024}\n`);
-  const nats = new PrivateNats(await freePort(true), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
-  await nats.start();
-  t.teardown(() => nats.kill());
-  const natsUrl = nats.url;
-  const prefix = uniquePrefix();
-  const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, createLogger('error'), 'test-backlog');
-  t.teardown(() => bus.close());
-  await bus.ensureStreams(shards, 24);
-  const now = Date.now() - 60_000;
-  let bytes = 0;
-  const inflight = new Set<Promise<unknown>>();
-  for (let n = 0; n < messages; n++) {
-    const data = backlogMessage(n, now + n);
-    bytes += data.length;
-    const p = bus.js.publish(bus.names.eventsSubject(n % shards), data).finally(() => inflight.delete(p));
-    inflight.add(p);
-    if (inflight.size >= 32) await Promise.race(inflight);
-  }
-  await Promise.all(inflight);
-  t.ok(bytes > 200 * 1024 * 1024, `backlog of ${(bytes / 1024 / 1024).toFixed(0)} MB`);
+t.test(
+  'kill -9 of an aggregator behind a backlog of ~300 MB: the restart comes back, nothing lost or doubled',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'darshak-backlog-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'nats.conf'), `max_pending: ${32 * 1024 * 1024}\n`);
+    const nats = new PrivateNats(await freePort(true), join(dir, 'js'), ['-c', join(dir, 'nats.conf')]);
+    await nats.start();
+    t.teardown(() => nats.kill());
+    const natsUrl = nats.url;
+    const prefix = uniquePrefix();
+    const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, createLogger('error'), 'test-backlog');
+    t.teardown(() => bus.close());
+    await bus.ensureStreams(shards, 24);
+    const now = Date.now() - 60_000;
+    let bytes = 0;
+    const inflight = new Set<Promise<unknown>>();
+    for (let n = 0; n < messages; n++) {
+      const data = backlogMessage(n, now + n);
+      bytes += data.length;
+      const p = bus.js.publish(bus.names.eventsSubject(n % shards), data).finally(() => inflight.delete(p));
+      inflight.add(p);
+      if (inflight.size >= 32) await Promise.race(inflight);
+    }
+    await Promise.all(inflight);
+    t.ok(bytes > 200 * 1024 * 1024, `backlog of ${(bytes / 1024 / 1024).toFixed(0)} MB`);
 
-  // No checkpoint before the kill: the restart replays everything the first run passed on.
-  const procs = new RoleProcesses({ NATS_URL: natsUrl, NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '3600000' }, t);
-  t.teardown(() => procs.stopAll());
-  const first = procs.start(['--role', 'aggregate']);
-  t.not(await eventually(() => drained(prefix, shards, natsUrl, false), 240_000, 1000), -1, 'the first run reads the whole backlog');
-  await procs.stop(first, 'SIGKILL');
+    // No checkpoint before the kill: the restart replays everything the first run passed on.
+    const procs = new RoleProcesses({ NATS_URL: natsUrl, NATS_PREFIX: prefix, CHECKPOINT_INTERVAL_MS: '3600000' }, t);
+    t.teardown(() => procs.stopAll());
+    const first = procs.start(['--role', 'aggregate']);
+    t.not(
+      await eventually(() => drained(prefix, shards, natsUrl, false), 240_000, 1000),
+      -1,
+      'the first run reads the whole backlog',
+    );
+    await procs.stop(first, 'SIGKILL');
 
-  const second = procs.start(['--role', 'aggregate']);
-  let exit: number | string | null = null;
-  second.once('exit', (code, signal) => (exit = code ?? signal));
-  // New input after the restart: only a shard that rebuilt and reads on passes it.
-  for (let shard = 0; shard < shards; shard++) await bus.js.publish(bus.names.eventsSubject(shard), backlogMessage(messages + shard, Date.now()));
-  t.not(await eventually(async () => exit === null && (await drained(prefix, shards, natsUrl, false)), 240_000, 1000), -1, 'the restarted aggregator rebuilds and reads on');
-  t.equal(exit, null, 'the restarted aggregator is still running');
+    const second = procs.start(['--role', 'aggregate']);
+    let exit: number | string | null = null;
+    second.once('exit', (code, signal) => (exit = code ?? signal));
+    // New input after the restart: only a shard that rebuilt and reads on passes it.
+    for (let shard = 0; shard < shards; shard++)
+      await bus.js.publish(bus.names.eventsSubject(shard), backlogMessage(messages + shard, Date.now()));
+    t.not(
+      await eventually(async () => exit === null && (await drained(prefix, shards, natsUrl, false)), 240_000, 1000),
+      -1,
+      'the restarted aggregator rebuilds and reads on',
+    );
+    t.equal(exit, null, 'the restarted aggregator is still running');
 
-  const seqs = await passedInputs(bus);
-  const info = await bus.jsm.streams.info(bus.names.eventsStream);
-  t.equal(info.state.messages, messages + shards);
-  t.equal(new Set(seqs).size, seqs.length, 'no input passed on twice');
-  t.equal(seqs.length, info.state.messages, 'every input passed on');
-});
+    const seqs = await passedInputs(bus);
+    const info = await bus.jsm.streams.info(bus.names.eventsStream);
+    t.equal(info.state.messages, messages + shards);
+    t.equal(new Set(seqs).size, seqs.length, 'no input passed on twice');
+    t.equal(seqs.length, info.state.messages, 'every input passed on');
+  },
+);

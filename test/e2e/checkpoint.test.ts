@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { registry } from '../../src/metrics.js';
-import { eventually, makeTenant, natsUrl, post, readEventStream, removeNamespace, startService, uniquePrefix } from '../helpers/env.js';
+import {
+  eventually,
+  makeTenant,
+  natsUrl,
+  post,
+  readEventStream,
+  removeNamespace,
+  startService,
+  uniquePrefix,
+} from '../helpers/env.js';
 
 // Aggregators checkpoint their state to the NATS object store: a restart replays input only from the checkpoint,
 // and de-duplication holds across it.
@@ -24,7 +33,11 @@ t.test('a restart starts from the checkpoint and still drops ids seen before it'
   const url = `${ingest.ingestUrl}/v1/ingest/events`;
   const ids = Array.from({ length: 400 }, () => randomUUID());
   const send = async (slice: string[]): Promise<void> => {
-    const r = await post(url, { events: slice.map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: `s-${id.slice(0, 3)}` })) }, { 'x-api-key': tenant.key });
+    const r = await post(
+      url,
+      { events: slice.map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: `s-${id.slice(0, 3)}` })) },
+      { 'x-api-key': tenant.key },
+    );
     t.equal(r.status, 200);
   };
 

@@ -8,28 +8,101 @@ t.test('admin commands, as an operator runs them', async (t) => {
   t.teardown(() => removeNamespace(prefix));
   const env = { NATS_PREFIX: prefix };
 
-  const created = await cli(['tenant', 'create', '--slug', 'star-sports', '--name', 'Star Sports', '--plan', 'enterprise', '--owner-email', 'Owner@Star.test', '--owner-password', 'long enough pw'], env);
+  const created = await cli(
+    [
+      'tenant',
+      'create',
+      '--slug',
+      'star-sports',
+      '--name',
+      'Star Sports',
+      '--plan',
+      'enterprise',
+      '--owner-email',
+      'Owner@Star.test',
+      '--owner-password',
+      'long enough pw',
+    ],
+    env,
+  );
   t.equal(created.code, 0, created.stderr);
-  t.same(created.json, { tenant_slug: 'star-sports', plan: 'enterprise', owner: { id: created.json?.owner && (created.json.owner as { id: number }).id, email: 'Owner@Star.test', role: 'owner' } });
+  t.same(created.json, {
+    tenant_slug: 'star-sports',
+    plan: 'enterprise',
+    owner: {
+      id: created.json?.owner && (created.json.owner as { id: number }).id,
+      email: 'Owner@Star.test',
+      role: 'owner',
+    },
+  });
   t.type((created.json?.owner as { id: unknown }).id, 'number');
   t.equal(created.stdout.trim().split('\n').length, 1, 'one JSON object');
 
-  const dup = await cli(['tenant', 'create', '--slug', 'star-sports', '--name', 'Again', '--plan', 'free', '--owner-email', 'x@star.test', '--owner-password', 'long enough pw'], env);
+  const dup = await cli(
+    [
+      'tenant',
+      'create',
+      '--slug',
+      'star-sports',
+      '--name',
+      'Again',
+      '--plan',
+      'free',
+      '--owner-email',
+      'x@star.test',
+      '--owner-password',
+      'long enough pw',
+    ],
+    env,
+  );
   t.equal(dup.code, 1);
   t.equal(dup.stdout, '');
   t.match(dup.stderr, /tenant "star-sports" already exists \(already_exists\)/);
 
-  const dupEmail = await cli(['tenant', 'create', '--slug', 'other', '--name', 'Other', '--plan', 'free', '--owner-email', 'owner@star.test', '--owner-password', 'long enough pw'], env);
+  const dupEmail = await cli(
+    [
+      'tenant',
+      'create',
+      '--slug',
+      'other',
+      '--name',
+      'Other',
+      '--plan',
+      'free',
+      '--owner-email',
+      'owner@star.test',
+      '--owner-password',
+      'long enough pw',
+    ],
+    env,
+  );
   t.equal(dupEmail.code, 1);
   t.match(dupEmail.stderr, /e-mail owner@star.test already exists/, 'e-mails are unique whatever their case');
 
-  const admin = await cli(['user', 'add', '--tenant', 'star-sports', '--email', 'ops@star.test', '--password', 'another long pw', '--role', 'admin'], env);
+  const admin = await cli(
+    [
+      'user',
+      'add',
+      '--tenant',
+      'star-sports',
+      '--email',
+      'ops@star.test',
+      '--password',
+      'another long pw',
+      '--role',
+      'admin',
+    ],
+    env,
+  );
   t.equal(admin.code, 0, admin.stderr);
   t.same(Object.keys(admin.json ?? {}).sort(), ['email', 'id', 'role']);
   t.equal(admin.json?.role, 'admin');
   t.ok((admin.json?.id as number) > (created.json?.owner as { id: number }).id, 'user ids are integers that grow');
 
-  const key = await cli(['apikey', 'create', '--tenant', 'star-sports', '--name', 'android app', '--environment', 'development'], env);
+  const key = await cli(
+    ['apikey', 'create', '--tenant', 'star-sports', '--name', 'android app', '--environment', 'development'],
+    env,
+  );
   t.equal(key.code, 0, key.stderr);
   t.same(Object.keys(key.json ?? {}).sort(), ['created_at', 'environment', 'id', 'key', 'name', 'prefix', 'scope']);
   t.match(key.json, { name: 'android app', environment: 'development', scope: 'ingest:write' });
@@ -42,9 +115,31 @@ t.test('admin commands, as an operator runs them', async (t) => {
   t.equal(keys.length, 1);
   t.notOk('key' in (keys[0] ?? {}) || 'key_hash' in (keys[0] ?? {}), 'never the key nor its hash');
 
-  const updated = await cli(['tenant', 'update', '--slug', 'star-sports', '--plan', 'pro', '--status', 'inactive', '--monthly-quota', '1000', '--rate-per-minute', '60'], env);
+  const updated = await cli(
+    [
+      'tenant',
+      'update',
+      '--slug',
+      'star-sports',
+      '--plan',
+      'pro',
+      '--status',
+      'inactive',
+      '--monthly-quota',
+      '1000',
+      '--rate-per-minute',
+      '60',
+    ],
+    env,
+  );
   t.equal(updated.code, 0, updated.stderr);
-  t.match(updated.json, { tenant_slug: 'star-sports', plan: 'pro', status: 'inactive', monthly_quota: 1000, rate_per_minute: 60 });
+  t.match(updated.json, {
+    tenant_slug: 'star-sports',
+    plan: 'pro',
+    status: 'inactive',
+    monthly_quota: 1000,
+    rate_per_minute: 60,
+  });
   const reset = await cli(['tenant', 'update', '--slug', 'star-sports', '--monthly-quota', 'plan'], env);
   t.equal(reset.json?.monthly_quota, null, '`plan` drops the override');
 
@@ -61,20 +156,108 @@ t.test('bad input: a clear message and a non-zero exit, nothing on stdout', asyn
   const env = { NATS_PREFIX: prefix };
   const cases: Array<[string[], number, RegExp]> = [
     [['tenant', 'create', '--slug', 'a'], 2, /--name is required/],
-    [['tenant', 'create', '--slug', 'BAD SLUG', '--name', 'n', '--plan', 'free', '--owner-email', 'a@b.test', '--owner-password', 'long enough pw'], 1, /slug must be/],
-    [['tenant', 'create', '--slug', 'ok', '--name', 'n', '--plan', 'gold', '--owner-email', 'a@b.test', '--owner-password', 'long enough pw'], 1, /plan must be one of free, pro, enterprise/],
-    [['tenant', 'create', '--slug', 'ok', '--name', 'n', '--plan', 'free', '--owner-email', 'not-an-email', '--owner-password', 'long enough pw'], 1, /email must be an e-mail address/],
-    [['tenant', 'create', '--slug', 'ok', '--name', 'n', '--plan', 'free', '--owner-email', 'a@b.test', '--owner-password', 'short'], 1, /password must be 8 to 1024 characters/],
+    [
+      [
+        'tenant',
+        'create',
+        '--slug',
+        'BAD SLUG',
+        '--name',
+        'n',
+        '--plan',
+        'free',
+        '--owner-email',
+        'a@b.test',
+        '--owner-password',
+        'long enough pw',
+      ],
+      1,
+      /slug must be/,
+    ],
+    [
+      [
+        'tenant',
+        'create',
+        '--slug',
+        'ok',
+        '--name',
+        'n',
+        '--plan',
+        'gold',
+        '--owner-email',
+        'a@b.test',
+        '--owner-password',
+        'long enough pw',
+      ],
+      1,
+      /plan must be one of free, pro, enterprise/,
+    ],
+    [
+      [
+        'tenant',
+        'create',
+        '--slug',
+        'ok',
+        '--name',
+        'n',
+        '--plan',
+        'free',
+        '--owner-email',
+        'not-an-email',
+        '--owner-password',
+        'long enough pw',
+      ],
+      1,
+      /email must be an e-mail address/,
+    ],
+    [
+      [
+        'tenant',
+        'create',
+        '--slug',
+        'ok',
+        '--name',
+        'n',
+        '--plan',
+        'free',
+        '--owner-email',
+        'a@b.test',
+        '--owner-password',
+        'short',
+      ],
+      1,
+      /password must be 8 to 1024 characters/,
+    ],
     [['tenant', 'update', '--slug', 'ghost', '--plan', 'pro'], 1, /tenant "ghost" does not exist \(not_found\)/],
     [['tenant', 'update', '--slug', 'ghost'], 2, /nothing to update/],
-    [['tenant', 'update', '--slug', 'ghost', '--monthly-quota', '1.5'], 2, /--monthly-quota must be a whole number, got "1.5"/],
+    [
+      ['tenant', 'update', '--slug', 'ghost', '--monthly-quota', '1.5'],
+      2,
+      /--monthly-quota must be a whole number, got "1.5"/,
+    ],
     [['tenant', 'update', '--slug', 'ghost', '--monthly-quota', '-5'], 2, /'--monthly-quota' argument is ambiguous/],
     [['tenant', 'update', '--slug', 'ghost', '--status', 'paused'], 1, /status must be active or inactive/],
-    [['user', 'add', '--tenant', 'ghost', '--email', 'a@b.test', '--password', 'long enough pw', '--role', 'owner'], 1, /tenant "ghost" does not exist/],
-    [['user', 'add', '--tenant', 'ghost', '--email', 'a@b.test', '--password', 'long enough pw', '--role', 'god'], 1, /role must be one of owner, admin, viewer/],
-    [['apikey', 'create', '--tenant', 'ghost', '--name', 'k', '--environment', 'prod'], 1, /environment must be one of production, staging, development/],
+    [
+      ['user', 'add', '--tenant', 'ghost', '--email', 'a@b.test', '--password', 'long enough pw', '--role', 'owner'],
+      1,
+      /tenant "ghost" does not exist/,
+    ],
+    [
+      ['user', 'add', '--tenant', 'ghost', '--email', 'a@b.test', '--password', 'long enough pw', '--role', 'god'],
+      1,
+      /role must be one of owner, admin, viewer/,
+    ],
+    [
+      ['apikey', 'create', '--tenant', 'ghost', '--name', 'k', '--environment', 'prod'],
+      1,
+      /environment must be one of production, staging, development/,
+    ],
     [['apikey', 'revoke', '--tenant', 'ghost', '--id', 'key_x'], 1, /API key "key_x" does not exist/],
-    [['apikey', 'create', '--tenant', 'ghost', '--name', 'k', '--environment', 'production', '--bogus'], 2, /Unknown option '--bogus'/],
+    [
+      ['apikey', 'create', '--tenant', 'ghost', '--name', 'k', '--environment', 'production', '--bogus'],
+      2,
+      /Unknown option '--bogus'/,
+    ],
     [['tenant', 'explode'], 2, /darshak tenant takes one of: create, update/],
     [['frobnicate'], 2, /unknown command "frobnicate"/],
   ];

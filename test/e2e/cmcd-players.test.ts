@@ -3,7 +3,18 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { login } from '../helpers/api.js';
 import { drained, eventually, makeTenant, root } from '../helpers/env.js';
-import { failedPlayback, fullPlayback, libraries, log, needBrowserAndFfmpeg, pageHtml, playersWorld, seen, type Seen, type Stall } from '../helpers/players.js';
+import {
+  failedPlayback,
+  fullPlayback,
+  libraries,
+  log,
+  needBrowserAndFfmpeg,
+  pageHtml,
+  playersWorld,
+  seen,
+  type Seen,
+  type Stall,
+} from '../helpers/players.js';
 
 // The CMCD collector proven with real players: hls.js, dash.js and Shaka Player from npm play a stream ffmpeg made,
 // in Debian's Chromium, each configured with the snippet docs/cmcd.md gives (one CMCD v2 event target at Darshak).
@@ -129,26 +140,50 @@ for (const player of players) {
         const page = await context.newPage();
         const errors: string[] = [];
         page.on('pageerror', (e) => errors.push(e.message));
-        await page.goto(media.page(viewer, pageHtml(player, viewer, player.setup(`${media.url}/m/${viewer}/${player.lib === 'hls.js' ? 'master.m3u8' : 'manifest.mpd'}`, target))));
+        await page.goto(
+          media.page(
+            viewer,
+            pageHtml(
+              player,
+              viewer,
+              player.setup(
+                `${media.url}/m/${viewer}/${player.lib === 'hls.js' ? 'master.m3u8' : 'manifest.mpd'}`,
+                target,
+              ),
+            ),
+          ),
+        );
         return { page, viewer, errors };
       }),
     );
     const codecs = await pages[0]!.page.evaluate(`MediaSource.isTypeSupported('video/mp4; codecs="avc1.42c01e"')`);
     t.ok(codecs, 'this Chromium plays H.264 through MSE');
-    await Promise.all([fullPlayback(media, pages[0]!.page, viewers[0]!, player.stall), failedPlayback(media, pages[1]!.page, viewers[1]!)]);
+    await Promise.all([
+      fullPlayback(media, pages[0]!.page, viewers[0]!, player.stall),
+      failedPlayback(media, pages[1]!.page, viewers[1]!),
+    ]);
     // The reports of the last moments are sent as they happen: wait until none is in flight and a second passed
     // without one, then until Darshak has aggregated and stored what it accepted.
     await eventually(async () => inFlight === 0 && Date.now() - lastReport > 1000, 15_000, 100);
-    t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1, 'Darshak aggregated and stored every report');
+    t.not(
+      await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200),
+      -1,
+      'Darshak aggregated and stored every report',
+    );
     const logs = await Promise.all(pages.map((p) => log(p.page)));
     const [full, failed] = logs.map((l) => seen(l, player.stall)) as [Seen, Seen];
     const ua = String(await pages[0]!.page.evaluate('navigator.userAgent'));
     t.comment(`${player.name} page: ${JSON.stringify({ full, failed })}`);
     // What to read when an assertion below fails: every report batch and answer, and what each page logged.
     t.teardown(() => {
-      if (!t.passing()) t.comment(`${player.name} reports: ${JSON.stringify(sent)}\npage logs: ${JSON.stringify(logs)}`);
+      if (!t.passing())
+        t.comment(`${player.name} reports: ${JSON.stringify(sent)}\npage logs: ${JSON.stringify(logs)}`);
     });
-    t.same(pages.flatMap((p) => p.errors), [], 'no page error');
+    t.same(
+      pages.flatMap((p) => p.errors),
+      [],
+      'no page error',
+    );
     t.ok(full.stallMs > 500, 'the held segment server stalled the full playback');
     t.notOk(full.fatal, 'the full playback ended');
     t.ok(failed.fatal, 'the missing segments failed the other');
@@ -170,7 +205,11 @@ for (const player of players) {
       const qos = await get<QosItem[]>(token, '/v1/analytics/qos?range=24h');
       t.equal(qos.length, 1, `one region, both viewers being local: ${JSON.stringify(qos)}`);
       const q = qos[0]!;
-      t.match(q, { sessions_started: 2, startups: 2, fatal_sessions: 1 }, 'two sessions started, two first frames, one fatal error');
+      t.match(
+        q,
+        { sessions_started: 2, startups: 2, fatal_sessions: 1 },
+        'two sessions started, two first frames, one fatal error',
+      );
       t.equal(q.error_rate, 50, 'error rate: one of two sessions failed');
 
       // Startup: a player reports starting somewhere between the page's request to play and the element's play
@@ -178,7 +217,10 @@ for (const player of players) {
       // The p50 is a histogram bucket's upper bound (buckets 5 % wide), and of two sessions it is the smaller's.
       const low = Math.min(full.startupMs, failed.startupMs);
       const high = Math.min(full.startupFromIntentMs, failed.startupFromIntentMs);
-      t.ok(q.startup_p50_ms >= low - 50 && q.startup_p50_ms <= high * 1.05 + 50, `startup p50 ${q.startup_p50_ms} ms, the page's ${low}–${high} ms`);
+      t.ok(
+        q.startup_p50_ms >= low - 50 && q.startup_p50_ms <= high * 1.05 + 50,
+        `startup p50 ${q.startup_p50_ms} ms, the page's ${low}–${high} ms`,
+      );
 
       // Watch time and rebuffering are spans between reports; each end is a report's time against an element
       // event's, milliseconds apart, so the bound is what a few report round trips and the last report's flight can
@@ -189,9 +231,17 @@ for (const player of players) {
       const pageWatch = full.watchMs + failed.watchMs;
       const pageStall = full.stallMs + failed.stallMs;
       const pageOtherWaits = full.seekWaitMs + full.startupWaitMs + failed.startupWaitMs;
-      t.comment(`${player.name} Darshak: watch ${Math.round(watchMs)} ms, rebuffer ${Math.round(rebufferMs)} ms; page: watch ${pageWatch} ms, stalls ${pageStall} ms, other waits ${pageOtherWaits} ms`);
-      t.ok(watchMs >= pageWatch - 500 - pageWatch * 0.03 && watchMs <= pageWatch + pageOtherWaits + 500 + pageWatch * 0.03, `watch time ${Math.round(watchMs)} ms against the page's ${pageWatch} ms`);
-      t.ok(rebufferMs >= pageStall - 300 && rebufferMs <= pageStall + pageOtherWaits + 300, `rebuffering ${Math.round(rebufferMs)} ms against the page's stalls of ${pageStall} ms`);
+      t.comment(
+        `${player.name} Darshak: watch ${Math.round(watchMs)} ms, rebuffer ${Math.round(rebufferMs)} ms; page: watch ${pageWatch} ms, stalls ${pageStall} ms, other waits ${pageOtherWaits} ms`,
+      );
+      t.ok(
+        watchMs >= pageWatch - 500 - pageWatch * 0.03 && watchMs <= pageWatch + pageOtherWaits + 500 + pageWatch * 0.03,
+        `watch time ${Math.round(watchMs)} ms against the page's ${pageWatch} ms`,
+      );
+      t.ok(
+        rebufferMs >= pageStall - 300 && rebufferMs <= pageStall + pageOtherWaits + 300,
+        `rebuffering ${Math.round(rebufferMs)} ms against the page's stalls of ${pageStall} ms`,
+      );
     }
 
     const devices = await get<Array<{ device: string; sessions: number }>>(token, '/v1/analytics/devices?range=24h');

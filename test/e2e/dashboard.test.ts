@@ -6,7 +6,17 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import t, { type Test } from 'tap';
 import { call, login } from '../helpers/api.js';
 import { sendScenario } from '../helpers/compare.js';
-import { cli, eventually, freePort, makeTenant, post, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
+import {
+  cli,
+  eventually,
+  freePort,
+  makeTenant,
+  post,
+  ready,
+  removeNamespace,
+  RoleProcesses,
+  uniquePrefix,
+} from '../helpers/env.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
 import { normal, playback, sendEvents } from '../helpers/traffic.js';
 import { makeScenario } from '../helpers/scenario.js';
@@ -32,7 +42,17 @@ const prefix = uniquePrefix();
 const [basePort, ingestPort] = [await freePort(), await freePort()];
 const base = `http://127.0.0.1:${basePort}`;
 const ingestUrl = `http://127.0.0.1:${ingestPort}`;
-const procs = new RoleProcesses({ NATS_PREFIX: prefix, DATA_DIR: dataDir, BASE_PORT: String(basePort), INGEST_PORT: String(ingestPort), PUBLIC_BASE_URL: base, WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8' }, t);
+const procs = new RoleProcesses(
+  {
+    NATS_PREFIX: prefix,
+    DATA_DIR: dataDir,
+    BASE_PORT: String(basePort),
+    INGEST_PORT: String(ingestPort),
+    PUBLIC_BASE_URL: base,
+    WEBHOOK_ALLOW_HOSTS: '127.0.0.0/8',
+  },
+  t,
+);
 const receiver = await Receiver.start();
 let browser: Browser | undefined;
 t.teardown(async () => {
@@ -67,12 +87,23 @@ const liveTraffic = setInterval(() => {
     context: { region: i % 2 ? 'Maharashtra' : 'Karnataka', pop: 'bom1', device_type: 'mobile' },
   }));
   sent += events.length;
-  void post(`${ingestUrl}/v1/ingest/events`, { events, sent_at: now }, { 'x-api-key': tenant.key }).catch(() => undefined);
+  void post(`${ingestUrl}/v1/ingest/events`, { events, sent_at: now }, { 'x-api-key': tenant.key }).catch(
+    () => undefined,
+  );
 }, 1000);
 
 browser = await chromium.launch({
   executablePath: chromiumPath,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
 });
 const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
 await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
@@ -115,7 +146,13 @@ async function signIn(email: string, password = 'correct horse battery'): Promis
   await page.getByRole('button', { name: 'Sign in' }).click();
 }
 
-const paths: Record<string, string> = { Overview: '/', Live: '/live', 'Content & audience': '/content', Alerts: '/alerts', Admin: '/admin' };
+const paths: Record<string, string> = {
+  Overview: '/',
+  Live: '/live',
+  'Content & audience': '/content',
+  Alerts: '/alerts',
+  Admin: '/admin',
+};
 
 /** Follow a link of the main navigation: its page shows, and the address is the page's own. */
 async function visit(t: Test, link: string): Promise<void> {
@@ -145,17 +182,22 @@ t.test('the live number moves, every second, over the WebSocket', async (t) => {
   let first = NaN;
   t.ok((await eventually(async () => (first = await read()) > 0, 20_000, 200)) >= 0, `a live value: ${first}`);
   let later = first;
-  t.ok((await eventually(async () => (later = await read()) !== first, 15_000, 200)) >= 0, `it moved: ${first} → ${later}`);
+  t.ok(
+    (await eventually(async () => (later = await read()) !== first, 15_000, 200)) >= 0,
+    `it moved: ${first} → ${later}`,
+  );
   t.ok(later > 0);
   await page.getByRole('heading', { name: 'Quality of experience by region' }).waitFor();
   await page.getByRole('list', { name: 'Startup time by region' }).getByText('Maharashtra').first().waitFor();
   await shot('live');
 });
 
-t.test('overview: the KPI tiles are the API\'s numbers, for the range picked', async (t) => {
+t.test("overview: the KPI tiles are the API's numbers, for the range picked", async (t) => {
   await visit(t, 'Overview');
   const token = await login(base, 'owner@dash.test');
-  const mau = async (): Promise<number> => ((await call(base, 'GET', '/v1/analytics/overview?range=30d', { token })).json as { monthly_active_users: number }).monthly_active_users;
+  const mau = async (): Promise<number> =>
+    ((await call(base, 'GET', '/v1/analytics/overview?range=30d', { token })).json as { monthly_active_users: number })
+      .monthly_active_users;
   // A live viewer joins every second, so the month's count grows while the page asks for it: the tile must show, in
   // Indian digit grouping, a count the API gave between a read just before the click and the moment the tile is read.
   const before = await mau();
@@ -175,8 +217,15 @@ t.test('overview: the KPI tiles are the API\'s numbers, for the range picked', a
 t.test('content & audience: top content, devices and the India map with its tooltips', async (t) => {
   await visit(t, 'Content & audience');
   const token = await login(base, 'owner@dash.test');
-  const top = (await call(base, 'GET', '/v1/analytics/top-content?limit=1', { token })).json as unknown as Array<{ title: string; content_id: string }>;
-  await page.getByRole('region', { name: 'Top content by watch hours' }).getByText(top[0]!.title || top[0]!.content_id).first().waitFor();
+  const top = (await call(base, 'GET', '/v1/analytics/top-content?limit=1', { token })).json as unknown as Array<{
+    title: string;
+    content_id: string;
+  }>;
+  await page
+    .getByRole('region', { name: 'Top content by watch hours' })
+    .getByText(top[0]!.title || top[0]!.content_id)
+    .first()
+    .waitFor();
   const maharashtra = page.locator('path[data-state="Maharashtra"]');
   await maharashtra.hover();
   t.match(await page.getByTestId('map-tooltip').textContent(), /^Maharashtra: [\d.,]+ watch hours, [\d,]+ viewers/);
@@ -197,14 +246,32 @@ t.test('API keys: create (shown once, copyable, works at ingest), then revoke', 
   t.match(key, /^dk_live_/);
   await page.getByRole('button', { name: /^Copy api key/i }).click();
   t.equal(await page.evaluate('navigator.clipboard.readText()'), key, 'the copy button copies the key');
-  const accepted = await post(`${ingestUrl}/v1/ingest/events`, { events: [{ event_type: 'app_open', anonymous_id: 'a', ts: new Date().toISOString() }] }, { 'x-api-key': key });
+  const accepted = await post(
+    `${ingestUrl}/v1/ingest/events`,
+    { events: [{ event_type: 'app_open', anonymous_id: 'a', ts: new Date().toISOString() }] },
+    { 'x-api-key': key },
+  );
   t.equal(accepted.status, 200, 'the new key is accepted at ingest');
   await shot('admin-keys');
   const row = page.getByRole('row').filter({ hasText: 'Dashboard test key' });
   await row.getByRole('button', { name: 'Revoke' }).click();
   await row.getByRole('button', { name: 'Revoke Dashboard test key' }).click();
   await row.getByText(/^revoked/).waitFor();
-  t.ok((await eventually(async () => (await post(`${ingestUrl}/v1/ingest/events`, { events: [{ event_type: 'app_open', anonymous_id: 'a', ts: new Date().toISOString() }] }, { 'x-api-key': key })).status === 401, 5000, 100)) >= 0, 'ingest refuses it once revoked');
+  t.ok(
+    (await eventually(
+      async () =>
+        (
+          await post(
+            `${ingestUrl}/v1/ingest/events`,
+            { events: [{ event_type: 'app_open', anonymous_id: 'a', ts: new Date().toISOString() }] },
+            { 'x-api-key': key },
+          )
+        ).status === 401,
+      5000,
+      100,
+    )) >= 0,
+    'ingest refuses it once revoked',
+  );
   t.same(await unnamedControls(page), []);
 });
 
@@ -216,7 +283,10 @@ t.test('webhooks: create to a local receiver, test ping, see the delivery log, r
   await page.getByRole('button', { name: 'Add endpoint' }).click();
   t.match(await page.getByTestId('secret').inputValue(), /^whsec_/);
   await page.getByRole('button', { name: `Send a test ping to ${receiver.url}/dash` }).click();
-  const pings = () => receiver.received.filter((r) => r.path === '/dash' && JSON.parse(r.body).type === 'test.ping');
+  const pings = () =>
+    receiver.received.filter(
+      (r) => r.path === '/dash' && (JSON.parse(r.body) as { type: string }).type === 'test.ping',
+    );
   t.ok((await eventually(async () => pings().length === 1, 15_000, 100)) >= 0, 'the receiver got the ping');
   await page.getByRole('button', { name: `Deliveries of ${receiver.url}/dash` }).click();
   const log = page.getByRole('region', { name: `Last 200 delivery attempts to ${receiver.url}/dash` });
@@ -250,7 +320,13 @@ t.test('service accounts and exports', async (t) => {
   await link.waitFor({ timeout: 60_000 });
   const file = await fetch(new URL((await link.getAttribute('href'))!, base));
   t.equal(file.status, 200, 'the download link serves the file');
-  t.equal(Buffer.from(await file.arrayBuffer()).subarray(0, 4).toString(), 'PAR1', 'a Parquet file');
+  t.equal(
+    Buffer.from(await file.arrayBuffer())
+      .subarray(0, 4)
+      .toString(),
+    'PAR1',
+    'a Parquet file',
+  );
   t.same(await unnamedControls(page), []);
   await shot('admin-exports');
 });
@@ -268,9 +344,16 @@ t.test('alerts: a new alert appears without reload, and is acknowledged', async 
   await item.getByRole('button', { name: /^Acknowledge/ }).click();
   await item.getByText(/^acknowledged /).waitFor();
   const token = await login(base, 'owner@dash.test');
-  const stored = (await call(base, 'GET', '/v1/analytics/alerts?acknowledged=true', { token })).json as unknown as Array<{ category: string }>;
-  t.ok(stored.some((a) => a.category.startsWith('ingest.quota')), 'the API has it acknowledged');
-  t.ok(receiver.received.some((r) => JSON.parse(r.body).type === 'ingest.quota_80pct'), 'and the webhook made in the dashboard delivered it');
+  const stored = (await call(base, 'GET', '/v1/analytics/alerts?acknowledged=true', { token }))
+    .json as unknown as Array<{ category: string }>;
+  t.ok(
+    stored.some((a) => a.category.startsWith('ingest.quota')),
+    'the API has it acknowledged',
+  );
+  t.ok(
+    receiver.received.some((r) => (JSON.parse(r.body) as { type: string }).type === 'ingest.quota_80pct'),
+    'and the webhook made in the dashboard delivered it',
+  );
   t.same(await unnamedControls(page), []);
 });
 
@@ -300,22 +383,52 @@ t.test('sign out: back to the login page, and the token was never stored in the 
 
 t.test('the role decides: an admin manages keys and acknowledges, a viewer only reads and exports', async (t) => {
   // An alert left open: the quota now used up, so the alerts role raises ingest.quota_exceeded.
-  t.equal((await cli(['tenant', 'update', '--slug', 'dash', '--monthly-quota', String(Math.floor(sent / 2))], env)).code, 0);
+  t.equal(
+    (await cli(['tenant', 'update', '--slug', 'dash', '--monthly-quota', String(Math.floor(sent / 2))], env)).code,
+    0,
+  );
   const owner = await login(base, 'owner@dash.test');
-  const open = async (): Promise<boolean> => ((await call(base, 'GET', '/v1/analytics/alerts?acknowledged=false', { token: owner })).json as unknown as unknown[]).length > 0;
+  const open = async (): Promise<boolean> =>
+    (
+      (await call(base, 'GET', '/v1/analytics/alerts?acknowledged=false', { token: owner }))
+        .json as unknown as unknown[]
+    ).length > 0;
   t.ok((await eventually(open, 30_000, 250)) >= 0, 'an open alert');
   for (const [role, tabs, acknowledge] of [
     ['viewer', ['Exports'], 0],
     ['admin', ['API keys', 'Exports'], 1],
   ] as const) {
-    t.equal((await cli(['user', 'add', '--tenant', 'dash', '--email', `${role}@dash.test`, '--password', 'correct horse battery', '--role', role], env)).code, 0);
+    t.equal(
+      (
+        await cli(
+          [
+            'user',
+            'add',
+            '--tenant',
+            'dash',
+            '--email',
+            `${role}@dash.test`,
+            '--password',
+            'correct horse battery',
+            '--role',
+            role,
+          ],
+          env,
+        )
+      ).code,
+      0,
+    );
     await page.goto(`${base}/admin`);
     await signIn(`${role}@dash.test`);
     await page.getByRole('heading', { level: 1, name: 'Admin' }).waitFor();
     t.same(await page.getByRole('tab').allTextContents(), tabs, `${role}: ${tabs.join(', ')}`);
     await visit(t, 'Alerts');
     await page.locator('li.alert').filter({ hasText: 'ingest.quota_exceeded' }).waitFor();
-    t.equal(await page.getByRole('button', { name: /^Acknowledge/ }).count(), acknowledge, `${role}: ${acknowledge ? 'may' : 'may not'} acknowledge`);
+    t.equal(
+      await page.getByRole('button', { name: /^Acknowledge/ }).count(),
+      acknowledge,
+      `${role}: ${acknowledge ? 'may' : 'may not'} acknowledge`,
+    );
     await page.getByRole('button', { name: 'Sign out' }).click();
   }
   t.same(consoleErrors, [], 'still no console errors');
@@ -333,7 +446,8 @@ t.test('an alert card names the cohort behind a QoS alert and charts its metric 
       perPop: 40,
       contents: ['c1'],
       appVersions: ['5.12.0', '5.12.1', '5.13.0'],
-      conditions: (ts, _region, _pop, app) => (app === '5.13.0' && ts >= now - 5 * 60_000 ? { ...normal, fatalChance: 0.6 } : normal),
+      conditions: (ts, _region, _pop, app) =>
+        app === '5.13.0' && ts >= now - 5 * 60_000 ? { ...normal, fatalChance: 0.6 } : normal,
     },
     now - 45 * 60_000,
     now,
@@ -341,11 +455,19 @@ t.test('an alert card names the cohort behind a QoS alert and charts its metric 
   t.equal(await sendEvents(ingestUrl, cause.key, events), events.length);
   await page.goto(`${base}/alerts`);
   await signIn('owner@cause.test');
-  const card = page.locator('li.alert').filter({ hasText: 'Playback error spike in Maharashtra, mostly app version 5.13.0' });
+  const card = page
+    .locator('li.alert')
+    .filter({ hasText: 'Playback error spike in Maharashtra, mostly app version 5.13.0' });
   await card.waitFor({ timeout: 60_000 });
-  t.match(await card.locator('.alert-cohort').textContent(), /Cohort app version 5\.13\.0: \d+ % of it, [\d.]+ % against [\d.]+ % before/);
+  t.match(
+    await card.locator('.alert-cohort').textContent(),
+    /Cohort app version 5\.13\.0: \d+ % of it, [\d.]+ % against [\d.]+ % before/,
+  );
   await card.locator('.alert-facts .chart canvas').first().waitFor();
-  t.match(await card.locator('.alert-facts .chart').getAttribute('aria-label'), /^The metric per minute \(%\) up to the alert, from /);
+  t.match(
+    await card.locator('.alert-facts .chart').getAttribute('aria-label'),
+    /^The metric per minute \(%\) up to the alert, from /,
+  );
   await shot('alert-cohort');
   t.same(consoleErrors, [], 'no console errors');
 });

@@ -19,20 +19,72 @@ const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.por
 await makeTenant(svc.config.nats_prefix, 'acme', 'enterprise');
 const owner = await login(base, 'owner@acme.test');
 // Signing out everywhere and changing the password act on their caller's user: they are called as another one.
-const added = await cli(['user', 'add', '--tenant', 'acme', '--email', 'self@acme.test', '--password', 'correct horse battery', '--role', 'viewer'], { NATS_PREFIX: svc.config.nats_prefix });
+const added = await cli(
+  [
+    'user',
+    'add',
+    '--tenant',
+    'acme',
+    '--email',
+    'self@acme.test',
+    '--password',
+    'correct horse battery',
+    '--role',
+    'viewer',
+  ],
+  { NATS_PREFIX: svc.config.nats_prefix },
+);
 if (added.code !== 0) throw new Error(added.stderr);
 
 const methods = ['get', 'post', 'put', 'patch', 'delete'] as const;
 /** Every (method, path template) the api listener serves. */
-const endpoints = Object.entries(openapiDocument.paths as Record<string, Record<string, unknown> & { servers?: Array<{ url: string }> }>)
+const endpoints = Object.entries(
+  openapiDocument.paths as Record<string, Record<string, unknown> & { servers?: Array<{ url: string }> }>,
+)
   .filter(([, item]) => (item.servers?.[0]?.url ?? '{base_url}') === '{base_url}')
   .flatMap(([path, item]) => methods.filter((m) => item[m] !== undefined).map((m) => [m.toUpperCase(), path] as const));
 const selfActing = new Set(['/v1/auth/logout', '/v1/auth/logout-everywhere', '/v1/auth/password']);
 
 const rng = new Rng(31);
-const word = (n: number): string => Array.from({ length: n }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[rng.int(0, 35)]).join('');
-const pathParams = ['x', '..', '..%2f..%2fetc%2fpasswd', '%00', '%ZZ', 'a'.repeat(5000), '%C3%A9', '%3Cscript%3E', '-1', '1e309', '0x10', '__proto__', 'constructor', 'wh_' + 'f'.repeat(20), 'sa_' + '0'.repeat(20), 'key_' + '1'.repeat(20), 'dlv_' + '0'.repeat(24)];
-const queries = ['', '?limit=-1', '?limit=1e9', '?limit=abc', '?offset=-5', '?range=', '?range=%ZZ', '?range=24h&range=7d', '?__proto__=1', `?from=${'9'.repeat(400)}`, '?status=%00', `?${word(3)}=${word(4)}`, '?token=a.b.c', `?from=2026-13-45&to=x`, '?region=%F0%9F%98%80', `?q=${'%'.repeat(50)}`];
+const word = (n: number): string =>
+  Array.from({ length: n }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[rng.int(0, 35)]).join('');
+const pathParams = [
+  'x',
+  '..',
+  '..%2f..%2fetc%2fpasswd',
+  '%00',
+  '%ZZ',
+  'a'.repeat(5000),
+  '%C3%A9',
+  '%3Cscript%3E',
+  '-1',
+  '1e309',
+  '0x10',
+  '__proto__',
+  'constructor',
+  'wh_' + 'f'.repeat(20),
+  'sa_' + '0'.repeat(20),
+  'key_' + '1'.repeat(20),
+  'dlv_' + '0'.repeat(24),
+];
+const queries = [
+  '',
+  '?limit=-1',
+  '?limit=1e9',
+  '?limit=abc',
+  '?offset=-5',
+  '?range=',
+  '?range=%ZZ',
+  '?range=24h&range=7d',
+  '?__proto__=1',
+  `?from=${'9'.repeat(400)}`,
+  '?status=%00',
+  `?${word(3)}=${word(4)}`,
+  '?token=a.b.c',
+  `?from=2026-13-45&to=x`,
+  '?region=%F0%9F%98%80',
+  `?q=${'%'.repeat(50)}`,
+];
 const deep = (n: number): string => '['.repeat(n) + ']'.repeat(n);
 function body(): string | Buffer | undefined {
   return rng.pick<() => string | Buffer | undefined>([
@@ -50,7 +102,8 @@ function body(): string | Buffer | undefined {
     () => JSON.stringify({ name: 'x'.repeat(70_000) }),
     () => JSON.stringify({ name: 'x'.repeat(60_000) }),
     () => JSON.stringify({ [word(6)]: word(6) }),
-    () => JSON.stringify({ name: 1, url: [], categories: 'all', scopes: {}, environment: null, email: 5, password: true }),
+    () =>
+      JSON.stringify({ name: 1, url: [], categories: 'all', scopes: {}, environment: null, email: 5, password: true }),
     () => JSON.stringify({ name: 'ok', environment: 'production\u0000', scopes: ['analytics:read', 'settings:write'] }),
     () => JSON.stringify({ url: 'http://169.254.169.254/latest/meta-data', categories: ['qos.error_spike'] }),
     () => JSON.stringify({ url: 'javascript:alert(1)', categories: ['qos.error_spike'], format: 'slack' }),
@@ -71,7 +124,14 @@ const authHeaders = (token: string): string | undefined =>
     `bearer ${token}`,
     `Bearer ${token}x`,
   ]);
-const contentTypes = ['application/json', 'text/plain', 'application/json; charset=latin1', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded', ''];
+const contentTypes = [
+  'application/json',
+  'text/plain',
+  'application/json; charset=latin1',
+  'multipart/form-data; boundary=x',
+  'application/x-www-form-urlencoded',
+  '',
+];
 
 interface Shot {
   method: string;
@@ -90,7 +150,8 @@ function shots(method: string, template: string, token: string): Shot[] {
     // fetch sends no body with a GET.
     const b = method === 'GET' ? undefined : method === 'DELETE' ? (i % 6 === 5 ? body() : undefined) : body();
     if (b !== undefined) headers['content-type'] = rng.pick(contentTypes);
-    if (i % 8 === 7) headers['x-request-id'] = rng.pick(['', 'x'.repeat(5000), '\u00e9', '../../']).replace(/[^\x20-\x7e]/g, '?');
+    if (i % 8 === 7)
+      headers['x-request-id'] = rng.pick(['', 'x'.repeat(5000), '\u00e9', '../../']).replace(/[^\x20-\x7e]/g, '?');
     out.push({ method, url: `${base}${path}${rng.pick(queries)}`, headers, body: b });
   }
   return out;
@@ -130,8 +191,20 @@ t.test('every endpoint of the api listener refuses hostile requests with a decla
     }
   }
   t.same(failures, [], `${sent} hostile requests: every answer declared, none a 5xx`);
-  t.comment(`answers by status: ${[...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ')}`);
-  t.ok((statuses.get(400) ?? 0) > 100 && (statuses.get(404) ?? 0) > 50 && (statuses.get(413) ?? 0) > 0, 'the handlers were reached, not only the token check');
+  t.comment(
+    `answers by status: ${[...statuses]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, n]) => `${s}×${n}`)
+      .join(' ')}`,
+  );
+  t.ok(
+    (statuses.get(400) ?? 0) > 100 && (statuses.get(404) ?? 0) > 50 && (statuses.get(413) ?? 0) > 0,
+    'the handlers were reached, not only the token check',
+  );
   t.equal((await fetch(`${base}/healthz`)).status, 200, 'and the service still answers');
-  t.equal((await fetch(`${base}/v1/api-keys`, { headers: { authorization: `Bearer ${owner}` } })).status, 200, 'and serves its owner');
+  t.equal(
+    (await fetch(`${base}/v1/api-keys`, { headers: { authorization: `Bearer ${owner}` } })).status,
+    200,
+    'and serves its owner',
+  );
 });

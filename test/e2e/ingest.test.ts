@@ -1,17 +1,34 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { shardOf } from '../../src/bus/wire.js';
-import { cli, eventually, makeTenant, post, readEventStream, startService, type Service, type Tenant } from '../helpers/env.js';
+import {
+  cli,
+  eventually,
+  makeTenant,
+  post,
+  readEventStream,
+  startService,
+  type Service,
+  type Tenant,
+} from '../helpers/env.js';
 import { engineTest } from '../helpers/engines.js';
 
 // The ingest API as a client sees it (CONTRACT §4 "Ingest", §5), on both HTTP engines, checked down to what
 // JetStream holds.
 
 const iso = (ms: number): string => new Date(ms).toISOString();
-const androidUa = 'Mozilla/5.0 (Linux; Android 13; SM-S908B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/112.0.0.0 Mobile Safari/537.36';
+const androidUa =
+  'Mozilla/5.0 (Linux; Android 13; SM-S908B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/112.0.0.0 Mobile Safari/537.36';
 
 function playStart(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { event_type: 'play_start', ts: iso(Date.now()), session_id: randomUUID(), content_id: 'match-42', anonymous_id: 'anon-1', ...extra };
+  return {
+    event_type: 'play_start',
+    ts: iso(Date.now()),
+    session_id: randomUUID(),
+    content_id: 'match-42',
+    anonymous_id: 'anon-1',
+    ...extra,
+  };
 }
 
 for (const engine of ['uws', 'node'] as const) {
@@ -24,7 +41,8 @@ for (const engine of ['uws', 'node'] as const) {
     const events = `${svc.ingestUrl}/v1/ingest/events`;
     const beacon = `${svc.ingestUrl}/v1/ingest/beacon`;
     const auth = { 'x-api-key': tenant.key };
-    const published = async (): Promise<number> => (await readEventStream(prefix)).reduce((n, m) => n + m.events.length, 0);
+    const published = async (): Promise<number> =>
+      (await readEventStream(prefix)).reduce((n, m) => n + m.events.length, 0);
 
     t.test('three ways to send a key; anything else is 401 invalid_api_key', async (t) => {
       const a = await post(events, { events: [playStart()] }, auth);
@@ -33,7 +51,12 @@ for (const engine of ['uws', 'node'] as const) {
       t.equal((await post(events, { events: [playStart()] }, { authorization: `Bearer ${tenant.key}` })).status, 200);
       const b = await post(`${beacon}?api_key=${tenant.key}`, { events: [playStart()] });
       t.equal(b.body.accepted, 1);
-      for (const headers of [{}, { 'x-api-key': 'dk_live_nope' }, { authorization: `Basic ${tenant.key}` }, { 'x-api-key': 'x'.repeat(5000) }] as Array<Record<string, string>>) {
+      for (const headers of [
+        {},
+        { 'x-api-key': 'dk_live_nope' },
+        { authorization: `Basic ${tenant.key}` },
+        { 'x-api-key': 'x'.repeat(5000) },
+      ] as Array<Record<string, string>>) {
         const r = await post(events, { events: [playStart()] }, headers);
         t.equal(r.status, 401);
         t.equal((r.body.error as { code: string }).code, 'invalid_api_key');
@@ -84,7 +107,11 @@ for (const engine of ['uws', 'node'] as const) {
             { event_type: 'play_start', session_id: 's', content_id: 'c' },
             { event_type: 'heartbeat', session_id: 's', ts: '2026-11-21 10:00:00' },
             { event_type: 'heartbeat', session_id: 's', event_id: 'not-a-uuid' },
-            { event_type: 'heartbeat', session_id: 's', properties: { deep: JSON.parse('['.repeat(20) + ']'.repeat(20)) as unknown } },
+            {
+              event_type: 'heartbeat',
+              session_id: 's',
+              properties: { deep: JSON.parse('['.repeat(20) + ']'.repeat(20)) as unknown },
+            },
             { event_type: 'heartbeat', session_id: 's', context: { device_type: 'fridge' } },
             { event_type: 'payment_succeeded', user_id: 'u1', properties: {} },
             { event_type: 'checkout.viewed', session_id: 's', properties: { any: ['thing'] } },
@@ -115,17 +142,38 @@ for (const engine of ['uws', 'node'] as const) {
     t.test('timestamps: server_ts=1, skew with and without sent_at, client_ts kept', async (t) => {
       const now = Date.now();
       const mark = randomUUID();
-      const tag = (name: string, ts: number): Record<string, unknown> => ({ event_type: 'heartbeat', session_id: `${mark}-${name}`, ts: iso(ts) });
+      const tag = (name: string, ts: number): Record<string, unknown> => ({
+        event_type: 'heartbeat',
+        session_id: `${mark}-${name}`,
+        ts: iso(ts),
+      });
       // Without sent_at: within 30 s kept, beyond replaced by the receive time.
-      await post(events, { events: [tag('near', now - 10_000), tag('far', now - 3_600_000), tag('future', now + 120_000)] }, auth);
+      await post(
+        events,
+        { events: [tag('near', now - 10_000), tag('far', now - 3_600_000), tag('future', now + 120_000)] },
+        auth,
+      );
       // With sent_at two hours behind: the whole batch shifts by the skew, keeping spacing.
       const skew = 2 * 3_600_000;
-      await post(events, { sent_at: iso(now - skew), events: [tag('s1', now - skew - 60_000), tag('s2', now - skew - 50_000)] }, auth);
+      await post(
+        events,
+        { sent_at: iso(now - skew), events: [tag('s1', now - skew - 60_000), tag('s2', now - skew - 50_000)] },
+        auth,
+      );
       // With sent_at within tolerance: nothing moves, even old events (an offline buffer).
       await post(events, { sent_at: iso(now), events: [tag('old', now - 86_400_000)] }, auth);
-      await post(`${events}?server_ts=1`, { events: [tag('server', now - 5_000), { event_type: 'heartbeat', session_id: `${mark}-nots` }] }, auth);
+      await post(
+        `${events}?server_ts=1`,
+        { events: [tag('server', now - 5_000), { event_type: 'heartbeat', session_id: `${mark}-nots` }] },
+        auth,
+      );
       const after = Date.now();
-      const got = new Map((await readEventStream(prefix)).flatMap((m) => m.events).filter((e) => e.session_id?.startsWith(mark)).map((e) => [e.session_id?.slice(mark.length + 1), e]));
+      const got = new Map(
+        (await readEventStream(prefix))
+          .flatMap((m) => m.events)
+          .filter((e) => e.session_id?.startsWith(mark))
+          .map((e) => [e.session_id?.slice(mark.length + 1), e]),
+      );
       const near = got.get('near');
       t.equal(near?.ts, now - 10_000);
       const far = got.get('far');
@@ -148,14 +196,31 @@ for (const engine of ['uws', 'node'] as const) {
         events,
         {
           events: [
-            { event_type: 'heartbeat', session_id: `${mark}-ctx`, context: { country: 'in', region: 'Kerala', device_type: 'tv' } },
+            {
+              event_type: 'heartbeat',
+              session_id: `${mark}-ctx`,
+              context: { country: 'in', region: 'Kerala', device_type: 'tv' },
+            },
             { event_type: 'heartbeat', session_id: `${mark}-ip` },
-            { event_type: 'heartbeat', session_id: `${mark}-ctxip`, context: { ip: '8.8.8.8', user_agent: 'Mozilla/5.0 (SMART-TV; Linux; Tizen 6.0) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/4.0 Chrome/76.0.3809.146 TV Safari/537.36' } },
+            {
+              event_type: 'heartbeat',
+              session_id: `${mark}-ctxip`,
+              context: {
+                ip: '8.8.8.8',
+                user_agent:
+                  'Mozilla/5.0 (SMART-TV; Linux; Tizen 6.0) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/4.0 Chrome/76.0.3809.146 TV Safari/537.36',
+              },
+            },
           ],
         },
         { ...auth, 'x-forwarded-for': '49.36.0.1, 10.0.0.1', 'user-agent': androidUa },
       );
-      const got = new Map((await readEventStream(prefix)).flatMap((m) => m.events).filter((e) => e.session_id?.startsWith(mark)).map((e) => [e.session_id?.slice(mark.length + 1), e]));
+      const got = new Map(
+        (await readEventStream(prefix))
+          .flatMap((m) => m.events)
+          .filter((e) => e.session_id?.startsWith(mark))
+          .map((e) => [e.session_id?.slice(mark.length + 1), e]),
+      );
       t.match(got.get('ctx'), { country: 'IN', region: 'Kerala', device: 'tv', env: 'production', tenant: 'acme' });
       t.match(got.get('ip'), { country: 'IN', region: 'Maharashtra', device: 'mobile' });
       t.match(got.get('ctxip'), { country: 'US', region: 'California', device: 'tv' });
@@ -176,14 +241,23 @@ for (const engine of ['uws', 'node'] as const) {
         const shard = Number(m.subject.split('.').pop());
         for (const e of m.events) t.equal(shardOf(e.tenant, e.session_id ?? '', svc.config.shards), shard);
       }
-      t.equal(messages.reduce((n, m) => n + m.events.length, 0), 80);
+      t.equal(
+        messages.reduce((n, m) => n + m.events.length, 0),
+        80,
+      );
     });
 
     t.test('beacon: adata, JSON body, text/plain body; 200 for every outcome', async (t) => {
       const one = JSON.stringify({ events: [playStart()] });
-      const viaQuery = await fetch(`${beacon}?api_key=${tenant.key}&adata=${encodeURIComponent(one)}`, { method: 'POST' });
+      const viaQuery = await fetch(`${beacon}?api_key=${tenant.key}&adata=${encodeURIComponent(one)}`, {
+        method: 'POST',
+      });
       t.same(await viaQuery.json(), { accepted: 1, rejected: 0, queued: true, errors: [] });
-      const plain = await fetch(`${beacon}?api_key=${tenant.key}`, { method: 'POST', headers: { 'content-type': 'text/plain;charset=UTF-8' }, body: one });
+      const plain = await fetch(`${beacon}?api_key=${tenant.key}`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain;charset=UTF-8' },
+        body: one,
+      });
       t.equal(((await plain.json()) as { accepted: number }).accepted, 1);
       for (const [url, body] of [
         [`${beacon}?api_key=wrong`, one],
@@ -201,7 +275,10 @@ for (const engine of ['uws', 'node'] as const) {
     });
 
     t.test('RateLimit-* on every answer, including unknown routes and preflight', async (t) => {
-      for (const res of [await fetch(`${svc.ingestUrl}/nope`), await fetch(events, { method: 'OPTIONS', headers: { origin: 'https://x.test' } })]) {
+      for (const res of [
+        await fetch(`${svc.ingestUrl}/nope`),
+        await fetch(events, { method: 'OPTIONS', headers: { origin: 'https://x.test' } }),
+      ]) {
         t.ok(res.headers.get('ratelimit-limit'));
         t.ok(res.headers.get('ratelimit-remaining'));
         t.ok(res.headers.get('ratelimit-reset'));
@@ -215,7 +292,12 @@ for (const engine of ['uws', 'node'] as const) {
       const small = await makeTenant(prefix, 'tiny', 'free');
       const key = { 'x-api-key': small.key };
       t.equal((await cli(['tenant', 'update', '--slug', 'tiny', '--rate-per-minute', '3'], env)).code, 0);
-      t.not(await eventually(async () => (await post(events, { events: [playStart()] }, key)).headers.get('ratelimit-limit') === '3'), -1);
+      t.not(
+        await eventually(
+          async () => (await post(events, { events: [playStart()] }, key)).headers.get('ratelimit-limit') === '3',
+        ),
+        -1,
+      );
       // The probe above may have used part of the minute: send until refused.
       let r = await post(events, { events: [playStart(), playStart()] }, key);
       for (let i = 0; i < 3 && r.status === 200; i++) r = await post(events, { events: [playStart()] }, key);
@@ -225,7 +307,11 @@ for (const engine of ['uws', 'node'] as const) {
       t.ok(Number(r.headers.get('retry-after')) >= 1 && Number(r.headers.get('retry-after')) <= 60);
       t.equal(r.headers.get('retry-after'), r.headers.get('ratelimit-reset'));
 
-      t.equal((await cli(['tenant', 'update', '--slug', 'tiny', '--rate-per-minute', 'plan', '--monthly-quota', '2'], env)).code, 0);
+      t.equal(
+        (await cli(['tenant', 'update', '--slug', 'tiny', '--rate-per-minute', 'plan', '--monthly-quota', '2'], env))
+          .code,
+        0,
+      );
       const quota = await eventually(async () => {
         const q = await post(events, { events: [playStart()] }, key);
         return q.status === 403 && (q.body.error as { code: string }).code === 'quota_exceeded';
@@ -233,21 +319,38 @@ for (const engine of ['uws', 'node'] as const) {
       t.not(quota, -1, 'quota_exceeded once the month holds 2 events');
 
       t.equal((await cli(['tenant', 'update', '--slug', 'acme', '--status', 'inactive'], env)).code, 0);
-      const inactive = await eventually(async () => (await post(events, { events: [playStart()] }, auth)).status === 403);
+      const inactive = await eventually(
+        async () => (await post(events, { events: [playStart()] }, auth)).status === 403,
+      );
       t.not(inactive, -1);
-      t.equal(((await post(events, { events: [playStart()] }, auth)).body.error as { code: string }).code, 'tenant_inactive');
+      t.equal(
+        ((await post(events, { events: [playStart()] }, auth)).body.error as { code: string }).code,
+        'tenant_inactive',
+      );
       t.equal((await cli(['tenant', 'update', '--slug', 'acme', '--status', 'active'], env)).code, 0);
       t.not(await eventually(async () => (await post(events, { events: [playStart()] }, auth)).status === 200), -1);
     });
 
     t.test('a revoked key is refused within 1 s', async (t) => {
-      const k = await cli(['apikey', 'create', '--tenant', 'acme', '--name', 'to-revoke', '--environment', 'staging'], env);
+      const k = await cli(
+        ['apikey', 'create', '--tenant', 'acme', '--name', 'to-revoke', '--environment', 'staging'],
+        env,
+      );
       const key = String(k.json?.key);
       t.match(key, /^dk_stg_[0-9A-Za-z]{32}$/);
-      t.not(await eventually(async () => (await post(events, { events: [playStart()] }, { 'x-api-key': key })).status === 200), -1);
+      t.not(
+        await eventually(
+          async () => (await post(events, { events: [playStart()] }, { 'x-api-key': key })).status === 200,
+        ),
+        -1,
+      );
       const revoked = await cli(['apikey', 'revoke', '--tenant', 'acme', '--id', String(k.json?.id)], env);
       t.equal(revoked.code, 0);
-      const took = await eventually(async () => (await post(events, { events: [playStart()] }, { 'x-api-key': key })).status === 401, 3000, 10);
+      const took = await eventually(
+        async () => (await post(events, { events: [playStart()] }, { 'x-api-key': key })).status === 401,
+        3000,
+        10,
+      );
       t.ok(took >= 0 && took < 1000, `refused ${took} ms after the CLI returned`);
     });
   });

@@ -5,7 +5,17 @@ import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
 import { compareWithOracle, storeAnswers, sendScenario } from '../helpers/compare.js';
-import { cli, drained, eventually, freePort, makeTenant, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
+import {
+  cli,
+  drained,
+  eventually,
+  freePort,
+  makeTenant,
+  ready,
+  removeNamespace,
+  RoleProcesses,
+  uniquePrefix,
+} from '../helpers/env.js';
 import { makeScenario, type Scenario } from '../helpers/scenario.js';
 
 // The distributed layout: ingest, two aggregator processes (shards 0,1 and 2,3) and a flusher, each its own
@@ -26,7 +36,10 @@ t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the a
   t.teardown(() => procs.stopAll());
   const role = (args: string[], extra: Record<string, string> = {}) => procs.start(args, extra);
   role(['--role', 'ingest'], { INGEST_PORT: String(ingestPort), DATA_DIR: dirs[0] });
-  const aggregators = [role(['--role', 'aggregate', '--shards', '0,1']), role(['--role', 'aggregate', '--shards', '2,3'])];
+  const aggregators = [
+    role(['--role', 'aggregate', '--shards', '0,1']),
+    role(['--role', 'aggregate', '--shards', '2,3']),
+  ];
   let flusher = role(['--role', 'flush'], { DATA_DIR: dirs[1] });
   const ingestUrl = `http://127.0.0.1:${ingestPort}`;
   t.ok(await ready(ingestUrl));
@@ -57,19 +70,42 @@ t.test('two aggregator processes and a flusher, each killed -9 mid-stream: the a
   await procs.stop(flusher, 'SIGTERM');
   // With no flush role running, `darshak replay` opens the store itself; replaying all history changes nothing.
   const to = Math.floor(Date.now() / 60_000) * 60_000 + 60_000;
-  const replay = await cli(['replay', '--tenant', 'delta', '--from', new Date(to - 60 * 86_400_000).toISOString(), '--to', new Date(to).toISOString()], {
-    NATS_PREFIX: prefix,
-    DATA_DIR: dirs[1],
-  });
+  const replay = await cli(
+    [
+      'replay',
+      '--tenant',
+      'delta',
+      '--from',
+      new Date(to - 60 * 86_400_000).toISOString(),
+      '--to',
+      new Date(to).toISOString(),
+    ],
+    {
+      NATS_PREFIX: prefix,
+      DATA_DIR: dirs[1],
+    },
+  );
   t.equal(replay.code, 0, replay.stderr);
-  const store = await Store.open({ clickhouse_url: '', data_dir: dirs[1], events_retention_days: 400 }, createLogger('silent'));
+  const store = await Store.open(
+    { clickhouse_url: '', data_dir: dirs[1], events_retention_days: 400 },
+    createLogger('silent'),
+  );
   t.teardown(() => store.close());
   await compareWithOracle(t, storeAnswers(store.client), scenario.expected, tenants);
   if (!t.passing()) {
     // Which sessions the store lacks a row of, to tell a row lost from one counted wrong (the logs follow).
-    const stored = await store.client.query({ query: 'SELECT DISTINCT tenant, session_id FROM session_hours', format: 'JSONEachRow' });
-    const have = new Set((await stored.json<{ tenant: string; session_id: string }>()).map((r) => `${r.tenant} ${r.session_id}`));
-    const missing = new Set(scenario.expected.filter((e) => e.session_id !== undefined && !have.has(`${e.tenant} ${e.session_id}`)).map((e) => `${e.tenant} ${e.session_id}`));
+    const stored = await store.client.query({
+      query: 'SELECT DISTINCT tenant, session_id FROM session_hours',
+      format: 'JSONEachRow',
+    });
+    const have = new Set(
+      (await stored.json<{ tenant: string; session_id: string }>()).map((r) => `${r.tenant} ${r.session_id}`),
+    );
+    const missing = new Set(
+      scenario.expected
+        .filter((e) => e.session_id !== undefined && !have.has(`${e.tenant} ${e.session_id}`))
+        .map((e) => `${e.tenant} ${e.session_id}`),
+    );
     t.comment(`sessions without a session_hours row: ${[...missing].join(', ') || 'none'}`);
   }
 });

@@ -22,7 +22,11 @@ t.test('all roles in one process: every answer equals the oracle', async (t) => 
   for (const slug of tenants) keys[slug] = (await makeTenant(svc.config.nats_prefix, slug, 'enterprise')).key;
   const scenario = makeScenario({ seed: 7, tenants, now: Date.now(), sessionsPerTenant: 40 });
   await sendScenario(svc.ingestUrl, scenario, keys);
-  t.not(await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200), -1, 'aggregated and flushed');
+  t.not(
+    await eventually(() => drained(svc.config.nats_prefix, svc.config.shards), 30_000, 200),
+    -1,
+    'aggregated and flushed',
+  );
   const base = `http://127.0.0.1:${svc.started.services.listeners.get('base')!.port}`;
   const tokens: Record<string, string> = {};
   for (const slug of tenants) tokens[slug] = await login(base, `owner@${slug}.test`);
@@ -42,14 +46,30 @@ t.test('all roles in one process: every answer equals the oracle', async (t) => 
   ]) {
     await client.command({ query });
   }
-  const r = await cli(['replay', '--tenant', 'alpha', '--from', new Date(from).toISOString(), '--to', new Date(to).toISOString()], { NATS_PREFIX: svc.config.nats_prefix });
+  const r = await cli(
+    ['replay', '--tenant', 'alpha', '--from', new Date(from).toISOString(), '--to', new Date(to).toISOString()],
+    { NATS_PREFIX: svc.config.nats_prefix },
+  );
   t.equal(r.code, 0, r.stderr);
-  const bad = await cli(['replay', '--tenant', 'alpha', '--from', '2026-11-20T10:00:30Z', '--to', '2026-11-21'], { NATS_PREFIX: svc.config.nats_prefix });
+  const bad = await cli(['replay', '--tenant', 'alpha', '--from', '2026-11-20T10:00:30Z', '--to', '2026-11-21'], {
+    NATS_PREFIX: svc.config.nats_prefix,
+  });
   t.equal(bad.code, 2, 'a range off whole minutes is a usage error');
   t.match(bad.stderr, /whole minutes/);
   t.ok(Number(r.json?.sessions) > 0, `replayed ${String(r.json?.sessions)} sessions, ${String(r.json?.events)} events`);
   // qos_minutes lost everything older than the range too: replay the rest of history in one more call.
-  const older = await cli(['replay', '--tenant', 'alpha', '--from', new Date(to - 60 * 86_400_000).toISOString(), '--to', new Date(from).toISOString()], { NATS_PREFIX: svc.config.nats_prefix });
+  const older = await cli(
+    [
+      'replay',
+      '--tenant',
+      'alpha',
+      '--from',
+      new Date(to - 60 * 86_400_000).toISOString(),
+      '--to',
+      new Date(from).toISOString(),
+    ],
+    { NATS_PREFIX: svc.config.nats_prefix },
+  );
   t.equal(older.code, 0, older.stderr);
   await compareWithOracle(t, answers, scenario.expected, tenants);
 });

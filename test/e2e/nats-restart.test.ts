@@ -13,7 +13,17 @@ import { monthOf } from '../../src/control/usage.js';
 import { createLogger } from '../../src/log.js';
 import { select } from '../../src/store/queries/range.js';
 import { Store } from '../../src/store/store.js';
-import { cli, drained, eventually, makeTenant, readEventStream, RoleProcesses, startService, type Service, freePort } from '../helpers/env.js';
+import {
+  cli,
+  drained,
+  eventually,
+  makeTenant,
+  readEventStream,
+  RoleProcesses,
+  startService,
+  type Service,
+  freePort,
+} from '../helpers/env.js';
 import { PrivateNats } from '../../bench/private-nats.js';
 import { engineTest } from '../helpers/engines.js';
 
@@ -34,15 +44,29 @@ interface Answer {
 async function sendBatch(url: string, key: string, sender: number, seq: number): Promise<Answer> {
   const n = 1 + ((seq * 7 + sender) % 6);
   const ids = Array.from({ length: n }, () => randomUUID());
-  const events = ids.map((id, i) => ({ event_type: 'heartbeat', event_id: id, session_id: `s${sender}-${(seq + i) % 50}`, anonymous_id: `a${sender}` }));
+  const events = ids.map((id, i) => ({
+    event_type: 'heartbeat',
+    event_id: id,
+    session_id: `s${sender}-${(seq + i) % 50}`,
+    anonymous_id: `a${sender}`,
+  }));
   const started = Date.now();
   const a: Answer = { sender, ids, status: 0, code: null, accepted: [], started, ended: started, problem: null };
   try {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify({ events }) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': key },
+      body: JSON.stringify({ events }),
+    });
     const text = await res.text();
     a.ended = Date.now();
     a.status = res.status;
-    let body: { accepted?: unknown; rejected?: unknown; errors?: Array<{ index: number; code: string }>; error?: { code?: string } };
+    let body: {
+      accepted?: unknown;
+      rejected?: unknown;
+      errors?: Array<{ index: number; code: string }>;
+      error?: { code?: string };
+    };
     try {
       body = JSON.parse(text) as typeof body;
     } catch {
@@ -53,11 +77,14 @@ async function sendBatch(url: string, key: string, sender: number, seq: number):
       const errors = Array.isArray(body.errors) ? body.errors : [];
       const refused = new Set(errors.map((e) => e.index));
       a.accepted = ids.filter((_, i) => !refused.has(i));
-      if (errors.some((e) => e.code !== 'ingest_degraded')) a.problem = `200 with unexpected per-event errors: ${text.slice(0, 300)}`;
-      else if (body.accepted !== a.accepted.length || body.rejected !== errors.length || a.accepted.length === 0) a.problem = `200 whose counts do not add up: ${text.slice(0, 300)}`;
+      if (errors.some((e) => e.code !== 'ingest_degraded'))
+        a.problem = `200 with unexpected per-event errors: ${text.slice(0, 300)}`;
+      else if (body.accepted !== a.accepted.length || body.rejected !== errors.length || a.accepted.length === 0)
+        a.problem = `200 whose counts do not add up: ${text.slice(0, 300)}`;
     } else {
       a.code = body.error?.code ?? null;
-      if (!(res.status === 503 && a.code === 'ingest_degraded')) a.problem = `status ${res.status}: ${text.slice(0, 300)}`;
+      if (!(res.status === 503 && a.code === 'ingest_degraded'))
+        a.problem = `status ${res.status}: ${text.slice(0, 300)}`;
     }
   } catch (err) {
     a.ended = Date.now();
@@ -103,7 +130,10 @@ for (const engine of engines) {
     const flusher = procs.start(['--role', 'flush'], { DATA_DIR: join(dir, 'store') });
     const tenant = await makeTenant(prefix, 'restarty', 'enterprise', nats.url);
     const other = await makeTenant(prefix, 'bystander', 'enterprise', nats.url);
-    const spare = await cli(['apikey', 'create', '--tenant', tenant.slug, '--name', 'spare', '--environment', 'production'], env);
+    const spare = await cli(
+      ['apikey', 'create', '--tenant', tenant.slug, '--name', 'spare', '--environment', 'production'],
+      env,
+    );
     t.equal(spare.code, 0, spare.stderr);
     const spareKey = String(spare.json?.key);
     const spareId = String(spare.json?.id);
@@ -124,7 +154,11 @@ for (const engine of engines) {
         const res = await fetch(ingestUrl, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-api-key': key },
-          body: JSON.stringify({ events: [invalid ? { event_type: 'heartbeat' } : { event_type: 'heartbeat', event_id: id, session_id: 'probe' }] }),
+          body: JSON.stringify({
+            events: [
+              invalid ? { event_type: 'heartbeat' } : { event_type: 'heartbeat', event_id: id, session_id: 'probe' },
+            ],
+          }),
         });
         const body = (await res.json()) as { accepted?: number; error?: { code: string } };
         if (res.status === 200 && body.accepted === 1) probeAccepted.get(slug)?.push(id);
@@ -173,11 +207,19 @@ for (const engine of engines) {
     const restartAt = Date.now();
     const duringOutage = answers.filter((a) => a.started >= killedAt + notReadyAfter && a.ended <= restartAt);
     t.ok(duringOutage.length >= 10, `${duringOutage.length} answers during the outage`);
-    t.same(duringOutage.filter((a) => !(a.status === 503 && a.code === 'ingest_degraded')).slice(0, 5), [], 'every request sent while NATS was known down got 503 ingest_degraded');
+    t.same(
+      duringOutage.filter((a) => !(a.status === 503 && a.code === 'ingest_degraded')).slice(0, 5),
+      [],
+      'every request sent while NATS was known down got 503 ingest_degraded',
+    );
 
     // 3. Restart on the same port and store; ingest recovers by itself.
     await nats.start();
-    const recovered = await eventually(async () => answers.some((a) => a.started >= restartAt && a.status === 200), 20_000, 50);
+    const recovered = await eventually(
+      async () => answers.some((a) => a.started >= restartAt && a.status === 200),
+      20_000,
+      50,
+    );
     t.not(recovered, -1, `ingest answers 200 again ${recovered} ms after nats-server was restarted`);
     t.not(await eventually(async () => (await status(readyz)) === 200, 10_000, 50), -1, '/readyz is 200 again');
     const recoveredAt = Date.now();
@@ -185,34 +227,64 @@ for (const engine of engines) {
     // 4. Right after the restart, under load, the control-plane KV watches and the usage watch see changes
     // made elsewhere (here by the CLI, another process) within the contract's second (1.5 s allowed for CI).
     const within = 1500;
-    const created = await cli(['apikey', 'create', '--tenant', tenant.slug, '--name', 'after-restart', '--environment', 'production'], env);
+    const created = await cli(
+      ['apikey', 'create', '--tenant', tenant.slug, '--name', 'after-restart', '--environment', 'production'],
+      env,
+    );
     t.equal(created.code, 0, created.stderr);
     const newKey = String(created.json?.key);
     const keySeen = await eventually(async () => (await probe(tenant.slug, newKey)).status === 200, 15_000, 20);
-    t.ok(keySeen >= 0 && keySeen <= within, `a key created after the restart is usable within ${within} ms (took ${keySeen} ms)`);
+    t.ok(
+      keySeen >= 0 && keySeen <= within,
+      `a key created after the restart is usable within ${within} ms (took ${keySeen} ms)`,
+    );
 
     const revoked = await cli(['apikey', 'revoke', '--tenant', tenant.slug, '--id', spareId], env);
     t.equal(revoked.code, 0, revoked.stderr);
-    const revokeSeen = await eventually(async () => (await probe(tenant.slug, spareKey)).code === 'invalid_api_key', 15_000, 20);
-    t.ok(revokeSeen >= 0 && revokeSeen <= within, `a key revoked after the restart stops working within ${within} ms (took ${revokeSeen} ms)`);
+    const revokeSeen = await eventually(
+      async () => (await probe(tenant.slug, spareKey)).code === 'invalid_api_key',
+      15_000,
+      20,
+    );
+    t.ok(
+      revokeSeen >= 0 && revokeSeen <= within,
+      `a key revoked after the restart stops working within ${within} ms (took ${revokeSeen} ms)`,
+    );
 
     nc = await connect({ servers: nats.url });
     const usage = await nc.jetstream().views.kv(`${prefix}_usage`);
     await usage.put(`${other.slug}.${monthOf(Date.now())}`, new TextEncoder().encode(String(2_000_000_000)));
-    const quotaSeen = await eventually(async () => (await probe(other.slug, other.key, true)).code === 'quota_exceeded', 15_000, 20);
-    t.ok(quotaSeen >= 0 && quotaSeen <= within, `a usage count written elsewhere after the restart is seen within ${within} ms (took ${quotaSeen} ms)`);
+    const quotaSeen = await eventually(
+      async () => (await probe(other.slug, other.key, true)).code === 'quota_exceeded',
+      15_000,
+      20,
+    );
+    t.ok(
+      quotaSeen >= 0 && quotaSeen <= within,
+      `a usage count written elsewhere after the restart is seen within ${within} ms (took ${quotaSeen} ms)`,
+    );
 
     const inactive = await cli(['tenant', 'update', '--slug', other.slug, '--status', 'inactive'], env);
     t.equal(inactive.code, 0, inactive.stderr);
-    const statusSeen = await eventually(async () => (await probe(other.slug, other.key)).code === 'tenant_inactive', 15_000, 20);
-    t.ok(statusSeen >= 0 && statusSeen <= within, `a tenant deactivated after the restart is refused within ${within} ms (took ${statusSeen} ms)`);
+    const statusSeen = await eventually(
+      async () => (await probe(other.slug, other.key)).code === 'tenant_inactive',
+      15_000,
+      20,
+    );
+    t.ok(
+      statusSeen >= 0 && statusSeen <= within,
+      `a tenant deactivated after the restart is refused within ${within} ms (took ${statusSeen} ms)`,
+    );
     t.comment(`control-plane checks done ${Date.now() - recoveredAt} ms after the recovery`);
 
     // 5. More load, then stop.
     await sleep(2000);
     running = false;
     await Promise.all(senders);
-    t.ok(answers.filter((a) => a.started >= recoveredAt).every((a) => a.status === 200), 'every answer after the recovery is 200');
+    t.ok(
+      answers.filter((a) => a.started >= recoveredAt).every((a) => a.status === 200),
+      'every answer after the recovery is 200',
+    );
 
     // Nothing but 200 and 503 ingest_degraded, ever; no connection errors.
     const problems = answers.filter((a) => a.problem !== null);
@@ -223,8 +295,13 @@ for (const engine of engines) {
       tally.set(k, (tally.get(k) ?? 0) + 1);
     }
     const slowest = answers.reduce((m, a) => Math.max(m, a.ended - a.started), 0);
-    t.comment(`${answers.length} answers: ${[...tally.entries()].map(([k, v]) => `${k}=${v}`).join(', ')}; slowest ${slowest} ms`);
-    t.ok(slowest <= svc.config.publish_timeout_ms + 1500, `no request waited much past the publish deadline (slowest ${slowest} ms)`);
+    t.comment(
+      `${answers.length} answers: ${[...tally.entries()].map(([k, v]) => `${k}=${v}`).join(', ')}; slowest ${slowest} ms`,
+    );
+    t.ok(
+      slowest <= svc.config.publish_timeout_ms + 1500,
+      `no request waited much past the publish deadline (slowest ${slowest} ms)`,
+    );
 
     // 6. The stream holds exactly the accepted events, each once.
     const acceptedLoad = answers.reduce((n, a) => n + a.accepted.length, 0);
@@ -235,12 +312,15 @@ for (const engine of engines) {
     const sent = new Set([...answers.flatMap((a) => a.ids), ...acceptedIds]);
     const messages = await readEventStream(prefix, nats.url);
     const inStream = new Map<string, number>();
-    for (const m of messages) for (const e of m.events) inStream.set(String(e.event_id), (inStream.get(String(e.event_id)) ?? 0) + 1);
+    for (const m of messages)
+      for (const e of m.events) inStream.set(String(e.event_id), (inStream.get(String(e.event_id)) ?? 0) + 1);
     const streamEvents = messages.reduce((n, m) => n + m.events.length, 0);
     const missing = [...accepted].filter((id) => !inStream.has(id));
     const twice = [...inStream.entries()].filter(([, n]) => n > 1);
     const extra = [...inStream.keys()].filter((id) => !accepted.has(id));
-    t.comment(`stream: ${messages.length} messages, ${streamEvents} events; accepted ${acceptedSum} (${acceptedLoad} from the load)`);
+    t.comment(
+      `stream: ${messages.length} messages, ${streamEvents} events; accepted ${acceptedSum} (${acceptedLoad} from the load)`,
+    );
     t.same(missing.slice(0, 5), [], `every accepted event is in the stream (${missing.length} missing)`);
     t.same(twice.slice(0, 5), [], 'no event_id is in the stream twice');
     t.same(extra.filter((id) => !sent.has(id)).slice(0, 5), [], 'nothing in the stream that was never sent');
@@ -251,25 +331,40 @@ for (const engine of engines) {
     const usageKey = `${tenant.slug}.${monthOf(Date.now())}`;
     const expectUsed = acceptedLoad + (probeAccepted.get(tenant.slug)?.length ?? 0);
     let used = -1;
-    const synced = await eventually(async () => {
-      const e = await usage.get(usageKey);
-      used = e ? Number(new TextDecoder().decode(e.value)) : -1;
-      return used === expectUsed;
-    }, 5000, 50);
+    const synced = await eventually(
+      async () => {
+        const e = await usage.get(usageKey);
+        used = e ? Number(new TextDecoder().decode(e.value)) : -1;
+        return used === expectUsed;
+      },
+      5000,
+      50,
+    );
     t.not(synced, -1, `the month's usage in KV (${used}) equals the tenant's accepted events (${expectUsed})`);
 
     // 8. Aggregated and flushed through the outage: the store holds the tenant's accepted events, each once.
     t.not(await eventually(() => drained(prefix, undefined, nats.url), 60_000, 250), -1, 'aggregated and flushed');
     await procs.stop(flusher, 'SIGTERM');
-    const store = await Store.open({ clickhouse_url: '', data_dir: join(dir, 'store'), events_retention_days: 400 }, createLogger('silent'));
+    const store = await Store.open(
+      { clickhouse_url: '', data_dir: join(dir, 'store'), events_retention_days: 400 },
+      createLogger('silent'),
+    );
     t.teardown(() => store.close());
-    const storedIds = await select<{ event_id: string; n: string }>(store.client, 'SELECT event_id, count() AS n FROM events WHERE tenant = {tenant:String} GROUP BY event_id', {
-      tenant: tenant.slug,
-    });
+    const storedIds = await select<{ event_id: string; n: string }>(
+      store.client,
+      'SELECT event_id, count() AS n FROM events WHERE tenant = {tenant:String} GROUP BY event_id',
+      {
+        tenant: tenant.slug,
+      },
+    );
     const tenantAccepted = new Set([...answers.flatMap((a) => a.accepted), ...(probeAccepted.get(tenant.slug) ?? [])]);
     t.same(storedIds.filter((r) => Number(r.n) > 1).slice(0, 5), [], 'no event stored twice');
     const storedSet = new Set(storedIds.map((r) => r.event_id));
     t.same([...tenantAccepted].filter((id) => !storedSet.has(id)).slice(0, 5), [], 'every accepted event stored');
-    t.equal(storedIds.length, tenantAccepted.size, `the store holds the ${tenantAccepted.size} accepted events and nothing else`);
+    t.equal(
+      storedIds.length,
+      tenantAccepted.size,
+      `the store holds the ${tenantAccepted.size} accepted events and nothing else`,
+    );
   });
 }

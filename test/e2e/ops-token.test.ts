@@ -24,8 +24,16 @@ for (const [listener, url] of [
       const without = await call(url, 'GET', path);
       t.match(without, { status: 401, json: { error: { code: 'unauthorized' } } }, `${path} without the token`);
       t.equal(without.headers.get('www-authenticate'), 'Bearer realm="darshak-ops"');
-      t.equal((await call(url, 'GET', path, { headers: { authorization: `Bearer ${opsToken}x` } })).status, 401, `${path} with a wrong one`);
-      t.equal((await call(url, 'GET', path, { headers: { authorization: `Bearer ${opsToken}` } })).status, 200, `${path} with it`);
+      t.equal(
+        (await call(url, 'GET', path, { headers: { authorization: `Bearer ${opsToken}x` } })).status,
+        401,
+        `${path} with a wrong one`,
+      );
+      t.equal(
+        (await call(url, 'GET', path, { headers: { authorization: `Bearer ${opsToken}` } })).status,
+        200,
+        `${path} with it`,
+      );
     }
   });
 }

@@ -6,7 +6,17 @@ import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { select } from '../../src/store/queries/range.js';
 import { Store } from '../../src/store/store.js';
-import { cli, drained, eventually, freePort, makeTenant, ready, removeNamespace, RoleProcesses, uniquePrefix } from '../helpers/env.js';
+import {
+  cli,
+  drained,
+  eventually,
+  freePort,
+  makeTenant,
+  ready,
+  removeNamespace,
+  RoleProcesses,
+  uniquePrefix,
+} from '../helpers/env.js';
 
 // Past its capacity the service degrades, never collapses (docs/ingest.md, "Overload"): one `darshak start` driven
 // by more than it can follow. Ingest sheds with 503 ingest_overloaded and Retry-After (never another 5xx, never a
@@ -27,7 +37,10 @@ t.test('driven past its capacity, one service sheds, stays bounded, drains, and 
   const [ingestPort, basePort] = [await freePort(), await freePort()];
   // A low target, so that a few seconds of overload engage the shedding on any machine.
   const shed = { INGEST_SHED_LAG_MS: '1000', INGEST_SHED_MAX_LAG_MS: '5000' };
-  const procs = new RoleProcesses({ NATS_PREFIX: prefix, DATA_DIR: dir, INGEST_PORT: String(ingestPort), BASE_PORT: String(basePort), ...shed }, t);
+  const procs = new RoleProcesses(
+    { NATS_PREFIX: prefix, DATA_DIR: dir, INGEST_PORT: String(ingestPort), BASE_PORT: String(basePort), ...shed },
+    t,
+  );
   t.teardown(() => procs.stopAll());
   const service = procs.start([]);
   const ingestUrl = `http://127.0.0.1:${ingestPort}`;
@@ -47,12 +60,27 @@ t.test('driven past its capacity, one service sheds, stays bounded, drains, and 
       const base = n++ * 500;
       const events = ids.map((id, i) =>
         i % 10 === 0
-          ? { event_type: 'play_start', event_id: id, session_id: `s${base + i}`, anonymous_id: `a${base + i}`, content_id: 'final', context: { region: 'Delhi', country: 'IN', device_type: 'tv' } }
+          ? {
+              event_type: 'play_start',
+              event_id: id,
+              session_id: `s${base + i}`,
+              anonymous_id: `a${base + i}`,
+              content_id: 'final',
+              context: { region: 'Delhi', country: 'IN', device_type: 'tv' },
+            }
           : { event_type: 'heartbeat', event_id: id, session_id: `s${base + i - (i % 10)}`, position_sec: i },
       );
       try {
-        const res = await fetch(`${ingestUrl}/v1/ingest/events`, { method: 'POST', headers: { 'x-api-key': tenant.key, 'content-type': 'application/json' }, body: JSON.stringify({ events }) });
-        const body = (await res.json()) as { accepted?: number; errors?: Array<{ index: number }>; error?: { code: string } };
+        const res = await fetch(`${ingestUrl}/v1/ingest/events`, {
+          method: 'POST',
+          headers: { 'x-api-key': tenant.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ events }),
+        });
+        const body = (await res.json()) as {
+          accepted?: number;
+          errors?: Array<{ index: number }>;
+          error?: { code: string };
+        };
         statuses[res.status] = (statuses[res.status] ?? 0) + 1;
         if (res.status === 200) {
           const refused = new Set((body.errors ?? []).map((e) => e.index));
@@ -69,7 +97,10 @@ t.test('driven past its capacity, one service sheds, stays bounded, drains, and 
     while (running) {
       const text = await (await fetch(`${ingestUrl}/metrics`)).text().catch(() => '');
       maxLag = Math.max(maxLag, Number(/^darshak_ingest_pipeline_lag_seconds (\S+)$/m.exec(text)?.[1] ?? 0));
-      maxLoop = Math.max(maxLoop, Number(/^darshak_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1] ?? 0));
+      maxLoop = Math.max(
+        maxLoop,
+        Number(/^darshak_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1] ?? 0),
+      );
       await pause(250);
     }
   };
@@ -78,10 +109,17 @@ t.test('driven past its capacity, one service sheds, stays bounded, drains, and 
   running = false;
   await Promise.all(load);
 
-  t.same(problems.slice(0, 5), [], 'every answer is 200 or 503 ingest_overloaded: no other error, no broken connection');
+  t.same(
+    problems.slice(0, 5),
+    [],
+    'every answer is 200 or 503 ingest_overloaded: no other error, no broken connection',
+  );
   t.ok((statuses[503] ?? 0) > 0, `load was past capacity: ${JSON.stringify(statuses)}`);
   t.ok(accepted.size > 10_000, `and accepted what the pipeline follows meanwhile: ${accepted.size} events`);
-  t.ok([...retryAfter].every((s) => Number(s) >= 1 && Number(s) <= 30), `Retry-After on every 503: ${[...retryAfter].join(', ')} s`);
+  t.ok(
+    [...retryAfter].every((s) => Number(s) >= 1 && Number(s) <= 30),
+    `Retry-After on every 503: ${[...retryAfter].join(', ')} s`,
+  );
   // Shedding admits nothing from 5 s of lag; what was admitted just before, and a second of measuring, on top.
   t.comment(`longest event-loop delay seen: ${maxLoop.toFixed(2)} s`);
   t.ok(maxLag < 15, `the lag stayed bounded: at most ${maxLag.toFixed(1)} s`);
@@ -89,11 +127,20 @@ t.test('driven past its capacity, one service sheds, stays bounded, drains, and 
   t.not(await eventually(() => drained(prefix), 120_000, 500), -1, 'the backlog drains once the load stops');
   t.notMatch(procs.logs(), /rebuilding|consumer lost/, 'no consumer timed out or rebuilt for being busy');
   await procs.stop(service, 'SIGTERM');
-  const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, createLogger('silent'));
-  const stored = (await select<{ event_id: string }>(store.client, "SELECT event_id FROM events WHERE tenant = 'final'", {})).map((r) => r.event_id);
+  const store = await Store.open(
+    { clickhouse_url: '', data_dir: dir, events_retention_days: 30 },
+    createLogger('silent'),
+  );
+  const stored = (
+    await select<{ event_id: string }>(store.client, "SELECT event_id FROM events WHERE tenant = 'final'", {})
+  ).map((r) => r.event_id);
   await store.close();
   const unique = new Set(stored);
   t.equal(unique.size, stored.length, 'no event stored twice');
-  t.same([...accepted].filter((id) => !unique.has(id)).slice(0, 5), [], `every accepted event stored (${stored.length} stored, ${accepted.size} accepted)`);
+  t.same(
+    [...accepted].filter((id) => !unique.has(id)).slice(0, 5),
+    [],
+    `every accepted event stored (${stored.length} stored, ${accepted.size} accepted)`,
+  );
   t.same(stored.filter((id) => !accepted.has(id)).slice(0, 5), [], 'nothing stored that was not accepted');
 });

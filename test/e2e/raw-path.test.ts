@@ -5,7 +5,18 @@ import { join } from 'node:path';
 import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
-import { drained, eventually, freePort, makeTenant, post, ready, removeNamespace, RoleProcesses, startService, uniquePrefix } from '../helpers/env.js';
+import {
+  drained,
+  eventually,
+  freePort,
+  makeTenant,
+  post,
+  ready,
+  removeNamespace,
+  RoleProcesses,
+  startService,
+  uniquePrefix,
+} from '../helpers/env.js';
 
 // Ingest → JetStream → aggregate (dedup) → raw stream → flush → ClickHouse `events`: every accepted event is
 // stored once; an event_id sent again within 24 h is stored once; nothing is lost or doubled when an aggregator or
@@ -16,14 +27,22 @@ t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
 async function storedIds(store: Store, tenant: string): Promise<string[]> {
   const rows = await (
-    await store.client.query({ query: 'SELECT event_id FROM events WHERE tenant = {tenant:String}', query_params: { tenant }, format: 'JSONEachRow' })
+    await store.client.query({
+      query: 'SELECT event_id FROM events WHERE tenant = {tenant:String}',
+      query_params: { tenant },
+      format: 'JSONEachRow',
+    })
   ).json<{ event_id: string }>();
   return rows.map((r) => r.event_id);
 }
 
 async function storedCount(store: Store, tenant: string): Promise<number> {
   const rows = await (
-    await store.client.query({ query: 'SELECT count() AS n FROM events WHERE tenant = {tenant:String}', query_params: { tenant }, format: 'JSONEachRow' })
+    await store.client.query({
+      query: 'SELECT count() AS n FROM events WHERE tenant = {tenant:String}',
+      query_params: { tenant },
+      format: 'JSONEachRow',
+    })
   ).json<{ n: string }>();
   return Number(rows[0]?.n ?? 0);
 }
@@ -36,7 +55,9 @@ t.test('all roles in one process: accepted events land in ClickHouse once each',
   const auth = { 'x-api-key': tenant.key };
   const ids = Array.from({ length: 300 }, () => randomUUID());
   // A retry resends the same event (same session, so the same shard and aggregator).
-  const batch = (slice: string[]) => ({ events: slice.map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: `s-${id.slice(0, 2)}` })) });
+  const batch = (slice: string[]) => ({
+    events: slice.map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: `s-${id.slice(0, 2)}` })),
+  });
   t.equal((await post(url, batch(ids.slice(0, 200)), auth)).body.accepted, 200);
   // Retries of half of them (accepted again, as the contract says) and 100 new ones.
   t.equal((await post(url, batch(ids.slice(100, 300)), auth)).body.accepted, 200);
@@ -46,7 +67,11 @@ t.test('all roles in one process: accepted events land in ClickHouse once each',
   t.equal((await post(url, plain, auth)).body.accepted, 50);
 
   const store = svc.started.services.get('store');
-  t.not(await eventually(async () => (await storedCount(store, 'rawpath')) >= 400, 10_000, 100), -1, 'stored within 10 s');
+  t.not(
+    await eventually(async () => (await storedCount(store, 'rawpath')) >= 400, 10_000, 100),
+    -1,
+    'stored within 10 s',
+  );
   await new Promise((r) => setTimeout(r, 1500));
   const stored = await storedIds(store, 'rawpath');
   t.equal(stored.length, 400, '300 distinct event_ids + 100 without');
@@ -77,7 +102,9 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
     while (running) {
       const ids = Array.from({ length: 25 }, () => randomUUID());
       // Every event is sent twice (a retrying SDK): the second copy must never be stored.
-      const body = { events: [...ids, ...ids].map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: id.slice(0, 6) })) };
+      const body = {
+        events: [...ids, ...ids].map((id) => ({ event_type: 'heartbeat', event_id: id, session_id: id.slice(0, 6) })),
+      };
       const r = await post(url, body, { 'x-api-key': tenant.key }).catch(() => null);
       if (r?.status === 200) ids.forEach((id) => accepted.add(id));
     }
@@ -102,11 +129,18 @@ t.test('kill -9 of the aggregator and of the flusher mid-stream: nothing lost, n
   // once the flusher has let go of its directory.
   t.not(await eventually(() => drained(prefix), 60_000, 500), -1, 'the pipeline drains');
   await procs.stop(flusher, 'SIGTERM');
-  const store = await Store.open({ clickhouse_url: '', data_dir: flushDir, events_retention_days: 30 }, createLogger('silent'));
+  const store = await Store.open(
+    { clickhouse_url: '', data_dir: flushDir, events_retention_days: 30 },
+    createLogger('silent'),
+  );
   const stored = await storedIds(store, 'crashy');
   await store.close();
   const unique = new Set(stored);
   t.equal(unique.size, stored.length, 'no event stored twice');
   const missing = [...accepted].filter((id) => !unique.has(id));
-  t.same(missing.slice(0, 5), [], `no accepted event missing (${missing.length} of ${accepted.size} missing, ${stored.length} stored)`);
+  t.same(
+    missing.slice(0, 5),
+    [],
+    `no accepted event missing (${missing.length} of ${accepted.size} missing, ${stored.length} stored)`,
+  );
 });

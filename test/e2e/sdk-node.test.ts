@@ -28,7 +28,15 @@ t.test('a session sent by the SDK: startup, a rebuffer and watch time as the pag
   let position = 0;
   let n = 0;
   const errors: string[] = [];
-  const transport = new Transport({ ingestUrl: svc.ingestUrl, apiKey: tenant.key, fetch, newId: () => crypto.randomUUID(), now: () => now, random: Math.random, onError: (m) => errors.push(m) });
+  const transport = new Transport({
+    ingestUrl: svc.ingestUrl,
+    apiKey: tenant.key,
+    fetch,
+    newId: () => crypto.randomUUID(),
+    now: () => now,
+    random: Math.random,
+    onError: (m) => errors.push(m),
+  });
   const tracker = new Tracker({
     viewer: { anonymous_id: 'anon-sdk-1' },
     content: { id: 'sdk-title', title: 'An SDK title', type: 'movie', duration_sec: 600 },
@@ -59,11 +67,18 @@ t.test('a session sent by the SDK: startup, a rebuffer and watch time as the pag
   t.same(errors, []);
 
   const qos = async (): Promise<Record<string, number> | undefined> =>
-    ((await call(base, 'GET', '/v1/analytics/qos?range=24h', { token: owner })).body as Array<Record<string, number> & { region: string }>).find((q) => (q.region as unknown) === 'Goa');
+    (
+      (await call(base, 'GET', '/v1/analytics/qos?range=24h', { token: owner })).body as Array<
+        Record<string, number> & { region: string }
+      >
+    ).find((q) => (q.region as unknown) === 'Goa');
   // Stored a little after the last batch: wait for the whole session's watch time.
   t.not(await eventually(async () => ((await qos())?.watch_hours ?? 0) * 3600 >= 119, 30_000, 250), -1);
   const q = (await qos())!;
-  t.ok(Math.abs(q.startup_p50_ms! - 1200) <= 1200 * 0.05, `startup ${q.startup_p50_ms} ms: 1,200 within the histogram's 5 %`);
+  t.ok(
+    Math.abs(q.startup_p50_ms! - 1200) <= 1200 * 0.05,
+    `startup ${q.startup_p50_ms} ms: 1,200 within the histogram's 5 %`,
+  );
   // Watch time counts playing and rebuffering (docs/metrics.md): 114 s playing and 6 s stalled.
   t.ok(Math.abs(q.rebuffer_rate! - (6 / 120) * 100) < 0.1, `rebuffer rate ${q.rebuffer_rate} %: 6 s of 120`);
   t.equal(q.sessions_started, 1);
@@ -83,6 +98,8 @@ t.test('ingest serves the script-tag build: cached, any origin, its integrity ha
   const body = Buffer.from(await r.arrayBuffer());
   t.ok(body.equals(bytes));
   t.match(body.toString(), /Darshak/, 'it defines window.Darshak');
-  const again = await fetch(`${svc.ingestUrl}/sdk/v1/darshak.js`, { headers: { 'if-none-match': r.headers.get('etag')! } });
+  const again = await fetch(`${svc.ingestUrl}/sdk/v1/darshak.js`, {
+    headers: { 'if-none-match': r.headers.get('etag')! },
+  });
   t.equal(again.status, 304);
 });

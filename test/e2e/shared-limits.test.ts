@@ -51,11 +51,22 @@ t.test('two ingest processes share one rate limit and one monthly quota', async 
   }
   // Probes sent earlier in this minute count towards it too.
   t.ok(earlier + accepted >= 20, `no refusal below the limit (${accepted} accepted, ${earlier} earlier this minute)`);
-  t.ok(earlier + accepted <= 30, `the two processes together admit about the limit, not twice it (${earlier + accepted} in the minute)`);
+  t.ok(
+    earlier + accepted <= 30,
+    `the two processes together admit about the limit, not twice it (${earlier + accepted} in the minute)`,
+  );
   t.equal(accepted + limited, 60);
 
   const quota = total + 25;
-  t.equal((await cli(['tenant', 'update', '--slug', 'shared', '--rate-per-minute', 'plan', '--monthly-quota', String(quota)], env)).code, 0);
+  t.equal(
+    (
+      await cli(
+        ['tenant', 'update', '--slug', 'shared', '--rate-per-minute', 'plan', '--monthly-quota', String(quota)],
+        env,
+      )
+    ).code,
+    0,
+  );
   t.not(await eventually(async () => (await send(urls[0] as string)).headers.get('ratelimit-limit') === '120000'), -1);
   const remaining = quota - total;
   let month = 0;
@@ -65,7 +76,10 @@ t.test('two ingest processes share one rate limit and one monthly quota', async 
     else t.equal((r.body.error as { code: string }).code, 'quota_exceeded');
     await new Promise((r) => setTimeout(r, 50));
   }
-  t.ok(month >= remaining && month <= remaining + 10, `the month admits about the quota across both (${month} of the ${remaining} left)`);
+  t.ok(
+    month >= remaining && month <= remaining + 10,
+    `the month admits about the quota across both (${month} of the ${remaining} left)`,
+  );
 
   // The month's count is in the bucket: a new process knows it.
   const c: Service = await startService({ nats_prefix: prefix });

@@ -62,9 +62,13 @@ async function run(t: Test, layout: (procs: RoleProcesses, dir: string) => Promi
  * significant digits: sums taken in another order (other shards, other batches) differ in the last bits only.
  */
 function comparable(r: SimulationResult, answer: string): unknown {
-  const got = r.answers.find((a) => a.answer === answer)?.got as { points?: Array<{ ts: string; value: number }> } | undefined;
+  const got = r.answers.find((a) => a.answer === answer)?.got as
+    { points?: Array<{ ts: string; value: number }> } | undefined;
   if (!got?.points) return settle(got);
-  return settle({ ...got, points: got.points.filter((p) => Date.parse(p.ts) >= r.startAt && Date.parse(p.ts) <= r.endAt + minute) });
+  return settle({
+    ...got,
+    points: got.points.filter((p) => Date.parse(p.ts) >= r.startAt && Date.parse(p.ts) <= r.endAt + minute),
+  });
 }
 
 t.test('one process and the distributed layout give the same answers for the same simulated match', async (t) => {
@@ -76,12 +80,15 @@ t.test('one process and the distributed layout give the same answers for the sam
   const distributed = await run(t, async (procs, dir) => {
     const ingest = [await freePort(), await freePort()];
     const base = await freePort();
-    ingest.forEach((port, i) => procs.start(['--role', 'ingest'], { INGEST_PORT: String(port), DATA_DIR: join(dir, `ingest-${i}`) }));
+    ingest.forEach((port, i) =>
+      procs.start(['--role', 'ingest'], { INGEST_PORT: String(port), DATA_DIR: join(dir, `ingest-${i}`) }),
+    );
     procs.start(['--role', 'aggregate', '--shards', '0,1']);
     procs.start(['--role', 'aggregate', '--shards', '2,3']);
     procs.start(['--role', 'flush,api,alerts'], { BASE_PORT: String(base), DATA_DIR: join(dir, 'store') });
     return { ingestUrls: ingest.map((p) => `http://127.0.0.1:${p}`), apiUrl: `http://127.0.0.1:${base}` };
   });
   t.equal(distributed.send.accepted, single.send.accepted, 'the same events accepted');
-  for (const a of single.answers) t.same(comparable(distributed, a.answer), comparable(single, a.answer), `${a.answer}: the same in both layouts`);
+  for (const a of single.answers)
+    t.same(comparable(distributed, a.answer), comparable(single, a.answer), `${a.answer}: the same in both layouts`);
 });

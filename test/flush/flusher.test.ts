@@ -51,58 +51,77 @@ t.test('group records: compare-and-set per span, a message in one group only', a
   const b = new FlushGroups(kv, 's1');
   t.same(await b.claim([5], []), { created: [[5]], recorded: [] }, 'b knows the span, as of its own write');
   t.same(await a.claim([3, 1, 2], []), { created: [[1, 2, 3]], recorded: [] });
-  t.same(await b.claim([3, 4], []), { created: [[4]], recorded: [[1, 2, 3]] }, 'b, behind, reads the span again and leaves out what a recorded');
-  t.same(await a.claim([], [6, 7, 4]), { created: [[6], [7]], recorded: [[4]] }, 'redelivered and unrecorded: each alone');
+  t.same(
+    await b.claim([3, 4], []),
+    { created: [[4]], recorded: [[1, 2, 3]] },
+    'b, behind, reads the span again and leaves out what a recorded',
+  );
+  t.same(
+    await a.claim([], [6, 7, 4]),
+    { created: [[6], [7]], recorded: [[4]] },
+    'redelivered and unrecorded: each alone',
+  );
   t.same(await a.claim([1], []), { created: [], recorded: [[1, 2, 3]] }, 'nothing new: no write');
-  t.same(await new FlushGroups(kv, 's2').claim([1], []), { created: [[1]], recorded: [] }, 'another stream, other records');
+  t.same(
+    await new FlushGroups(kv, 's2').claim([1], []),
+    { created: [[1]], recorded: [] },
+    'another stream, other records',
+  );
   t.same(await a.claim([100, 101], []), { created: [[100, 101]], recorded: [] }, 'the next span is another entry');
   await t.rejects(a.claim([99, 100], []), /across spans/);
   // One message delivered twice into a group (again, while its first delivery was held), once
   // fresh and once redelivered: recorded once. Twice, its groups [10, 11] and [10] shared the token of their first
   // sequence, the store dropped one insert, and the soak lost 11's events.
-  t.same(await a.claim([10, 11, 10], [10, 12, 12]), { created: [[10, 11], [12]], recorded: [] }, 'a message in one group, however often delivered');
+  t.same(
+    await a.claim([10, 11, 10], [10, 12, 12]),
+    { created: [[10, 11], [12]], recorded: [] },
+    'a message in one group, however often delivered',
+  );
   t.same(await b.claim([13], [10]), { created: [[13]], recorded: [[10, 11]] });
   t.equal(groupToken('raw', 's1', [7]), 'raw:s1:g7');
   t.equal(groupToken('quota_minutes', 's1', [1, 2, 3]), 'quota_minutes:s1:g1');
 });
 
-t.test("the raw stream's identity, which the tokens name, outlives a NATS restart after an update; a stream made again gets another", async (t) => {
-  // nats-server 2.9 takes a stream's creation time from its restart after an update (every process start updates
-  // the streams): the flusher named its tokens after that time, and wrote messages sent again under new ones.
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-identity-'));
-  const nats = new PrivateNats(await freePort(true), join(dir, 'js'));
-  await nats.start();
-  t.teardown(async () => {
+t.test(
+  "the raw stream's identity, which the tokens name, outlives a NATS restart after an update; a stream made again gets another",
+  async (t) => {
+    // nats-server 2.9 takes a stream's creation time from its restart after an update (every process start updates
+    // the streams): the flusher named its tokens after that time, and wrote messages sent again under new ones.
+    const dir = mkdtempSync(join(tmpdir(), 'darshak-identity-'));
+    const nats = new PrivateNats(await freePort(true), join(dir, 'js'));
+    await nats.start();
+    t.teardown(async () => {
+      await nats.kill();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const prefix = uniquePrefix();
+    const open = async (): Promise<Bus> => {
+      const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: prefix }, log);
+      await bus.ensureStreams(4, 24);
+      return bus;
+    };
+    const info = async (bus: Bus) => bus.jsm.streams.info(bus.names.rawStream);
+    let bus = await open();
+    const first = await info(bus);
+    await bus.close();
+    // A crash of the server, a process start (an update), another crash: the sequence that changed the creation time
+    // in a scratch run.
     await nats.kill();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const prefix = uniquePrefix();
-  const open = async (): Promise<Bus> => {
-    const bus = await Bus.connect({ nats_url: nats.url, nats_prefix: prefix }, log);
+    await nats.start();
+    bus = await open();
+    await bus.close();
+    await nats.kill();
+    await nats.start();
+    bus = await open();
+    const after = await info(bus);
+    t.comment(`creation time ${first.created} then ${after.created}`);
+    t.equal(streamIdentity(after.config), streamIdentity(first.config), 'the same identity after the restart');
+    await bus.jsm.streams.delete(bus.names.rawStream);
     await bus.ensureStreams(4, 24);
-    return bus;
-  };
-  const info = async (bus: Bus) => bus.jsm.streams.info(bus.names.rawStream);
-  let bus = await open();
-  const first = await info(bus);
-  await bus.close();
-  // A crash of the server, a process start (an update), another crash: the sequence that changed the creation time
-  // in a scratch run.
-  await nats.kill();
-  await nats.start();
-  bus = await open();
-  await bus.close();
-  await nats.kill();
-  await nats.start();
-  bus = await open();
-  const after = await info(bus);
-  t.comment(`creation time ${first.created} then ${after.created}`);
-  t.equal(streamIdentity(after.config), streamIdentity(first.config), 'the same identity after the restart');
-  await bus.jsm.streams.delete(bus.names.rawStream);
-  await bus.ensureStreams(4, 24);
-  t.not(streamIdentity((await info(bus)).config), streamIdentity(first.config), 'a stream made again is another');
-  await bus.close();
-});
+    t.not(streamIdentity((await info(bus)).config), streamIdentity(first.config), 'a stream made again is another');
+    await bus.close();
+  },
+);
 
 t.test('a group recorded and half written by a flusher that died is completed, not doubled', async (t) => {
   const { bus, store } = await withStore(t);
@@ -110,11 +129,26 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   const t0 = Date.now() - 60_000;
   const events: WireEvent[] = [];
   for (let i = 0; i < 10; i++) {
-    const e: WireEvent = { tenant: 'acme', env: 'production', event_type: 'play_start', ts: t0 + i, client_ts: t0 + i, received_at: t0 + i, event_id: `e${i}`, country: 'IN', region: 'Kerala', device: 'tv', session_id: `s${i}` };
+    const e: WireEvent = {
+      tenant: 'acme',
+      env: 'production',
+      event_type: 'play_start',
+      ts: t0 + i,
+      client_ts: t0 + i,
+      received_at: t0 + i,
+      event_id: `e${i}`,
+      country: 'IN',
+      region: 'Kerala',
+      device: 'tv',
+      session_id: `s${i}`,
+    };
     const encoded = encodeEvent(e);
     // The input message in the event stream, and the aggregator output naming it.
     const { seq } = await bus.js.publish(bus.names.eventsSubject(i % 4), frameMessage([encoded], encoded.length));
-    const message = frameOutput([frameInput(seq, [])], [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])]);
+    const message = frameOutput(
+      [frameInput(seq, [])],
+      [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])],
+    );
     await bus.js.publish(bus.names.rawSubject(i % 4), message);
     events.push(e);
   }
@@ -124,7 +158,11 @@ t.test('a group recorded and half written by a flusher that died is completed, n
 
   // The flusher that died: it took the first eight messages, recorded 1-6 as a group and 7-8 as another, stored the
   // first group's events (not its quota rows), and nothing of the second.
-  await bus.ensureConsumer(bus.names.rawStream, { durable_name: 'flush', ack_policy: AckPolicy.Explicit, ack_wait: 15_000_000_000 });
+  await bus.ensureConsumer(bus.names.rawStream, {
+    durable_name: 'flush',
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: 15_000_000_000,
+  });
   const consumer = await bus.js.consumers.get(bus.names.rawStream, 'flush');
   const taken: JsMsg[] = [];
   for await (const m of await consumer.fetch({ max_messages: 8, expires: 5000 })) taken.push(m);
@@ -133,7 +171,11 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   const seqs = taken.map((m) => m.seq);
   t.same((await groups.claim(seqs.slice(0, 6), [])).created, [seqs.slice(0, 6)]);
   t.same((await groups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
-  await insertEvents(store.client, events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0)), groupToken('raw', streamId, seqs.slice(0, 6)));
+  await insertEvents(
+    store.client,
+    events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0)),
+    groupToken('raw', streamId, seqs.slice(0, 6)),
+  );
   // Its messages come back. The eighth is held by another flusher, stuck: it is acknowledged here, so the seventh
   // alone brings the rewrite of their group, which must read the eighth back from the stream.
   taken[7]!.ack();
@@ -147,31 +189,62 @@ t.test('a group recorded and half written by a flusher that died is completed, n
     return c.num_pending === 0 && c.num_ack_pending === 0 && c.ack_floor.stream_seq === first + 9;
   }, 30_000);
   t.not(done, -1, 'every message acknowledged');
-  const read = async (query: string): Promise<unknown[]> => (await (await store.client.query({ query, format: 'JSONEachRow' })).json()) as unknown[];
-  t.same(await read("SELECT event_id, count() AS n FROM events WHERE tenant = 'acme' GROUP BY event_id HAVING n != 1"), [], 'no event stored twice');
+  const read = async (query: string): Promise<unknown[]> =>
+    (await store.client.query({ query, format: 'JSONEachRow' })).json<unknown>();
+  t.same(
+    await read("SELECT event_id, count() AS n FROM events WHERE tenant = 'acme' GROUP BY event_id HAVING n != 1"),
+    [],
+    'no event stored twice',
+  );
   t.same(await read("SELECT count() AS n FROM events WHERE tenant = 'acme'"), [{ n: '10' }], 'every event stored');
-  t.same(await read("SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'"), [{ n: '10' }], 'every quota row stored once');
+  t.same(
+    await read("SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'"),
+    [{ n: '10' }],
+    'every quota row stored once',
+  );
 });
 
-t.test('a flusher stopped finishes the group it writes and leaves what it read ahead to the next one, which writes it once', async (t) => {
-  const { bus, store } = await withStore(t);
-  const minute = minuteOf(Date.now() - 60_000);
-  for (let i = 0; i < 20; i++) await bus.js.publish(bus.names.rawSubject(i % 4), frameOutput([], [encodeRows(quotaMinutes.name, [['acme', minute, 1]])]));
-  const stored = async (): Promise<number> => Number((await (await store.client.query({ query: "SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'", format: 'JSONEachRow' })).json<{ n: string }>())[0]!.n);
-  const ackPending = async (): Promise<number> => (await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).num_ack_pending;
+t.test(
+  'a flusher stopped finishes the group it writes and leaves what it read ahead to the next one, which writes it once',
+  async (t) => {
+    const { bus, store } = await withStore(t);
+    const minute = minuteOf(Date.now() - 60_000);
+    for (let i = 0; i < 20; i++)
+      await bus.js.publish(
+        bus.names.rawSubject(i % 4),
+        frameOutput([], [encodeRows(quotaMinutes.name, [['acme', minute, 1]])]),
+      );
+    const stored = async (): Promise<number> =>
+      Number(
+        (
+          await (
+            await store.client.query({
+              query: "SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'",
+              format: 'JSONEachRow',
+            })
+          ).json<{ n: string }>()
+        )[0]!.n,
+      );
+    const ackPending = async (): Promise<number> =>
+      (await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).num_ack_pending;
 
-  // The first message is written at once; the rest wait for the next group, which may start only after a minute.
-  const first = new Flusher(bus, store, log, { minIntervalMs: 600_000 });
-  await first.start();
-  t.not(await eventually(async () => (await stored()) === 1 && (await ackPending()) === 19, 20_000, 100), -1, 'one message written, 19 read ahead');
-  await first.stop();
-  t.equal(await stored(), 1, 'the stop wrote nothing more');
+    // The first message is written at once; the rest wait for the next group, which may start only after a minute.
+    const first = new Flusher(bus, store, log, { minIntervalMs: 600_000 });
+    await first.start();
+    t.not(
+      await eventually(async () => (await stored()) === 1 && (await ackPending()) === 19, 20_000, 100),
+      -1,
+      'one message written, 19 read ahead',
+    );
+    await first.stop();
+    t.equal(await stored(), 1, 'the stop wrote nothing more');
 
-  const next = new Flusher(bus, store, log);
-  await next.start();
-  t.teardown(() => next.stop());
-  // After the ack wait (15 s): they were read, and are sent again.
-  t.not(await eventually(async () => (await stored()) === 20, 30_000, 100), -1, 'the next flusher writes them');
-  await new Promise((r) => setTimeout(r, 500));
-  t.equal(await stored(), 20, 'each once');
-});
+    const next = new Flusher(bus, store, log);
+    await next.start();
+    t.teardown(() => next.stop());
+    // After the ack wait (15 s): they were read, and are sent again.
+    t.not(await eventually(async () => (await stored()) === 20, 30_000, 100), -1, 'the next flusher writes them');
+    await new Promise((r) => setTimeout(r, 500));
+    t.equal(await stored(), 20, 'each once');
+  },
+);

@@ -33,11 +33,24 @@ t.teardown(async () => {
 t.test('a session larger than a message comes back whole, in order, in pages under max_payload', async (t) => {
   const base = Date.now() - 86_400_000;
   // 100 heartbeats of about 2 KB each: some 200 KB, four pages or more.
-  const events = Array.from({ length: 100 }, (_, i) => eventAt(i === 0 ? 'play_start' : 'heartbeat', base + i * 10_000, { event_id: `h${i}`, properties: { note: 'x'.repeat(2000) } }));
-  await insertEvents(store.client, events.map((e, i) => eventLine(e, 10 + i, 0)), 'history-pages');
+  const events = Array.from({ length: 100 }, (_, i) =>
+    eventAt(i === 0 ? 'play_start' : 'heartbeat', base + i * 10_000, {
+      event_id: `h${i}`,
+      properties: { note: 'x'.repeat(2000) },
+    }),
+  );
+  await insertEvents(
+    store.client,
+    events.map((e, i) => eventLine(e, 10 + i, 0)),
+    'history-pages',
+  );
   const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0 };
 
-  const first = await bus.nc.request(bus.names.historySubject, new TextEncoder().encode(JSON.stringify({ ...req, offset: 0 })), { timeout: 10_000 });
+  const first = await bus.nc.request(
+    bus.names.historySubject,
+    new TextEncoder().encode(JSON.stringify({ ...req, offset: 0 })),
+    { timeout: 10_000 },
+  );
   const answer = JSON.parse(new TextDecoder().decode(first.data)) as HistoryAnswer;
   t.ok(first.data.length <= 65536, `the first page is ${first.data.length} bytes`);
   if ('error' in answer) throw new Error(answer.error);

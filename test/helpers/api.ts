@@ -9,7 +9,10 @@ export function checkAnswer(method: string, url: string, status: number, headers
   const path = new URL(url).pathname;
   // A path that is not valid percent-encoding names no endpoint, whatever template it looks like.
   const undocumented = matchPath(path) === undefined || !decodes(path);
-  const problems = undocumented && status === 404 ? validateComponent('Error', body) : validateAnswer(method, url, status, headers, body);
+  const problems =
+    undocumented && status === 404
+      ? validateComponent('Error', body)
+      : validateAnswer(method, url, status, headers, body);
   if (problems.length > 0) throw new Error(`answer does not match docs/openapi.json:\n${problems.join('\n')}`);
 }
 

@@ -10,8 +10,13 @@ import type { Scenario } from './scenario.js';
 /** Send a scenario's batches as a client would, each with `sent_at` now so every `ts` is kept as given. */
 export async function sendScenario(ingestUrl: string, scenario: Scenario, keys: Record<string, string>): Promise<void> {
   for (const b of scenario.batches) {
-    const r = await post(`${ingestUrl}/v1/ingest/events`, { events: b.events, sent_at: new Date().toISOString() }, { 'x-api-key': keys[b.tenant]! });
-    if (r.status !== 200 || r.body.rejected !== 0) throw new Error(`batch refused: ${r.status} ${JSON.stringify(r.body).slice(0, 400)}`);
+    const r = await post(
+      `${ingestUrl}/v1/ingest/events`,
+      { events: b.events, sent_at: new Date().toISOString() },
+      { 'x-api-key': keys[b.tenant]! },
+    );
+    if (r.status !== 200 || r.body.rejected !== 0)
+      throw new Error(`batch refused: ${r.status} ${JSON.stringify(r.body).slice(0, 400)}`);
   }
 }
 
@@ -50,25 +55,55 @@ export function httpAnswers(base: string, tokens: Record<string, string>): Answe
     geo: (tenant, range) => get(tenant, `/v1/analytics/geo?range=${range}&limit=200`),
     devices: (tenant, range) => get(tenant, `/v1/analytics/devices?range=${range}`),
     qos: (tenant, range) => get(tenant, `/v1/analytics/qos?range=${range}&limit=200`),
-    concurrency: (tenant, range, interval) => get(tenant, `/v1/analytics/concurrency?range=${range}&interval=${interval}`),
+    concurrency: (tenant, range, interval) =>
+      get(tenant, `/v1/analytics/concurrency?range=${range}&interval=${interval}`),
   };
 }
 
 /** Every §6 answer of every tenant and range against the oracle: equal number for number. */
-export async function compareWithOracle(t: Test, answers: Answers, expected: readonly OracleEvent[], tenants: readonly string[]): Promise<void> {
+export async function compareWithOracle(
+  t: Test,
+  answers: Answers,
+  expected: readonly OracleEvent[],
+  tenants: readonly string[],
+): Promise<void> {
   const oracle = new Oracle(expected);
   for (const tenant of tenants) {
     for (const range of ['24h', '7d', '30d', 'qtd'] as const satisfies readonly Range[]) {
       const now = await awayFromMinuteEdge();
       t.same(q.resolveRange(range, now), resolveRange(range, now), `${tenant} ${range}: the same bounds`);
-      t.same(settle(await answers.overview(tenant, range)), settle(oracle.overview(tenant, range, now)), `${tenant} ${range}: overview`);
-      t.same(settle(await answers.topContent(tenant, range)), settle(oracle.topContent(tenant, range, now)), `${tenant} ${range}: top content`);
-      t.same(settle(await answers.geo(tenant, range)), settle(oracle.geo(tenant, range, now)), `${tenant} ${range}: geo`);
-      t.same(settle(await answers.devices(tenant, range)), settle(oracle.devices(tenant, range, now)), `${tenant} ${range}: devices`);
-      t.same(settle(await answers.qos(tenant, range)), settle(oracle.qosByRegion(tenant, range, now)), `${tenant} ${range}: qos by region`);
+      t.same(
+        settle(await answers.overview(tenant, range)),
+        settle(oracle.overview(tenant, range, now)),
+        `${tenant} ${range}: overview`,
+      );
+      t.same(
+        settle(await answers.topContent(tenant, range)),
+        settle(oracle.topContent(tenant, range, now)),
+        `${tenant} ${range}: top content`,
+      );
+      t.same(
+        settle(await answers.geo(tenant, range)),
+        settle(oracle.geo(tenant, range, now)),
+        `${tenant} ${range}: geo`,
+      );
+      t.same(
+        settle(await answers.devices(tenant, range)),
+        settle(oracle.devices(tenant, range, now)),
+        `${tenant} ${range}: devices`,
+      );
+      t.same(
+        settle(await answers.qos(tenant, range)),
+        settle(oracle.qosByRegion(tenant, range, now)),
+        `${tenant} ${range}: qos by region`,
+      );
       for (const interval of range === '24h' ? [1, 5, 15, 60] : [15, 60]) {
         const want = oracle.concurrency(tenant, range, interval, now);
-        t.same(await answers.concurrency(tenant, range, interval), want, `${tenant} ${range}/${interval}m: concurrency (peak ${want.peak})`);
+        t.same(
+          await answers.concurrency(tenant, range, interval),
+          want,
+          `${tenant} ${range}/${interval}m: concurrency (peak ${want.peak})`,
+        );
       }
     }
   }

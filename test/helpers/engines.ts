@@ -7,10 +7,13 @@ import { loadUws } from '../../src/http/engines/uws.js';
 const uws = loadUws();
 
 /** A skip reason for uWS-only tests, or false to run them. */
-export const uwsSkip: string | false = uws.ok || process.env.CI ? false : `uWebSockets.js does not load here: ${uws.error}`;
+export const uwsSkip: string | false =
+  uws.ok || process.env.CI ? false : `uWebSockets.js does not load here: ${uws.error}`;
 
 /** What HTTP_ENGINE=auto runs here: uWS where it loads, else node:http. */
 export const autoEngine: 'uws' | 'node' = uws.ok ? 'uws' : 'node';
 
 /** Options for a test of one engine: skipped for uWS where it does not load. */
-export const engineTest = (engine: 'uws' | 'node'): { skip: string | false } => ({ skip: engine === 'uws' ? uwsSkip : false });
+export const engineTest = (engine: 'uws' | 'node'): { skip: string | false } => ({
+  skip: engine === 'uws' ? uwsSkip : false,
+});

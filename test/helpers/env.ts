@@ -99,8 +99,8 @@ export class RoleProcesses {
       entry.log += d.toString();
       if (entry.log.length > keptLog) entry.log = entry.log.slice(-keptLog);
     };
-    p.stdout!.on('data', keep);
-    p.stderr!.on('data', keep);
+    p.stdout.on('data', keep);
+    p.stderr.on('data', keep);
     this.started.push(entry);
     this.running.add(p);
     p.once('exit', () => this.running.delete(p));
@@ -110,7 +110,10 @@ export class RoleProcesses {
   /** The kept logs of every process started, in the order started. */
   logs(): string {
     return this.started
-      .map(({ label, p, log }) => `--- ${label} (pid ${p.pid}, ${p.exitCode !== null ? `exit ${p.exitCode}` : p.signalCode ?? 'running'})\n${log}`)
+      .map(
+        ({ label, p, log }) =>
+          `--- ${label} (pid ${p.pid}, ${p.exitCode !== null ? `exit ${p.exitCode}` : (p.signalCode ?? 'running')})\n${log}`,
+      )
       .join('\n');
   }
 
@@ -171,10 +174,29 @@ export interface Tenant {
 
 /** A tenant with an owner and a production key, made through the CLI as an operator would (`url`: another NATS). */
 /** `extra`: more of the CLI's environment (its NATS credentials, say). */
-export async function makeTenant(prefix: string, slug = 'acme', plan = 'pro', url = natsUrl, extra: Record<string, string> = {}): Promise<Tenant> {
+export async function makeTenant(
+  prefix: string,
+  slug = 'acme',
+  plan = 'pro',
+  url = natsUrl,
+  extra: Record<string, string> = {},
+): Promise<Tenant> {
   const env = { NATS_PREFIX: prefix, NATS_URL: url, ...extra };
   const created = await cli(
-    ['tenant', 'create', '--slug', slug, '--name', `${slug} OTT`, '--plan', plan, '--owner-email', `owner@${slug}.test`, '--owner-password', 'correct horse battery'],
+    [
+      'tenant',
+      'create',
+      '--slug',
+      slug,
+      '--name',
+      `${slug} OTT`,
+      '--plan',
+      plan,
+      '--owner-email',
+      `owner@${slug}.test`,
+      '--owner-password',
+      'correct horse battery',
+    ],
     env,
   );
   if (created.code !== 0) throw new Error(`tenant create failed: ${created.stderr}`);
@@ -193,7 +215,11 @@ export interface StoredMessage {
  * Every message of one of a namespace's streams (`events` or `raw`), decoded as its reader would see it: for the raw
  * stream, the events each aggregator output message passes on (read from the event stream, as the flusher does).
  */
-export async function readEventStream(prefix: string, url = natsUrl, which: 'events' | 'raw' = 'events'): Promise<StoredMessage[]> {
+export async function readEventStream(
+  prefix: string,
+  url = natsUrl,
+  which: 'events' | 'raw' = 'events',
+): Promise<StoredMessage[]> {
   const bus = await Bus.connect({ nats_url: url, nats_prefix: prefix }, createLogger('error'), 'test-reader');
   try {
     const stream = which === 'events' ? bus.names.eventsStream : bus.names.rawStream;
@@ -207,7 +233,13 @@ export async function readEventStream(prefix: string, url = natsUrl, which: 'eve
       }
       const output = decodeOutput(m.data);
       const events: WireEvent[] = [];
-      forEachPassed(output, await readInputs(bus, [output], (s) => { throw new Error(`input ${s} is not in the event stream`); }), (e) => events.push(e));
+      forEachPassed(
+        output,
+        await readInputs(bus, [output], (s) => {
+          throw new Error(`input ${s} is not in the event stream`);
+        }),
+        (e) => events.push(e),
+      );
       out.push({ subject: m.subject, seq, events });
     }
     return out;
@@ -259,12 +291,18 @@ export { freePort } from '../../bench/host.js';
  * unacknowledged.
  */
 /** `at`: a NATS URL, or connection options (a server that authenticates). */
-export async function drained(prefix: string, shards = 4, at: string | ConnectionOptions = natsUrl, flush = true): Promise<boolean> {
+export async function drained(
+  prefix: string,
+  shards = 4,
+  at: string | ConnectionOptions = natsUrl,
+  flush = true,
+): Promise<boolean> {
   const nc = await connect(typeof at === 'string' ? { servers: at } : at);
   try {
     const jsm = await nc.jetstreamManager();
     const names = busNames(prefix);
-    const last = async (stream: string, subject: string) => jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
+    const last = async (stream: string, subject: string) =>
+      jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
     for (let shard = 0; shard < shards; shard++) {
       const input = await last(names.eventsStream, names.eventsSubject(shard));
       if (!input) continue;

@@ -56,7 +56,10 @@ export class MediaServer {
       const segment = name.startsWith('chunk-');
       if (segment && self!.failing.has(viewer)) return void res.writeHead(404).end();
       const send = (): void => {
-        res.writeHead(200, { 'content-type': types[extname(name)] ?? 'application/octet-stream', 'content-length': statSync(file).size });
+        res.writeHead(200, {
+          'content-type': types[extname(name)] ?? 'application/octet-stream',
+          'content-length': statSync(file).size,
+        });
         createReadStream(file).pipe(res);
       };
       if (name === 'progressive.mp4') return void self!.pace(viewer, readFileSync(file), stream.seconds, res);

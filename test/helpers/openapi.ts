@@ -64,7 +64,13 @@ const documentId = 'https://darshak.invalid/openapi.json';
 
 // strictRequired is off because `if/then` and `anyOf` branches name fields their parent defines (IngestEvent); the
 // unit test checks instead that each closed object requires only properties it has.
-const ajv = new Ajv2020({ strict: true, strictTypes: true, strictRequired: false, allowUnionTypes: true, allErrors: true });
+const ajv = new Ajv2020({
+  strict: true,
+  strictTypes: true,
+  strictRequired: false,
+  allowUnionTypes: true,
+  allErrors: true,
+});
 // Ajv compiles the whole document as the root schema before a fragment of it: its own top-level keys (openapi, info,
 // paths…) become annotation keywords, so strict mode still refuses unknown keywords inside the schemas themselves.
 ajv.addVocabulary(Object.keys(openapiDocument));
@@ -101,7 +107,10 @@ export function deref<T>(value: T | Reference): T {
 
 /** The unescaped segments of a local `$ref`. */
 function refParts(ref: string): string[] {
-  return ref.slice(2).split('/').map((raw) => decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~'));
+  return ref
+    .slice(2)
+    .split('/')
+    .map((raw) => decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function pointerTo(...parts: string[]): string {
@@ -125,7 +134,12 @@ function validatorAt(pointer: string): ValidateFunction {
 function describe(where: string, errors: ErrorObject[] | null | undefined): string[] {
   return (errors ?? []).map((e) => {
     const at = `${where}${e.instancePath}`;
-    const params = e.keyword === 'additionalProperties' ? ` (${String(e.params.additionalProperty)})` : e.keyword === 'enum' ? ` (${JSON.stringify(e.params.allowedValues)})` : '';
+    const params =
+      e.keyword === 'additionalProperties'
+        ? ` (${String(e.params.additionalProperty)})`
+        : e.keyword === 'enum'
+          ? ` (${JSON.stringify(e.params.allowedValues)})`
+          : '';
     return `${at}: ${e.message ?? e.keyword}${params} [${e.schemaPath}]`;
   });
 }
@@ -185,7 +199,13 @@ export function undocumentedRoutes(routes: ReadonlyArray<{ method: string; path:
 }
 
 /** `base`: the location of the response in the document, so each header schema compiles by its location. */
-function headerProblems(where: string, base: string[], documented: Record<string, HeaderObject | Reference>, headers: Headers, status: number): string[] {
+function headerProblems(
+  where: string,
+  base: string[],
+  documented: Record<string, HeaderObject | Reference>,
+  headers: Headers,
+  status: number,
+): string[] {
   const problems: string[] = [];
   for (const [name, raw] of Object.entries(documented)) {
     const spec = deref<HeaderObject>(raw);
@@ -234,7 +254,8 @@ export function compileEverything(): string[] {
     }
   };
   for (const name of Object.keys(openapiDocument.components.schemas)) attempt(pointerTo('components', 'schemas', name));
-  for (const [name, response] of Object.entries(openapiDocument.components.responses ?? {})) responseSchemas(response, ['components', 'responses', name]);
+  for (const [name, response] of Object.entries(openapiDocument.components.responses ?? {}))
+    responseSchemas(response, ['components', 'responses', name]);
   for (const { path, method, operation } of operations()) {
     for (const [status, response] of Object.entries(operation.responses)) {
       if (!isReference(response)) responseSchemas(response, ['paths', path, method, 'responses', status]);
@@ -315,7 +336,10 @@ export function validateAnswer(method: string, url: string, status: number, head
   if (!validate(instance)) problems.push(...describe(`${where}: body`, validate.errors));
   const bodyId = requestIdOf(instance);
   const headerId = headers.get('x-request-id');
-  if (bodyId !== undefined && headerId !== null && bodyId !== headerId) problems.push(`${where}: request_id ${JSON.stringify(bodyId)} differs from X-Request-Id ${JSON.stringify(headerId)}`);
+  if (bodyId !== undefined && headerId !== null && bodyId !== headerId)
+    problems.push(
+      `${where}: request_id ${JSON.stringify(bodyId)} differs from X-Request-Id ${JSON.stringify(headerId)}`,
+    );
   return problems;
 }
 
@@ -329,5 +353,9 @@ export interface ReceivedAnswer {
 /** The tap form: one assertion per answer, listing every problem when it fails. */
 export function assertValid(t: Pick<Test, 'strictSame'>, method: string, url: string, res: ReceivedAnswer): boolean {
   const path = new URL(url, 'http://placeholder.invalid').pathname;
-  return t.strictSame(validateAnswer(method, url, res.status, res.headers, res.body), [], `${method.toUpperCase()} ${path} → ${res.status} matches docs/openapi.json`);
+  return t.strictSame(
+    validateAnswer(method, url, res.status, res.headers, res.body),
+    [],
+    `${method.toUpperCase()} ${path} → ${res.status} matches docs/openapi.json`,
+  );
 }

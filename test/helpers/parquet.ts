@@ -8,22 +8,63 @@ import type { OracleEvent } from '../../bench/simulator/oracle.js';
 
 /** The columns of the file, in order (docs/export.md). */
 export const columns = [
-  'tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'anonymous_id', 'user_id', 'session_id', 'content_id',
-  'content_type', 'content_title', 'position_sec', 'bitrate_kbps', 'country', 'region', 'device', 'app_version', 'os', 'browser', 'player',
-  'cdn', 'pop', 'user_agent', 'properties', 'ingest_seq', 'ingest_index',
+  'tenant',
+  'env',
+  'event_type',
+  'ts',
+  'client_ts',
+  'received_at',
+  'event_id',
+  'anonymous_id',
+  'user_id',
+  'session_id',
+  'content_id',
+  'content_type',
+  'content_title',
+  'position_sec',
+  'bitrate_kbps',
+  'country',
+  'region',
+  'device',
+  'app_version',
+  'os',
+  'browser',
+  'player',
+  'cdn',
+  'pop',
+  'user_agent',
+  'properties',
+  'ingest_seq',
+  'ingest_index',
 ];
 
 function sorted(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sorted);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, sorted(v)]));
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, sorted(v)]),
+  );
 }
 
 /** One line per event of the fields the scenario decides; the checksum is over the sorted lines. */
 export function line(e: OracleEvent): string {
   return JSON.stringify([
-    e.tenant, e.event_type, e.ts, e.event_id ?? '', e.session_id ?? '', e.user_id ?? '', e.anonymous_id ?? '', e.content_id ?? '',
-    e.content_type ?? '', e.content_title ?? '', e.position_sec ?? null, e.bitrate_kbps ?? null, e.context?.pop ?? '', sorted(e.properties ?? {}),
+    e.tenant,
+    e.event_type,
+    e.ts,
+    e.event_id ?? '',
+    e.session_id ?? '',
+    e.user_id ?? '',
+    e.anonymous_id ?? '',
+    e.content_id ?? '',
+    e.content_type ?? '',
+    e.content_title ?? '',
+    e.position_sec ?? null,
+    e.bitrate_kbps ?? null,
+    e.context?.pop ?? '',
+    sorted(e.properties ?? {}),
   ]);
 }
 
@@ -32,22 +73,39 @@ export type ParquetRow = Record<string, unknown>;
 export function rowLine(r: ParquetRow): string {
   const str = (k: string) => r[k] as string;
   return line({
-    tenant: str('tenant'), event_type: str('event_type'), ts: (r.ts as Date).getTime(), event_id: str('event_id'), session_id: str('session_id'),
-    user_id: str('user_id'), anonymous_id: str('anonymous_id'), content_id: str('content_id'), content_type: str('content_type'),
-    content_title: str('content_title'), position_sec: (r.position_sec as number | null) ?? undefined, bitrate_kbps: (r.bitrate_kbps as number | null) ?? undefined,
-    context: { pop: str('pop') }, properties: JSON.parse(str('properties')) as Record<string, unknown>,
+    tenant: str('tenant'),
+    event_type: str('event_type'),
+    ts: (r.ts as Date).getTime(),
+    event_id: str('event_id'),
+    session_id: str('session_id'),
+    user_id: str('user_id'),
+    anonymous_id: str('anonymous_id'),
+    content_id: str('content_id'),
+    content_type: str('content_type'),
+    content_title: str('content_title'),
+    position_sec: (r.position_sec as number | null) ?? undefined,
+    bitrate_kbps: (r.bitrate_kbps as number | null) ?? undefined,
+    context: { pop: str('pop') },
+    properties: JSON.parse(str('properties')) as Record<string, unknown>,
   });
 }
 
 export const checksum = (lines: string[]): string => createHash('sha256').update(lines.sort().join('\n')).digest('hex');
 
 /** Fetch a link, keep the file under `dir`, and read it: the answer, the rows, the column names. */
-export async function downloadParquet(url: string, dir: string): Promise<{ res: Response; rows: ParquetRow[]; names: string[] }> {
+export async function downloadParquet(
+  url: string,
+  dir: string,
+): Promise<{ res: Response; rows: ParquetRow[]; names: string[] }> {
   const res = await fetch(url);
   const bytes = Buffer.from(await res.arrayBuffer());
   const path = join(dir, `download-${createHash('sha1').update(url).digest('hex')}.parquet`);
   writeFileSync(path, bytes);
   const file = await asyncBufferFromFile(path);
   const meta = await parquetMetadataAsync(file);
-  return { res, rows: (await parquetReadObjects({ file })) as ParquetRow[], names: meta.schema.slice(1).map((s) => s.name) };
+  return {
+    res,
+    rows: (await parquetReadObjects({ file })) as ParquetRow[],
+    names: meta.schema.slice(1).map((s) => s.name),
+  };
 }

@@ -30,7 +30,10 @@ export function net(flushes: Rows[]): Record<string, unknown> {
         const k = spec.engine === 'append' ? JSON.stringify(row) : JSON.stringify(row.slice(0, spec.key.length));
         if (spec.engine === 'sum') {
           const prev = (m.get(k) as number[] | undefined) ?? spec.values.map(() => 0);
-          m.set(k, prev.map((v, i) => v + Number(row[spec.key.length + i])));
+          m.set(
+            k,
+            prev.map((v, i) => v + Number(row[spec.key.length + i])),
+          );
         } else if (spec.engine === 'replace') {
           const version = Number(row[row.length - 1]);
           if (version < (versions.get(`${name} ${k}`) ?? -1)) continue;
@@ -45,25 +48,45 @@ export function net(flushes: Rows[]): Record<string, unknown> {
   for (const [name, m] of Object.entries(out)) {
     const spec = tables.get(name)!;
     if (spec.engine !== 'sum') continue;
-    for (const [k, v] of m) m.set(k, (v as number[]).map((x, i) => (spec.values[i]![1] !== 'Float64' ? x : Math.abs(x) < 1e-9 ? 0 : Number(x.toPrecision(12)))));
+    for (const [k, v] of m)
+      m.set(
+        k,
+        (v as number[]).map((x, i) =>
+          spec.values[i]![1] !== 'Float64' ? x : Math.abs(x) < 1e-9 ? 0 : Number(x.toPrecision(12)),
+        ),
+      );
   }
   const result: Record<string, unknown> = {};
   for (const [name, m] of Object.entries(out)) {
-    result[name] = [...m].filter(([, v]) => !(Array.isArray(v) && tables.get(name)!.engine === 'sum' && v.every((x) => x === 0))).sort();
+    result[name] = [...m]
+      .filter(([, v]) => !(Array.isArray(v) && tables.get(name)!.engine === 'sum' && v.every((x) => x === 0)))
+      .sort();
   }
   return result;
 }
-
 
 const t0 = Date.UTC(2026, 10, 20, 10, 0, 0);
 
 /** A session event of tenant acme at `ts` (Unix ms), received then; `extra` sets or overrides any field. */
 export function eventAt(type: string, ts: number, extra: Partial<WireEvent> = {}): WireEvent {
-  return { tenant: 'acme', env: 'production', event_type: type, ts, client_ts: null, received_at: ts, country: 'IN', region: 'Goa', device: 'tv', session_id: 's1', ...extra };
+  return {
+    tenant: 'acme',
+    env: 'production',
+    event_type: type,
+    ts,
+    client_ts: null,
+    received_at: ts,
+    country: 'IN',
+    region: 'Goa',
+    device: 'tv',
+    session_id: 's1',
+    ...extra,
+  };
 }
 
 /** A session event at `s` seconds after 10:00 UTC, 2026-11-20 (a whole minute). */
-export const ev = (type: string, s: number, extra: Partial<WireEvent> = {}): WireEvent => eventAt(type, t0 + s * 1000, extra);
+export const ev = (type: string, s: number, extra: Partial<WireEvent> = {}): WireEvent =>
+  eventAt(type, t0 + s * 1000, extra);
 
 export const at = (s: number): number => Math.floor((t0 + s * 1000) / 1000);
 

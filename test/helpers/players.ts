@@ -25,13 +25,26 @@ export function needBrowserAndFfmpeg(t: Test): void {
   process.exit(0);
 }
 
-export const chromiumArgs = ['--headless', '--no-sandbox', '--disable-gpu', '--autoplay-policy=no-user-gesture-required', '--no-first-run', '--disable-background-networking', '--disable-component-update'];
+export const chromiumArgs = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--autoplay-policy=no-user-gesture-required',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+];
 
 /** What the page logs when a stall starts and ends: the element's waiting and playing, or a player's own events. */
 export type Stall = [start: string, end: string];
 
 /** A page: one video element, every event it fires logged with the time, and the player set up. */
-export function pageHtml(player: { name: string; lib: string }, viewer: string, setup: string, scripts: readonly string[] = []): string {
+export function pageHtml(
+  player: { name: string; lib: string },
+  viewer: string,
+  setup: string,
+  scripts: readonly string[] = [],
+): string {
   return `<!doctype html><html><head><meta charset="utf-8"><title>${player.name} ${viewer}</title></head><body>
 <video id="v" muted playsinline width="320" height="180"></video>
 ${player.lib ? `<script src="/lib/${player.lib}"></script>` : ''}${scripts.map((src) => `\n<script src="${src}"></script>`).join('')}
@@ -56,15 +69,19 @@ export interface Entry {
   message?: string;
 }
 
-export const log = (page: Page): Promise<Entry[]> => page.evaluate('window.log') as Promise<Entry[]>;
+export const log = (page: Page): Promise<Entry[]> => page.evaluate<Entry[]>('window.log');
 
 /** Wait until the page has logged `type` after time `after` (and fail with its log when it does not). */
 export async function logged(page: Page, type: string, after: number, ms: number): Promise<Entry> {
   const seen = await page
-    .waitForFunction(`log.find((e) => e.type === ${JSON.stringify(type)} && e.t >= ${after})`, undefined, { timeout: ms, polling: 50 })
+    .waitForFunction(`log.find((e) => e.type === ${JSON.stringify(type)} && e.t >= ${after})`, undefined, {
+      timeout: ms,
+      polling: 50,
+    })
     .then((h) => h.jsonValue() as Promise<Entry>)
     .catch(() => undefined);
-  if (!seen) throw new Error(`the page did not log "${type}" within ${ms} ms; its log: ${JSON.stringify(await log(page))}`);
+  if (!seen)
+    throw new Error(`the page did not log "${type}" within ${ms} ms; its log: ${JSON.stringify(await log(page))}`);
   return seen;
 }
 
@@ -107,14 +124,30 @@ export function seen(entries: readonly Entry[], [stallStart, stallEnd]: Stall): 
       if (seeking) seekWaitMs += ms;
       else stallMs += ms;
     }
-    if (e.type === 'pause' && e !== end) pausedMs += (entries.slice(i + 1).find((x) => x.type === 'play') ?? end).t - e.t;
+    if (e.type === 'pause' && e !== end)
+      pausedMs += (entries.slice(i + 1).find((x) => x.type === 'play') ?? end).t - e.t;
   }
   const startupWait = entries.find((e) => e.type === 'waiting' && e.t >= play.t && e.t < first.t);
-  return { startupWaitMs: startupWait ? first.t - startupWait.t : 0, startupMs: first.t - play.t, startupFromIntentMs: first.t - at('intent')!.t, stallMs, seekWaitMs, watchMs: end.t - first.t - pausedMs, firstFrame: first.t, end: end.t, fatal: end.type === 'fatal' };
+  return {
+    startupWaitMs: startupWait ? first.t - startupWait.t : 0,
+    startupMs: first.t - play.t,
+    startupFromIntentMs: first.t - at('intent')!.t,
+    stallMs,
+    seekWaitMs,
+    watchMs: end.t - first.t - pausedMs,
+    firstFrame: first.t,
+    end: end.t,
+    fatal: end.type === 'fatal',
+  };
 }
 
 /** The viewer who stalls, pauses, seeks and plays to the end. */
-export async function fullPlayback(media: MediaServer, page: Page, viewer: string, [stallStart, stallEnd]: Stall): Promise<void> {
+export async function fullPlayback(
+  media: MediaServer,
+  page: Page,
+  viewer: string,
+  [stallStart, stallEnd]: Stall,
+): Promise<void> {
   const first = await logged(page, 'playing', 0, 20_000);
   await sleep(2000);
   const held = Date.now();
@@ -205,7 +238,11 @@ export const libraries = {
  * What a players test runs against: a 20-second stream on a segment server with the libraries, every role of
  * Darshak in this process, and Chromium; all stopped when the test ends.
  */
-export async function playersWorld(t: Test, libs: ReadonlyArray<{ lib: string; file: string }>, label: string): Promise<{ media: MediaServer; svc: Service; base: string; browser: Browser }> {
+export async function playersWorld(
+  t: Test,
+  libs: ReadonlyArray<{ lib: string; file: string }>,
+  label: string,
+): Promise<{ media: MediaServer; svc: Service; base: string; browser: Browser }> {
   const stream = makeStream(20);
   const media = await MediaServer.start(stream, Object.fromEntries(libs.map((p) => [p.lib, join(root, p.file)])));
   const dataDir = mkdtempSync(join(tmpdir(), `darshak-${label}-`));

@@ -81,11 +81,47 @@ interface Content {
  * that changes every day (latest event wins), no title anywhere.
  */
 const catalogue: readonly Content[] = [
-  { id: 'mov-monsoon', duration: 7200, durationOnStart: 'never', titleOnStart: () => 'Monsoon Letters (working title)', typeOnStart: 'movie', weight: 3 },
-  { id: 'ep-gully-s1e1', duration: 1500, durationOnStart: 'some', startDuration: 1497, titleOnStart: () => 'Gully Cricket S1E1', typeOnStart: 'episode', weight: 4 },
-  { id: 'ep-gully-s1e2', duration: 1560, durationOnStart: 'always', titleOnStart: () => 'Gully Cricket S1E2', typeOnStart: 'episode', weight: 3 },
-  { id: 'live-kabaddi', duration: null, durationOnStart: 'never', titleOnStart: (ts) => `Pro Kabaddi Live: match day ${Math.floor(ts / DAY) % 1000}`, typeOnStart: 'live', weight: 3 },
-  { id: 'clip-chai', duration: 180, durationOnStart: 'some', titleOnStart: () => 'Chai Break', typeOnStart: 'clip', weight: 4 },
+  {
+    id: 'mov-monsoon',
+    duration: 7200,
+    durationOnStart: 'never',
+    titleOnStart: () => 'Monsoon Letters (working title)',
+    typeOnStart: 'movie',
+    weight: 3,
+  },
+  {
+    id: 'ep-gully-s1e1',
+    duration: 1500,
+    durationOnStart: 'some',
+    startDuration: 1497,
+    titleOnStart: () => 'Gully Cricket S1E1',
+    typeOnStart: 'episode',
+    weight: 4,
+  },
+  {
+    id: 'ep-gully-s1e2',
+    duration: 1560,
+    durationOnStart: 'always',
+    titleOnStart: () => 'Gully Cricket S1E2',
+    typeOnStart: 'episode',
+    weight: 3,
+  },
+  {
+    id: 'live-kabaddi',
+    duration: null,
+    durationOnStart: 'never',
+    titleOnStart: (ts) => `Pro Kabaddi Live: match day ${Math.floor(ts / DAY) % 1000}`,
+    typeOnStart: 'live',
+    weight: 3,
+  },
+  {
+    id: 'clip-chai',
+    duration: 180,
+    durationOnStart: 'some',
+    titleOnStart: () => 'Chai Break',
+    typeOnStart: 'clip',
+    weight: 4,
+  },
   { id: 'trl-yatra', duration: 95, durationOnStart: 'never', titleOnStart: null, typeOnStart: 'trailer', weight: 2 },
   { id: 'doc-ganga', duration: 3000, durationOnStart: 'never', titleOnStart: null, typeOnStart: null, weight: 2 },
 ];
@@ -99,7 +135,18 @@ const plans: ReadonlyArray<readonly [string, number]> = [
 ];
 
 type Ending = 'ended' | 'session_end' | 'fatal' | 'timeout' | 'pause_close' | 'startup_fail';
-type Incident = 'heartbeat' | 'pause' | 'pause_same_ts' | 'pause_long' | 'rebuffer' | 'rebuffer_hb' | 'rebuffer_long' | 'seek' | 'bitrate' | 'error' | 'gap';
+type Incident =
+  | 'heartbeat'
+  | 'pause'
+  | 'pause_same_ts'
+  | 'pause_long'
+  | 'rebuffer'
+  | 'rebuffer_hb'
+  | 'rebuffer_long'
+  | 'seek'
+  | 'bitrate'
+  | 'error'
+  | 'gap';
 
 interface SessionPlan {
   start: number;
@@ -171,7 +218,7 @@ class TenantGen {
       const first = this.viewers[i] as Viewer;
       this.viewers.push({
         anonymousId: `anon-${this.rng.hex(12)}`,
-        userId: first.userId as string,
+        userId: first.userId,
         context: { ...first.context, device_type: first.context.device_type === 'tv' ? 'mobile' : 'tv' },
       });
     }
@@ -179,7 +226,14 @@ class TenantGen {
 
   private publishCatalogue(): void {
     const pub = (ts: number, id: string, title: string, type: string, duration: number): void => {
-      this.emit({ ts, event_type: 'content_published', content_id: id, content_title: title, content_type: type, properties: { duration_sec: duration } });
+      this.emit({
+        ts,
+        event_type: 'content_published',
+        content_id: id,
+        content_title: title,
+        content_type: type,
+        properties: { duration_sec: duration },
+      });
     };
     const ago = (lo: number, hi: number): number => this.now - this.rng.int(lo, hi);
     // Republished with a new title and length: the latest wins, for every session, old or new.
@@ -230,16 +284,27 @@ class TenantGen {
     plans.push(plan(day - rng.int(4 * MINUTE, 6 * MINUTE), { ending: 'session_end', watchSec: 780, content: long() }));
     plans.push(plan(day - rng.int(3 * MINUTE, 5 * MINUTE), { ending: 'timeout', watchSec: 600, content: long() }));
     plans.push(plan(week - rng.int(4 * MINUTE, 6 * MINUTE), { ending: 'session_end', watchSec: 720, content: long() }));
-    plans.push(plan(month - rng.int(4 * MINUTE, 6 * MINUTE), { ending: 'session_end', watchSec: 720, content: long() }));
+    plans.push(
+      plan(month - rng.int(4 * MINUTE, 6 * MINUTE), { ending: 'session_end', watchSec: 720, content: long() }),
+    );
     // Over well before the 24h range starts.
     plans.push(plan(day - rng.int(40 * MINUTE, 50 * MINUTE), { ending: 'session_end', watchSec: 300 }));
     // In the last 24 h, viewers 0 (tv), 1 (mobile), 2 (desktop), all logged in, and an anonymous one.
     const [tv, mobile, desktop] = this.viewers as [Viewer, Viewer, Viewer];
     const anonymous = this.viewers.find((v) => v.userId === undefined) as Viewer;
     // Still playing at `now`.
-    plans.push(plan(now - rng.int(3 * MINUTE, 5 * MINUTE), { viewer: tv, ending: 'session_end', watchSec: 3600, content: contentById.get('live-kabaddi') as Content }));
+    plans.push(
+      plan(now - rng.int(3 * MINUTE, 5 * MINUTE), {
+        viewer: tv,
+        ending: 'session_end',
+        watchSec: 3600,
+        content: contentById.get('live-kabaddi') as Content,
+      }),
+    );
     // Logs in after starting anonymously: the viewer is the user (who has another session: the one above).
-    plans.push(plan(now - rng.int(2 * HOUR, 20 * HOUR), { viewer: tv, lateLogin: true, ending: 'session_end', watchSec: 200 }));
+    plans.push(
+      plan(now - rng.int(2 * HOUR, 20 * HOUR), { viewer: tv, lateLogin: true, ending: 'session_end', watchSec: 200 }),
+    );
     // Every incident at least once, then ended, session_end and a heartbeat at one ts.
     plans.push(
       plan(now - rng.int(1 * HOUR, 10 * HOUR), {
@@ -247,7 +312,19 @@ class TenantGen {
         content: contentById.get('ep-gully-s1e2') as Content,
         ending: 'ended',
         startPos: 1560 - 500,
-        script: ['heartbeat', 'rebuffer_hb', 'heartbeat', 'pause_same_ts', 'seek', 'bitrate', 'error', 'gap', 'rebuffer_long', 'pause_long', 'rebuffer'],
+        script: [
+          'heartbeat',
+          'rebuffer_hb',
+          'heartbeat',
+          'pause_same_ts',
+          'seek',
+          'bitrate',
+          'error',
+          'gap',
+          'rebuffer_long',
+          'pause_long',
+          'rebuffer',
+        ],
         sameTsEnd: true,
       }),
     );
@@ -315,7 +392,10 @@ class TenantGen {
     // play_start
     const properties: Record<string, unknown> = {};
     const startDuration = p.content.startDuration ?? p.content.duration;
-    if (startDuration !== null && (p.content.durationOnStart === 'always' || (p.content.durationOnStart === 'some' && rng.chance(0.5)))) {
+    if (
+      startDuration !== null &&
+      (p.content.durationOnStart === 'always' || (p.content.durationOnStart === 'some' && rng.chance(0.5)))
+    ) {
       properties.duration_sec = startDuration;
     }
     if (rng.chance(0.3)) properties.autoplay = true;
@@ -366,7 +446,10 @@ class TenantGen {
             emit('heartbeat', position());
           } else soon();
           emit('pause', position());
-          advance(incident === 'pause_long' ? rng.int(31 * SECOND, 4 * MINUTE) : rng.int(3 * SECOND, 25 * SECOND), false);
+          advance(
+            incident === 'pause_long' ? rng.int(31 * SECOND, 4 * MINUTE) : rng.int(3 * SECOND, 25 * SECOND),
+            false,
+          );
           emit('resume', position());
           break;
         case 'rebuffer':
@@ -409,7 +492,10 @@ class TenantGen {
         case 'error':
           soon();
           // Non-fatal: explicitly, or by leaving `fatal` out.
-          emit('error', { ...position(), properties: rng.chance(0.5) ? { code: 'NET_RETRY', fatal: false } : { code: 2001 } });
+          emit('error', {
+            ...position(),
+            properties: rng.chance(0.5) ? { code: 'NET_RETRY', fatal: false } : { code: 2001 },
+          });
           break;
         case 'gap':
           // The network drops for more than 30 s while the player keeps playing.
@@ -482,7 +568,8 @@ class TenantGen {
         bill(renew, 'payment_succeeded', user, { plan: planName, amount_inr: amount });
         bill(renew + gap(), 'subscription_renewed', user, { plan: planName, amount_inr: amount });
       }
-      if (cancelAt !== null && cancelAt <= now) bill(cancelAt, 'subscription_cancelled', user, { plan: planName, reason: 'moving_on' });
+      if (cancelAt !== null && cancelAt <= now)
+        bill(cancelAt, 'subscription_cancelled', user, { plan: planName, reason: 'moving_on' });
     };
     this.users.forEach((user, i) => {
       switch (i % 6) {
@@ -540,7 +627,7 @@ function sendOrder(rng: Rng, gen: TenantGen, now: number): OracleEvent[][] {
   const sequence = [...keyed.map((x) => x.e), ...rng.shuffle([...late])];
 
   const batches: OracleEvent[][] = [];
-  for (let i = 0; i < sequence.length; ) {
+  for (let i = 0; i < sequence.length;) {
     const n = rng.int(80, BATCH_MAX);
     batches.push(sequence.slice(i, i + n));
     i += n;
@@ -572,7 +659,9 @@ export function makeScenario(opts: ScenarioOptions): Scenario {
   const expected: OracleEvent[] = [];
   const events: Scenario['events'] = [];
   for (const { tenant, gen } of perTenant) {
-    const sorted = [...gen.events].sort((a, b) => a.ts - b.ts || (a.event_id as string).localeCompare(b.event_id as string));
+    const sorted = [...gen.events].sort(
+      (a, b) => a.ts - b.ts || (a.event_id as string).localeCompare(b.event_id as string),
+    );
     for (const e of sorted) {
       expected.push(structuredClone(e));
       events.push({ tenant, event: toIngest(e) });

@@ -23,7 +23,14 @@ export interface Conditions {
   abandonAt: number;
 }
 
-export const normal: Conditions = { stallChance: 0.03, stallMs: 2000, startupMs: 800, fatalChance: 0.002, endChance: 0.6, abandonAt: 0.4 };
+export const normal: Conditions = {
+  stallChance: 0.03,
+  stallMs: 2000,
+  startupMs: 800,
+  fatalChance: 0.002,
+  endChance: 0.6,
+  abandonAt: 0.4,
+};
 
 export interface Audience {
   tenant: string;
@@ -64,7 +71,16 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
           const c = a.conditions?.(t, region, pop, app ?? '') ?? normal;
           const context: Record<string, string> = { pop };
           if (app !== undefined) context.app_version = app;
-          const base = { tenant: a.tenant, env: 'production' as const, client_ts: null, country: 'IN', region, device: 'tv', session_id, context };
+          const base = {
+            tenant: a.tenant,
+            env: 'production' as const,
+            client_ts: null,
+            country: 'IN',
+            region,
+            device: 'tv',
+            session_id,
+            context,
+          };
           const push = (event_type: string, ts: number, extra: Partial<WireEvent> = {}): void => {
             if (ts >= from && ts < to) out.push({ ...base, event_type, ts, received_at: ts + 200, ...extra });
           };
@@ -72,7 +88,12 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
           // A fatal error usually strikes early (a stream that cannot play); other sessions last 2 to 6 minutes.
           const length = fatal ? 5000 + Math.floor(r() * 30_000) : 120_000 + Math.floor(r() * 240_000);
           const ends = r() < c.endChance;
-          push('play_start', t, { content_id, anonymous_id: `a${n}`, content_title: `Title ${content_id}`, properties: { duration_sec: contentSeconds } });
+          push('play_start', t, {
+            content_id,
+            anonymous_id: `a${n}`,
+            content_title: `Title ${content_id}`,
+            properties: { duration_sec: contentSeconds },
+          });
           const startup = Math.round(c.startupMs * (0.75 + r() * 0.5));
           push('first_frame', t + startup);
           let at = t + startup;
@@ -87,7 +108,10 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
             at += hb;
             push('heartbeat', at, { position_sec: Math.round((at - t) / 1000) });
           }
-          if (fatal) push('error', stop, { properties: { fatal: true, code: r() < 0.7 ? 'MEDIA_ERR_DECODE' : 'NETWORK_ERROR' } });
+          if (fatal)
+            push('error', stop, {
+              properties: { fatal: true, code: r() < 0.7 ? 'MEDIA_ERR_DECODE' : 'NETWORK_ERROR' },
+            });
           else if (ends) push('ended', stop, { position_sec: contentSeconds });
           else push('session_end', stop, { position_sec: Math.round(contentSeconds * c.abandonAt * r()) });
           t = stop + 1000;
@@ -99,15 +123,38 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
 }
 
 /** Payments every minute (some failing) and an occasional cancellation, from `from` to `to`. */
-export function payments(tenant: string, from: number, to: number, perMinute: number, failChance: number, cancelsPerHour: number, seed = 2): WireEvent[] {
+export function payments(
+  tenant: string,
+  from: number,
+  to: number,
+  perMinute: number,
+  failChance: number,
+  cancelsPerHour: number,
+  seed = 2,
+): WireEvent[] {
   const r = rng(seed);
   const out: WireEvent[] = [];
   let n = 0;
   const push = (event_type: string, ts: number, properties: Record<string, unknown>): void => {
-    out.push({ tenant, env: 'production', event_type, ts, client_ts: null, received_at: ts + 200, country: 'IN', region: '', device: '', user_id: `u${++n}`, properties });
+    out.push({
+      tenant,
+      env: 'production',
+      event_type,
+      ts,
+      client_ts: null,
+      received_at: ts + 200,
+      country: 'IN',
+      region: '',
+      device: '',
+      user_id: `u${++n}`,
+      properties,
+    });
   };
   for (let m = from; m < to; m += 60_000) {
-    for (let i = 0; i < perMinute; i++) push(r() < failChance ? 'payment_failed' : 'payment_succeeded', m + Math.floor(r() * 60_000), { amount_inr: 199 });
+    for (let i = 0; i < perMinute; i++)
+      push(r() < failChance ? 'payment_failed' : 'payment_succeeded', m + Math.floor(r() * 60_000), {
+        amount_inr: 199,
+      });
     if (r() < cancelsPerHour / 60) push('subscription_cancelled', m + Math.floor(r() * 60_000), {});
   }
   return out.sort((x, y) => x.received_at - y.received_at);
@@ -123,7 +170,11 @@ export function toIngest(e: WireEvent): Record<string, unknown> {
 export async function sendEvents(ingestUrl: string, key: string, events: readonly WireEvent[]): Promise<number> {
   let accepted = 0;
   for (let i = 0; i < events.length; i += 500) {
-    const r = await post(`${ingestUrl}/v1/ingest/events`, { sent_at: new Date().toISOString(), events: events.slice(i, i + 500).map(toIngest) }, { 'x-api-key': key });
+    const r = await post(
+      `${ingestUrl}/v1/ingest/events`,
+      { sent_at: new Date().toISOString(), events: events.slice(i, i + 500).map(toIngest) },
+      { 'x-api-key': key },
+    );
     if (r.status !== 200) throw new Error(`ingest answered ${r.status}: ${JSON.stringify(r.body)}`);
     accepted += Number(r.body.accepted);
   }

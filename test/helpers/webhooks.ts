@@ -47,21 +47,45 @@ export interface Harness {
 }
 
 /** The webhooks role on its own namespace (of the NATS at `url`), with a tenant `acme` (owner@acme.test), options as the test needs. */
-export async function startHarness(options: Partial<WebhookServiceOptions>, smtpUrl = '', url = natsUrl): Promise<Harness> {
+export async function startHarness(
+  options: Partial<WebhookServiceOptions>,
+  smtpUrl = '',
+  url = natsUrl,
+): Promise<Harness> {
   const prefix = uniquePrefix();
   const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'error');
   const bus = await Bus.connect({ nats_url: url, nats_prefix: prefix }, log);
   const control = await ControlPlane.open(bus);
-  await control.createTenant({ slug: 'acme', name: 'Acme OTT', plan: 'pro', ownerEmail: 'owner@acme.test', ownerPassword: 'correct horse battery' });
+  await control.createTenant({
+    slug: 'acme',
+    name: 'Acme OTT',
+    plan: 'pro',
+    ownerEmail: 'owner@acme.test',
+    ownerPassword: 'correct horse battery',
+  });
   const dataDir = mkdtempSync(join(tmpdir(), 'darshak-webhooks-'));
   const mailer = new Mailer({ smtp_url: smtpUrl, data_dir: dataDir, public_base_url: 'http://dashboard.acme.test' });
-  const service = await WebhookService.start(bus, control, mailer, log, { allowHosts: ['127.0.0.0/8'], dashboardUrl: 'http://dashboard.acme.test', ...options });
+  const service = await WebhookService.start(bus, control, mailer, log, {
+    allowHosts: ['127.0.0.0/8'],
+    dashboardUrl: 'http://dashboard.acme.test',
+    ...options,
+  });
   return {
     bus,
     control,
     service,
     prefix,
-    async publish(type, data = { severity: 'warning', region: 'Maharashtra', pop: 'bom1', current_rate: 6.5, baseline_rate: 2, affected_sessions: 40 }) {
+    async publish(
+      type,
+      data = {
+        severity: 'warning',
+        region: 'Maharashtra',
+        pop: 'bom1',
+        current_rate: 6.5,
+        baseline_rate: 2,
+        affected_sessions: 40,
+      },
+    ) {
       const id = newEventId();
       await publishWebhookEvent(bus, { id, type, created_at: new Date().toISOString(), tenant_slug: 'acme', data });
       return id;

@@ -23,7 +23,11 @@ writeFileSync(filePath, fileBytes);
 let abortedSeen: (v: boolean) => void = () => undefined;
 
 const routes: Route[] = [
-  { method: 'GET', path: '/hello', handler: (req) => ({ status: 200, body: { hello: req.query.get('name') ?? 'world', id: req.requestId } }) },
+  {
+    method: 'GET',
+    path: '/hello',
+    handler: (req) => ({ status: 200, body: { hello: req.query.get('name') ?? 'world', id: req.requestId } }),
+  },
   { method: 'GET', path: '/items/{id}', handler: (req) => ({ status: 200, body: { id: req.params.id } }) },
   {
     method: 'POST',
@@ -46,7 +50,11 @@ const routes: Route[] = [
   {
     method: 'GET',
     path: '/file',
-    handler: () => ({ status: 200, headers: { 'content-type': 'application/octet-stream' }, body: new FileBody(filePath, fileBytes.length) }),
+    handler: () => ({
+      status: 200,
+      headers: { 'content-type': 'application/octet-stream' },
+      body: new FileBody(filePath, fileBytes.length),
+    }),
   },
   {
     method: 'GET',
@@ -128,10 +136,14 @@ for (const engine of ['uws', 'node'] as const) {
 
     t.test('a chunked body over the cap is refused without a declared length', async (t) => {
       const status = await new Promise<number>((resolve, reject) => {
-        const req = rawRequest(`${base}/echo`, { method: 'POST', headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        });
+        const req = rawRequest(
+          `${base}/echo`,
+          { method: 'POST', headers: { 'transfer-encoding': 'chunked' } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
         req.on('error', reject);
         for (let i = 0; i < 8; i++) req.write(Buffer.alloc(512, 1));
         req.end();
@@ -140,7 +152,10 @@ for (const engine of ['uws', 'node'] as const) {
     });
 
     t.test('CORS: preflight and allow-origin', async (t) => {
-      const pre = await fetch(`${base}/echo`, { method: 'OPTIONS', headers: { origin: 'https://player.example', 'access-control-request-method': 'POST' } });
+      const pre = await fetch(`${base}/echo`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://player.example', 'access-control-request-method': 'POST' },
+      });
       t.equal(pre.status, 204);
       t.equal(pre.headers.get('access-control-allow-origin'), '*');
       t.match(pre.headers.get('access-control-allow-headers'), /X-API-Key/);
@@ -172,7 +187,9 @@ for (const engine of ['uws', 'node'] as const) {
     t.test('a client that goes away is noticed, and nothing is written to it', async (t) => {
       const seen = new Promise<boolean>((r) => (abortedSeen = r));
       const ctl = new AbortController();
-      const pending = fetch(`${base}/slow`, { method: 'POST', body: 'x', signal: ctl.signal }).catch((e: Error) => e.name);
+      const pending = fetch(`${base}/slow`, { method: 'POST', body: 'x', signal: ctl.signal }).catch(
+        (e: Error) => e.name,
+      );
       await new Promise((r) => setTimeout(r, 100));
       ctl.abort();
       t.equal(await pending, 'AbortError');
@@ -181,14 +198,25 @@ for (const engine of ['uws', 'node'] as const) {
     });
 
     t.test('the engine in use is exported in metrics', async (t) => {
-      t.match(await registry.metrics(), new RegExp(`darshak_http_engine_info\\{listener="test-${engine}",engine="${engine}"\\} 1`));
+      t.match(
+        await registry.metrics(),
+        new RegExp(`darshak_http_engine_info\\{listener="test-${engine}",engine="${engine}"\\} 1`),
+      );
     });
   });
 }
 
 t.test('metrics labels stay bounded whatever methods clients invent', async (t) => {
   // node:http refuses unknown methods in its parser; uWS hands them to us.
-  const server = await createHttpServer({ listener: 'labels', host: '127.0.0.1', port: 0, engine: 'auto', routes, maxBodyBytes: 1024, log });
+  const server = await createHttpServer({
+    listener: 'labels',
+    host: '127.0.0.1',
+    port: 0,
+    engine: 'auto',
+    routes,
+    maxBodyBytes: 1024,
+    log,
+  });
   t.teardown(() => server.close());
   if (server.engine !== 'uws') {
     t.comment('uWebSockets.js does not load here: only uWS passes invented methods through');
@@ -205,26 +233,43 @@ t.test('metrics labels stay bounded whatever methods clients invent', async (t) 
       req.end();
     });
   }
-  const lines = (await registry.metrics()).split('\n').filter((l) => l.startsWith('darshak_http_requests_total{listener="labels"'));
+  const lines = (await registry.metrics())
+    .split('\n')
+    .filter((l) => l.startsWith('darshak_http_requests_total{listener="labels"'));
   t.ok(lines.length > 0);
-  t.ok(lines.every((l) => l.includes('method="OTHER"')), 'invented methods are counted as OTHER');
+  t.ok(
+    lines.every((l) => l.includes('method="OTHER"')),
+    'invented methods are counted as OTHER',
+  );
 });
 
 for (const engine of ['uws', 'node'] as const) {
-  t.test(`${engine}: a body over the cap gets a 413 the client can read, not a broken connection`, engineTest(engine), async (t) => {
-    const server = await createHttpServer({ listener: `oversize-${engine}`, host: '127.0.0.1', port: 0, engine, routes, maxBodyBytes: 1024 * 1024, log });
-    t.teardown(() => server.close());
-    // Six times the cap and larger than socket buffers, so the client is still sending when the answer is ready
-    // (issue 31, item 10: a 1.1 MB batch once got EPIPE instead of its 413 on uWS).
-    const body = randomBytes(1_100_000 + 5 * 1024 * 1024);
-    const outcomes: string[] = [];
-    for (let i = 0; i < 20; i++) {
-      outcomes.push(
-        await fetch(`http://127.0.0.1:${server.port}/echo`, { method: 'POST', body })
-          .then(async (r) => `${r.status} ${((await r.json()) as { error: { code: string } }).error.code}`)
-          .catch((err: Error) => `failed: ${(err.cause as Error | undefined)?.message ?? err.message}`),
-      );
-    }
-    t.same([...new Set(outcomes)], ['413 payload_too_large'], outcomes.join('; '));
-  });
+  t.test(
+    `${engine}: a body over the cap gets a 413 the client can read, not a broken connection`,
+    engineTest(engine),
+    async (t) => {
+      const server = await createHttpServer({
+        listener: `oversize-${engine}`,
+        host: '127.0.0.1',
+        port: 0,
+        engine,
+        routes,
+        maxBodyBytes: 1024 * 1024,
+        log,
+      });
+      t.teardown(() => server.close());
+      // Six times the cap and larger than socket buffers, so the client is still sending when the answer is ready
+      // (issue 31, item 10: a 1.1 MB batch once got EPIPE instead of its 413 on uWS).
+      const body = randomBytes(1_100_000 + 5 * 1024 * 1024);
+      const outcomes: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        outcomes.push(
+          await fetch(`http://127.0.0.1:${server.port}/echo`, { method: 'POST', body })
+            .then(async (r) => `${r.status} ${((await r.json()) as { error: { code: string } }).error.code}`)
+            .catch((err: Error) => `failed: ${(err.cause as Error | undefined)?.message ?? err.message}`),
+        );
+      }
+      t.same([...new Set(outcomes)], ['413 payload_too_large'], outcomes.join('; '));
+    },
+  );
 }

@@ -22,7 +22,16 @@ writeFileSync(join(dir, 'assets', 'app-1a2b.js'), js);
 for (const engine of ['uws', 'node'] as const) {
   t.test(`engine ${engine}`, engineTest(engine), async (t) => {
     const app = dashboard(log, dir);
-    const server = await createHttpServer({ listener: `dash-${engine}`, host: '127.0.0.1', port: 0, engine, routes: app.routes, fallback: app.fallback, maxBodyBytes: 1024, log });
+    const server = await createHttpServer({
+      listener: `dash-${engine}`,
+      host: '127.0.0.1',
+      port: 0,
+      engine,
+      routes: app.routes,
+      fallback: app.fallback,
+      maxBodyBytes: 1024,
+      log,
+    });
     t.teardown(() => server.close());
     const base = `http://127.0.0.1:${server.port}`;
     const page = { accept: 'text/html,application/xhtml+xml', 'accept-encoding': 'identity' };
@@ -57,7 +66,11 @@ for (const engine of ['uws', 'node'] as const) {
     const asset = await fetch(`${base}/assets/app-1a2b.js`, { headers: { 'accept-encoding': 'identity' } });
     t.equal(asset.status, 200);
     t.equal(await asset.text(), js);
-    t.equal(asset.headers.get('cache-control'), 'public, max-age=31536000, immutable', 'hashed names are cached for good');
+    t.equal(
+      asset.headers.get('cache-control'),
+      'public, max-age=31536000, immutable',
+      'hashed names are cached for good',
+    );
     t.equal(asset.headers.get('content-type'), 'text/javascript; charset=utf-8');
     const etag = asset.headers.get('etag')!;
     const again = await fetch(`${base}/assets/app-1a2b.js`, { headers: { 'if-none-match': etag } });
@@ -73,7 +86,9 @@ for (const engine of ['uws', 'node'] as const) {
       new Promise((resolve, reject) => {
         request(`${base}/assets/app-1a2b.js`, { headers: { 'accept-encoding': encoding } }, (res) => {
           const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+          res
+            .on('data', (c: Buffer) => chunks.push(c))
+            .on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
         })
           .on('error', reject)
           .end();
@@ -92,22 +107,42 @@ t.test('without a build, / says how to build it', async (t) => {
   const empty = mkdtempSync(join(tmpdir(), 'darshak-dashboard-none-'));
   t.teardown(() => rmSync(empty, { recursive: true, force: true }));
   const app = dashboard(log, empty);
-  const server = await createHttpServer({ listener: 'dash-none', host: '127.0.0.1', port: 0, engine: 'node', routes: app.routes, fallback: app.fallback, maxBodyBytes: 1024, log });
+  const server = await createHttpServer({
+    listener: 'dash-none',
+    host: '127.0.0.1',
+    port: 0,
+    engine: 'node',
+    routes: app.routes,
+    fallback: app.fallback,
+    maxBodyBytes: 1024,
+    log,
+  });
   t.teardown(() => server.close());
   const r = await fetch(`http://127.0.0.1:${server.port}/`, { headers: { accept: 'text/html' } });
   t.equal(r.status, 404);
   t.match(await r.json(), { error: { code: 'not_found', message: /npm run build/ } });
 });
 
-t.test('the built dashboard: first load within 300 KB of gzipped JavaScript, and nothing inline for the CSP to refuse', async (t) => {
-  const index = readFileSync(join(dashboardDir, 'index.html'), 'utf8');
-  // What the first page load fetches: the entry script and the chunks it preloads. The India map is a lazy chunk.
-  const firstLoad = [...index.matchAll(/<(?:script[^>]*\bsrc|link[^>]*rel="modulepreload"[^>]*\bhref)="\/assets\/([^"]+\.js)"/g)].map((m) => m[1]!);
-  t.ok(firstLoad.length >= 1, `entry scripts: ${firstLoad.join(', ')}`);
-  const gzipped = firstLoad.reduce((n, f) => n + gzipSync(readFileSync(join(dashboardDir, 'assets', f)), { level: 9 }).length, 0);
-  t.ok(gzipped <= 300 * 1024, `first load ${(gzipped / 1024).toFixed(1)} KB gzipped`);
-  t.notMatch(index, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script');
-  t.notMatch(index, /<style\b|\sstyle=/, 'no inline style');
-  const lazy = readdirSync(join(dashboardDir, 'assets')).filter((f) => f.endsWith('.js') && !firstLoad.includes(f));
-  t.ok(lazy.some((f) => f.startsWith('india')), `the map loads later: ${lazy.join(', ')}`);
-});
+t.test(
+  'the built dashboard: first load within 300 KB of gzipped JavaScript, and nothing inline for the CSP to refuse',
+  async (t) => {
+    const index = readFileSync(join(dashboardDir, 'index.html'), 'utf8');
+    // What the first page load fetches: the entry script and the chunks it preloads. The India map is a lazy chunk.
+    const firstLoad = [
+      ...index.matchAll(/<(?:script[^>]*\bsrc|link[^>]*rel="modulepreload"[^>]*\bhref)="\/assets\/([^"]+\.js)"/g),
+    ].map((m) => m[1]!);
+    t.ok(firstLoad.length >= 1, `entry scripts: ${firstLoad.join(', ')}`);
+    const gzipped = firstLoad.reduce(
+      (n, f) => n + gzipSync(readFileSync(join(dashboardDir, 'assets', f)), { level: 9 }).length,
+      0,
+    );
+    t.ok(gzipped <= 300 * 1024, `first load ${(gzipped / 1024).toFixed(1)} KB gzipped`);
+    t.notMatch(index, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script');
+    t.notMatch(index, /<style\b|\sstyle=/, 'no inline style');
+    const lazy = readdirSync(join(dashboardDir, 'assets')).filter((f) => f.endsWith('.js') && !firstLoad.includes(f));
+    t.ok(
+      lazy.some((f) => f.startsWith('india')),
+      `the map loads later: ${lazy.join(', ')}`,
+    );
+  },
+);

@@ -11,8 +11,12 @@ t.test('one row per session; a late earlier event sets its first values', async 
   ]).session_hours!;
   t.equal(rows.length, 1);
   const [, row] = rows[0]!;
-  const [tenant, hour, session, first, last, viewer, contentId, region, , , device, events, furthest, duration, ended] = row as unknown[];
-  t.same([tenant, hour, session, viewer, contentId, region, device, events, furthest, duration, ended], ['acme', at(0), 's1', 'u-9', 'm1', 'Goa', 'tv', 3, 40, 100, 1]);
+  const [tenant, hour, session, first, last, viewer, contentId, region, , , device, events, furthest, duration, ended] =
+    row as unknown[];
+  t.same(
+    [tenant, hour, session, viewer, contentId, region, device, events, furthest, duration, ended],
+    ['acme', at(0), 's1', 'u-9', 'm1', 'Goa', 'tv', 3, 40, 100, 1],
+  );
   t.equal((last as number) - (first as number), 60_000);
 });
 
@@ -29,6 +33,10 @@ t.test('a row for each UTC hour the span touches, all with the latest values', a
   );
   for (const [, row] of rows) {
     const r = row as unknown[];
-    t.same([r[3], r[4], r[5], r[7], r[11]], [at(-10) * 1000, at(7200) * 1000, 'u-1', 'Goa', 3], 'each row carries the whole session');
+    t.same(
+      [r[3], r[4], r[5], r[7], r[11]],
+      [at(-10) * 1000, at(7200) * 1000, 'u-1', 'Goa', 3],
+      'each row carries the whole session',
+    );
   }
 });

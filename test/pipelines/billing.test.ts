@@ -11,9 +11,14 @@ t.test('subscription and payment events, one row each; others none', async (t) =
     ev('heartbeat', 3),
   ]).billing_events!;
   const got = rows.map(([k]) => JSON.stringify((JSON.parse(k) as unknown[]).slice(2))).sort();
-  t.same(got, [
-    ['u1', 'subscription_started', 499, 'premium'],
-    ['u1', 'payment_succeeded', 499, ''],
-    ['u1', 'subscription_cancelled', 0, ''],
-  ].map((r) => JSON.stringify(r)).sort());
+  t.same(
+    got,
+    [
+      ['u1', 'subscription_started', 499, 'premium'],
+      ['u1', 'payment_succeeded', 499, ''],
+      ['u1', 'subscription_cancelled', 0, ''],
+    ]
+      .map((r) => JSON.stringify(r))
+      .sort(),
+  );
 });

@@ -7,7 +7,13 @@ t.test('watch time per content, and a catalogue row per event that names a conte
     ev('play_start', 0, { content_id: 'm1', content_title: 'Match 1', content_type: 'sports' }),
     ev('first_frame', 1),
     ev('heartbeat', 11),
-    ev('content_published', 5, { session_id: undefined, content_id: 'm1', content_title: 'Final', content_type: 'sports', properties: { duration_sec: 5400 } }),
+    ev('content_published', 5, {
+      session_id: undefined,
+      content_id: 'm1',
+      content_title: 'Final',
+      content_type: 'sports',
+      properties: { duration_sec: 5400 },
+    }),
   ]);
   t.same(
     rows.content_minute_sums,

@@ -19,7 +19,20 @@ function rng(seed: number): () => number {
   };
 }
 
-const types = ['heartbeat', 'heartbeat', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'first_frame'];
+const types = [
+  'heartbeat',
+  'heartbeat',
+  'heartbeat',
+  'pause',
+  'resume',
+  'seek_start',
+  'seek_end',
+  'rebuffer_start',
+  'rebuffer_end',
+  'bitrate_change',
+  'error',
+  'first_frame',
+];
 
 /** A few sessions of random events, some at equal timestamps, with attributes that differ between events. */
 function sessionEvents(seed: number): WireEvent[] {
@@ -30,7 +43,14 @@ function sessionEvents(seed: number): WireEvent[] {
     let ts = base + Math.floor(r() * 600_000);
     const n = 5 + Math.floor(r() * 30);
     for (let i = 0; i < n; i++) {
-      const type = i === 0 ? 'play_start' : i === n - 1 && r() < 0.5 ? (r() < 0.5 ? 'ended' : 'session_end') : types[Math.floor(r() * types.length)]!;
+      const type =
+        i === 0
+          ? 'play_start'
+          : i === n - 1 && r() < 0.5
+            ? r() < 0.5
+              ? 'ended'
+              : 'session_end'
+            : types[Math.floor(r() * types.length)]!;
       out.push(
         eventAt(type, ts, {
           region: r() < 0.2 ? '' : ['Goa', 'Kerala'][Math.floor(r() * 2)]!,
@@ -65,7 +85,10 @@ function run(events: readonly WireEvent[], flushEvery: number): Record<string, u
 t.test('any arrival order and any flush cadence give the rows of time order', async (t) => {
   for (let seed = 1; seed <= 40; seed++) {
     const events = sessionEvents(seed);
-    const inOrder = run([...events].sort((a, b) => a.ts - b.ts), 1_000_000);
+    const inOrder = run(
+      [...events].sort((a, b) => a.ts - b.ts),
+      1_000_000,
+    );
     const r = rng(seed * 7919);
     const shuffled = [...events].sort(() => r() - 0.5);
     t.same(run(shuffled, 1 + (seed % 7)), inOrder, `seed ${seed}: ${events.length} events shuffled`);
@@ -89,54 +112,65 @@ t.test('a checkpoint taken between flushes resumes to the same rows', async (t) 
   t.same(net(flushes), whole);
 });
 
-t.test("a session's app_version and player are the first in event order; a checkpoint without them loads", async (t) => {
-  const at = Date.UTC(2026, 10, 20, 10);
-  const e = (ts: number, context: Record<string, string>): WireEvent => eventAt('heartbeat', ts, { session_id: 's1', region: 'Goa', context });
-  const a = new Aggregation(pipelines, 86_400_000);
-  a.apply(e(at + 20_000, { pop: 'bom1', app_version: '2.0', player: 'shaka' }));
-  a.apply(e(at + 30_000, { pop: 'bom1', app_version: '3.0', player: 'hls.js' }));
-  a.apply(e(at + 10_000, { pop: 'bom1', app_version: '1.0' }));
-  const saved = a.save();
-  t.match(saved.sessions[0]![1], { app_version: '1.0', player: 'shaka' }, 'each from the earliest event that says');
-  // A checkpoint written before these attributes existed: no field, and a shorter list of where each came from.
-  const [key, attrs, from, ...rest] = saved.sessions[0]!;
-  const { app_version: _a, player: _p, ...older } = attrs;
-  const b = new Aggregation(pipelines, 86_400_000);
-  b.load({ ...saved, sessions: [[key, older as typeof attrs, from.slice(0, 8), ...rest]] });
-  b.apply(e(at + 5_000, { pop: 'bom1', app_version: '0.9', player: 'exo' }));
-  t.match(b.save().sessions[0]![1], { app_version: '0.9', player: 'exo' }, 'unknown until an event says, then as any session');
-});
+t.test(
+  "a session's app_version and player are the first in event order; a checkpoint without them loads",
+  async (t) => {
+    const at = Date.UTC(2026, 10, 20, 10);
+    const e = (ts: number, context: Record<string, string>): WireEvent =>
+      eventAt('heartbeat', ts, { session_id: 's1', region: 'Goa', context });
+    const a = new Aggregation(pipelines, 86_400_000);
+    a.apply(e(at + 20_000, { pop: 'bom1', app_version: '2.0', player: 'shaka' }));
+    a.apply(e(at + 30_000, { pop: 'bom1', app_version: '3.0', player: 'hls.js' }));
+    a.apply(e(at + 10_000, { pop: 'bom1', app_version: '1.0' }));
+    const saved = a.save();
+    t.match(saved.sessions[0]![1], { app_version: '1.0', player: 'shaka' }, 'each from the earliest event that says');
+    // A checkpoint written before these attributes existed: no field, and a shorter list of where each came from.
+    const [key, attrs, from, ...rest] = saved.sessions[0]!;
+    const { app_version: _a, player: _p, ...older } = attrs;
+    const b = new Aggregation(pipelines, 86_400_000);
+    b.load({ ...saved, sessions: [[key, older as typeof attrs, from.slice(0, 8), ...rest]] });
+    b.apply(e(at + 5_000, { pop: 'bom1', app_version: '0.9', player: 'exo' }));
+    t.match(
+      b.save().sessions[0]![1],
+      { app_version: '0.9', player: 'exo' },
+      'unknown until an event says, then as any session',
+    );
+  },
+);
 
-t.test('a batch regenerated from a checkpoint equals the one first drained, rows and signals in the same order', async (t) => {
-  // What a shard does after a crash mid-publish: load the checkpoint of an earlier flush, apply the input since without
-  // output, then the batch's input with output. The batch must come out as it did the first time, in the same order
-  // (it is cut into parts by size, and only the parts that are missing are published), although the first run's
-  // accumulator held rows of earlier flushes that the rebuilt one never saw.
-  for (let seed = 1; seed <= 20; seed++) {
-    const r = rng(seed * 31);
-    const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
-    const cuts = [Math.floor(events.length / 4), Math.floor(events.length / 2), Math.floor((3 * events.length) / 4)];
-    const first = new Aggregation(pipelines, 86_400_000);
-    let checkpoint: ReturnType<Aggregation['save']> | undefined;
-    let batch: unknown;
-    events.forEach((e, i) => {
-      first.apply(e);
-      if (i + 1 === cuts[0]) {
-        first.drain(1);
-        checkpoint = structuredClone(first.save());
-      }
-      if (i + 1 === cuts[1]) first.drain(2);
-      if (i + 1 === cuts[2]) batch = first.drain(3);
-    });
-    const again = new Aggregation(pipelines, 86_400_000);
-    again.load(checkpoint!);
-    for (const e of events.slice(cuts[0], cuts[1])) again.apply(e);
-    again.discard();
-    for (const e of events.slice(cuts[1], cuts[2])) again.apply(e);
-    const regenerated = again.drain(3);
-    t.equal(JSON.stringify(regenerated), JSON.stringify(batch), `seed ${seed}: the same batch, byte for byte`);
-  }
-});
+t.test(
+  'a batch regenerated from a checkpoint equals the one first drained, rows and signals in the same order',
+  async (t) => {
+    // What a shard does after a crash mid-publish: load the checkpoint of an earlier flush, apply the input since without
+    // output, then the batch's input with output. The batch must come out as it did the first time, in the same order
+    // (it is cut into parts by size, and only the parts that are missing are published), although the first run's
+    // accumulator held rows of earlier flushes that the rebuilt one never saw.
+    for (let seed = 1; seed <= 20; seed++) {
+      const r = rng(seed * 31);
+      const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
+      const cuts = [Math.floor(events.length / 4), Math.floor(events.length / 2), Math.floor((3 * events.length) / 4)];
+      const first = new Aggregation(pipelines, 86_400_000);
+      let checkpoint: ReturnType<Aggregation['save']> | undefined;
+      let batch: unknown;
+      events.forEach((e, i) => {
+        first.apply(e);
+        if (i + 1 === cuts[0]) {
+          first.drain(1);
+          checkpoint = structuredClone(first.save());
+        }
+        if (i + 1 === cuts[1]) first.drain(2);
+        if (i + 1 === cuts[2]) batch = first.drain(3);
+      });
+      const again = new Aggregation(pipelines, 86_400_000);
+      again.load(checkpoint!);
+      for (const e of events.slice(cuts[0], cuts[1])) again.apply(e);
+      again.discard();
+      for (const e of events.slice(cuts[1], cuts[2])) again.apply(e);
+      const regenerated = again.drain(3);
+      t.equal(JSON.stringify(regenerated), JSON.stringify(batch), `seed ${seed}: the same batch, byte for byte`);
+    }
+  },
+);
 
 t.test('the rows a shard publishes (MessagePack) are those of the arrays, table by table and in order', async (t) => {
   const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
@@ -151,8 +185,14 @@ t.test('the rows a shard publishes (MessagePack) are those of the arrays, table 
       if (i % 5 !== 4 && i !== events.length - 1) return;
       const a = arrays.drain(i);
       const b = encoded.drainEncoded(i);
-      const decoded = new Map(b.rows.tables.map(({ name, first, count }) => [name, unpackr.unpackMultiple(b.rows.slice(first, count))]));
-      if (JSON.stringify([...decoded]) !== JSON.stringify([...a.rows]) || JSON.stringify(b.signals) !== JSON.stringify(a.signals)) differ++;
+      const decoded = new Map(
+        b.rows.tables.map(({ name, first, count }) => [name, unpackr.unpackMultiple(b.rows.slice(first, count))]),
+      );
+      if (
+        JSON.stringify([...decoded]) !== JSON.stringify([...a.rows]) ||
+        JSON.stringify(b.signals) !== JSON.stringify(a.signals)
+      )
+        differ++;
       if (b.rows.count !== [...a.rows.values()].reduce((n, rows) => n + rows.length, 0)) differ++;
     });
     t.equal(differ, 0, `seed ${seed}: every flush the same`);
@@ -188,7 +228,10 @@ function putAgain(flush: Rows): { again: number; tied: number } {
  * events it was given before (what the store would answer): the summed rows, the sessions recalled, how many sessions
  * memory held after each arrival, and the keys put again in a flush (`putAgain`).
  */
-function runRecalling(arrivals: readonly WireEvent[], retainMs: number): { rows: Record<string, unknown>; recalled: number; held: number[]; again: number; tied: number } {
+function runRecalling(
+  arrivals: readonly WireEvent[],
+  retainMs: number,
+): { rows: Record<string, unknown>; recalled: number; held: number[]; again: number; tied: number } {
   const agg = new Aggregation(pipelines, retainMs);
   const stored = new Map<string, WireEvent[]>();
   const flushes: Rows[] = [];
@@ -210,35 +253,44 @@ function runRecalling(arrivals: readonly WireEvent[], retainMs: number): { rows:
   });
   flushes.push(agg.drain(arrivals.length).rows);
   const puts = flushes.map(putAgain);
-  return { rows: net(flushes), recalled, held, again: puts.reduce((n, p) => n + p.again, 0), tied: puts.reduce((n, p) => n + p.tied, 0) };
+  return {
+    rows: net(flushes),
+    recalled,
+    held,
+    again: puts.reduce((n, p) => n + p.again, 0),
+    tied: puts.reduce((n, p) => n + p.tied, 0),
+  };
 }
 
 const hour = 3_600_000;
 
-t.test('a session that left memory, restored from its stored events, takes late events as if it had stayed', async (t) => {
-  let putTwice = 0;
-  for (let seed = 1; seed <= 20; seed++) {
-    const r = rng(seed * 104_729);
-    const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
-    const half = Math.floor(events.length / 2);
-    const base = Math.min(...events.map((e) => e.ts));
-    // The first half comes on time; an event without a session three hours later moves the clock past every session's
-    // retention; the rest comes late.
-    const arrivals = [
-      ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
-      eventAt('app_open', base + 3 * hour, { session_id: undefined }),
-      ...events.slice(half).map((e, i) => ({ ...e, received_at: base + 3 * hour + i })),
-    ];
-    // Retained an hour: longer than the on-time half takes, shorter than the three hours to the late half.
-    const { rows, recalled, held, again, tied } = runRecalling(arrivals, hour);
-    t.equal(held[half], 0, `seed ${seed}: every session left memory`);
-    t.ok(recalled > 0, `seed ${seed}: ${recalled} sessions recalled`);
-    t.same(rows, run(arrivals, 4), `seed ${seed}: the rows of a run that kept every session`);
-    putTwice += again;
-    t.equal(tied, 0, `seed ${seed}: no key put twice in a flush at one version`);
-  }
-  t.ok(putTwice > 0, `${putTwice} keys put again in the flush that evicted them (evicted, then recalled)`);
-});
+t.test(
+  'a session that left memory, restored from its stored events, takes late events as if it had stayed',
+  async (t) => {
+    let putTwice = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const r = rng(seed * 104_729);
+      const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
+      const half = Math.floor(events.length / 2);
+      const base = Math.min(...events.map((e) => e.ts));
+      // The first half comes on time; an event without a session three hours later moves the clock past every session's
+      // retention; the rest comes late.
+      const arrivals = [
+        ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
+        eventAt('app_open', base + 3 * hour, { session_id: undefined }),
+        ...events.slice(half).map((e, i) => ({ ...e, received_at: base + 3 * hour + i })),
+      ];
+      // Retained an hour: longer than the on-time half takes, shorter than the three hours to the late half.
+      const { rows, recalled, held, again, tied } = runRecalling(arrivals, hour);
+      t.equal(held[half], 0, `seed ${seed}: every session left memory`);
+      t.ok(recalled > 0, `seed ${seed}: ${recalled} sessions recalled`);
+      t.same(rows, run(arrivals, 4), `seed ${seed}: the rows of a run that kept every session`);
+      putTwice += again;
+      t.equal(tied, 0, `seed ${seed}: no key put twice in a flush at one version`);
+    }
+    t.ok(putTwice > 0, `${putTwice} keys put again in the flush that evicted them (evicted, then recalled)`);
+  },
+);
 
 t.test('a session that left memory and continues with recent events takes up where it stopped', async (t) => {
   for (let seed = 1; seed <= 20; seed++) {
@@ -251,7 +303,13 @@ t.test('a session that left memory and continues with recent events takes up whe
     const arrivals = [
       ...events.slice(0, half).map((e) => ({ ...e, received_at: e.ts })),
       eventAt('app_open', base + pause - hour, { session_id: undefined }),
-      ...events.slice(half).map(({ content_id: _c, user_id: _u, anonymous_id: _a, ...e }) => ({ ...e, region: '', device: '', ts: e.ts + pause, received_at: e.ts + pause })),
+      ...events.slice(half).map(({ content_id: _c, user_id: _u, anonymous_id: _a, ...e }) => ({
+        ...e,
+        region: '',
+        device: '',
+        ts: e.ts + pause,
+        received_at: e.ts + pause,
+      })),
     ];
     const { rows, recalled, held } = runRecalling(arrivals, hour);
     t.equal(held[half], 0, `seed ${seed}: every session left memory`);

@@ -12,7 +12,10 @@ function net(run: (out: Emitter) => void): Record<string, number[]> {
   const sums = new Map<string, number[]>();
   const add = (k: string, values: readonly number[]): void => {
     const prev = sums.get(k) ?? values.map(() => 0);
-    sums.set(k, prev.map((v, i) => v + values[i]!));
+    sums.set(
+      k,
+      prev.map((v, i) => v + values[i]!),
+    );
   };
   run({
     add: (table, key, values) => add(JSON.stringify(['add', table.name, key]), values),
@@ -31,7 +34,14 @@ function net(run: (out: Emitter) => void): Record<string, number[]> {
 const minute = 60_000;
 const hour = 60 * minute;
 const t0 = Date.UTC(2026, 10, 20, 22, 50);
-const base: SessionAttrs = { ...noAttrs('acme', 's1'), content_id: 'c1', region: 'Goa', viewer: 'u1', first_minute: t0, last_hour: t0 - 50 * minute };
+const base: SessionAttrs = {
+  ...noAttrs('acme', 's1'),
+  content_id: 'c1',
+  region: 'Goa',
+  viewer: 'u1',
+  first_minute: t0,
+  last_hour: t0 - 50 * minute,
+};
 const cases: Array<[string, SessionAttrs, SessionAttrs]> = [
   ['into the next hour', base, { ...base, last_hour: base.last_hour! + hour }],
   ['past midnight', base, { ...base, last_hour: base.last_hour! + 3 * hour }],
@@ -43,15 +53,33 @@ const cases: Array<[string, SessionAttrs, SessionAttrs]> = [
   ['a content found', { ...base, content_id: '' }, base],
   ['the first event', noAttrs('acme', 's1'), base],
   ['no viewer yet', { ...base, viewer: '' }, { ...base, viewer: '', last_hour: base.last_hour! + hour }],
-  ['further, with a duration', { ...base, duration_sec: 3600, furthest_sec: 60 }, { ...base, duration_sec: 3600, furthest_sec: 90 }],
+  [
+    'further, with a duration',
+    { ...base, duration_sec: 3600, furthest_sec: 60 },
+    { ...base, duration_sec: 3600, furthest_sec: 90 },
+  ],
   ['further, without one', { ...base, furthest_sec: 60 }, { ...base, furthest_sec: 90 }],
   ['a duration found', { ...base, furthest_sec: 60 }, { ...base, duration_sec: 3600, furthest_sec: 60 }],
-  ['ended', { ...base, duration_sec: 3600, furthest_sec: 60 }, { ...base, duration_sec: 3600, furthest_sec: 60, ended: true, closed_at: t0 + hour }],
-  ['further after closing', { ...base, duration_sec: 3600, furthest_sec: 60, closed_at: t0 + hour }, { ...base, duration_sec: 3600, furthest_sec: 90, closed_at: t0 + hour }],
-  ['an earlier start minute', { ...base, duration_sec: 3600, furthest_sec: 60 }, { ...base, duration_sec: 3600, furthest_sec: 60, first_minute: t0 - minute }],
+  [
+    'ended',
+    { ...base, duration_sec: 3600, furthest_sec: 60 },
+    { ...base, duration_sec: 3600, furthest_sec: 60, ended: true, closed_at: t0 + hour },
+  ],
+  [
+    'further after closing',
+    { ...base, duration_sec: 3600, furthest_sec: 60, closed_at: t0 + hour },
+    { ...base, duration_sec: 3600, furthest_sec: 90, closed_at: t0 + hour },
+  ],
+  [
+    'an earlier start minute',
+    { ...base, duration_sec: 3600, furthest_sec: 60 },
+    { ...base, duration_sec: 3600, furthest_sec: 60, first_minute: t0 - minute },
+  ],
 ];
 
-const withChange = pipelines.filter((p): p is Pipeline & Required<Pick<Pipeline, 'session' | 'sessionChange'>> => !!p.session && !!p.sessionChange);
+const withChange = pipelines.filter(
+  (p): p is Pipeline & Required<Pick<Pipeline, 'session' | 'sessionChange'>> => !!p.session && !!p.sessionChange,
+);
 t.ok(withChange.length > 0, 'some pipeline has a sessionChange');
 for (const p of withChange) {
   t.test(`${p.name}: sessionChange is the net of session`, async (t) => {
@@ -60,7 +88,11 @@ for (const p of withChange) {
         p.session(before, -1, out);
         p.session(after, 1, out);
       });
-      t.same(net((out) => p.sessionChange(before, after, out)), want, label);
+      t.same(
+        net((out) => p.sessionChange(before, after, out)),
+        want,
+        label,
+      );
     }
   });
 }

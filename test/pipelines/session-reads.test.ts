@@ -7,8 +7,25 @@ import { noAttrs } from '../../src/aggregate/runtime.js';
 // any other attribute, from sessions in every shape (open, started, closed, failed), never changes its output.
 
 const t0 = Date.UTC(2026, 10, 20, 10);
-const open: SessionAttrs = { ...noAttrs('acme', 's1'), content_id: 'match-1', region: 'Goa', country: 'IN', pop: 'bom1', device: 'tv', viewer: 'u1', first_minute: t0, last_hour: t0 + 7_200_000 };
-const started = { ...open, started_at: t0, startup_ms: 1800, startup_at: t0 + 1800, furthest_sec: 600, duration_sec: 3600 };
+const open: SessionAttrs = {
+  ...noAttrs('acme', 's1'),
+  content_id: 'match-1',
+  region: 'Goa',
+  country: 'IN',
+  pop: 'bom1',
+  device: 'tv',
+  viewer: 'u1',
+  first_minute: t0,
+  last_hour: t0 + 7_200_000,
+};
+const started = {
+  ...open,
+  started_at: t0,
+  startup_ms: 1800,
+  startup_at: t0 + 1800,
+  furthest_sec: 600,
+  duration_sec: 3600,
+};
 const shapes: Record<string, SessionAttrs> = {
   open,
   started,

@@ -35,7 +35,7 @@ function harness(o: { minStallMs?: number } = {}) {
   });
   /** Advance the clock by `ms` in steps of a second at most, ticking as a page does; the playhead moves while playing. */
   const wait = (ms: number, playing = true): void => {
-    for (let left = ms; left > 0; ) {
+    for (let left = ms; left > 0;) {
       const step = Math.min(1000, left);
       now += step;
       if (playing) position += step / 1000;
@@ -74,45 +74,86 @@ t.test('a session as §5 describes it: startup, heartbeats, a real stall, a paus
   h.tracker.pause(true); // the pause that comes with the end
   h.tracker.ended();
   h.tracker.close();
-  t.same(h.types(), ['play_start', 'first_frame', 'heartbeat', 'heartbeat', 'rebuffer_start', 'rebuffer_end', 'pause', 'resume', 'seek_start', 'seek_end', 'heartbeat', 'ended']);
+  t.same(h.types(), [
+    'play_start',
+    'first_frame',
+    'heartbeat',
+    'heartbeat',
+    'rebuffer_start',
+    'rebuffer_end',
+    'pause',
+    'resume',
+    'seek_start',
+    'seek_end',
+    'heartbeat',
+    'ended',
+  ]);
   const [start, first] = h.events;
-  t.match(start, { session_id: 's1', user_id: 'u1', content_id: 'final-live', content_title: 'The Final', content_type: 'sports', properties: { plan: 'premium', duration_sec: 3600 }, context: { player: 'html5' } });
+  t.match(start, {
+    session_id: 's1',
+    user_id: 'u1',
+    content_id: 'final-live',
+    content_title: 'The Final',
+    content_type: 'sports',
+    properties: { plan: 'premium', duration_sec: 3600 },
+    context: { player: 'html5' },
+  });
   t.equal(Date.parse(first!.ts) - Date.parse(start!.ts), 800, 'startup: play intent to first frame');
-  t.equal(Date.parse(h.events.find((e) => e.event_type === 'rebuffer_start')!.ts), stalledAt, 'a rebuffer starts when the stall did');
+  t.equal(
+    Date.parse(h.events.find((e) => e.event_type === 'rebuffer_start')!.ts),
+    stalledAt,
+    'a rebuffer starts when the stall did',
+  );
   t.equal(Date.parse(h.events[5]!.ts) - stalledAt, 3_000, 'and ends when frames came back');
-  for (const [i, e] of h.events.entries()) t.ok(validateEvent(e, i, false).ok, `${e.event_type} is accepted by ingest as it is`);
+  for (const [i, e] of h.events.entries())
+    t.ok(validateEvent(e, i, false).ok, `${e.event_type} is accepted by ingest as it is`);
 });
 
-t.test('no heartbeat while paused; every 10 s while rebuffering; a new session after the end or a fatal error', async (t) => {
-  const h = harness();
-  h.tracker.play();
-  h.tracker.playing();
-  h.tracker.pause();
-  h.wait(30_000, false);
-  t.same(h.types(), ['play_start', 'first_frame', 'pause']);
-  h.tracker.play();
-  h.tracker.waiting();
-  h.wait(25_000, false);
-  t.same(h.types().slice(3), ['resume', 'rebuffer_start', 'heartbeat', 'heartbeat']);
-  h.tracker.error('MEDIA_ERR_NETWORK', true);
-  h.tracker.close();
-  t.same(h.types().slice(-1), ['error'], 'a failed session needs no session_end');
-  t.match(h.events.at(-1), { properties: { code: 'MEDIA_ERR_NETWORK', fatal: true } });
-  h.tracker.play();
-  t.match(h.events.at(-1), { event_type: 'play_start', session_id: 's2' });
-  h.tracker.rendition(1600);
-  h.tracker.rendition(1600);
-  h.tracker.rendition(3000);
-  t.same(h.types().slice(-1), ['bitrate_change'], 'the first rendition is no change; the same one twice is one');
-  t.match(h.events.at(-1), { bitrate_kbps: 3000 });
-  h.tracker.close();
-  t.same(h.types().slice(-1), ['session_end']);
-  h.tracker.close();
-  t.same(h.types().slice(-1), ['session_end'], 'once');
-});
+t.test(
+  'no heartbeat while paused; every 10 s while rebuffering; a new session after the end or a fatal error',
+  async (t) => {
+    const h = harness();
+    h.tracker.play();
+    h.tracker.playing();
+    h.tracker.pause();
+    h.wait(30_000, false);
+    t.same(h.types(), ['play_start', 'first_frame', 'pause']);
+    h.tracker.play();
+    h.tracker.waiting();
+    h.wait(25_000, false);
+    t.same(h.types().slice(3), ['resume', 'rebuffer_start', 'heartbeat', 'heartbeat']);
+    h.tracker.error('MEDIA_ERR_NETWORK', true);
+    h.tracker.close();
+    t.same(h.types().slice(-1), ['error'], 'a failed session needs no session_end');
+    t.match(h.events.at(-1), { properties: { code: 'MEDIA_ERR_NETWORK', fatal: true } });
+    h.tracker.play();
+    t.match(h.events.at(-1), { event_type: 'play_start', session_id: 's2' });
+    h.tracker.rendition(1600);
+    h.tracker.rendition(1600);
+    h.tracker.rendition(3000);
+    t.same(h.types().slice(-1), ['bitrate_change'], 'the first rendition is no change; the same one twice is one');
+    t.match(h.events.at(-1), { bitrate_kbps: 3000 });
+    h.tracker.close();
+    t.same(h.types().slice(-1), ['session_end']);
+    h.tracker.close();
+    t.same(h.types().slice(-1), ['session_end'], 'once');
+  },
+);
 
 t.test('every ordering of stalls, seeks and pauses keeps the events consistent', async (t) => {
-  const signals = ['play', 'playing', 'waiting', 'seeking', 'seeked', 'pause', 'pauseAtEnd', 'rendition', 'wait', 'wait', 'wait'] as const;
+  const signals = [
+    'play',
+    'playing',
+    'waiting',
+    'seeking',
+    'seeked',
+    'pause',
+    'pauseAtEnd',
+    'rendition',
+    'wait',
+    'wait',
+    'wait',
+  ] as const;
   const rng = new Rng(11);
   let checked = 0;
   for (let run = 0; run < 2000; run++) {
@@ -147,7 +188,8 @@ t.test('every ordering of stalls, seeks and pauses keeps the events consistent',
         seeking = true;
       }
       if (e.event_type === 'seek_end') seeking = false;
-      if ((e.event_type === 'pause' || e.event_type === 'session_end') && rebuffering) problems.push(`${e.event_type} while rebuffering`);
+      if ((e.event_type === 'pause' || e.event_type === 'session_end') && rebuffering)
+        problems.push(`${e.event_type} while rebuffering`);
     }
     if (rebuffering) problems.push('a rebuffer left open');
     const ends = h.types().filter((x) => x === 'session_end' || x === 'ended').length;
@@ -161,29 +203,39 @@ t.test('every ordering of stalls, seeks and pauses keeps the events consistent',
   t.equal(checked, 2000, 'every run consistent');
 });
 
-t.test('after a seek, playback counts as back once the playhead moves, even if the player sends no `playing`', async (t) => {
-  const h = harness();
-  h.tracker.play();
-  h.tracker.playing();
-  h.tracker.seeking();
-  h.tracker.seeked();
-  h.wait(1000, false);
-  h.tracker.waiting();
-  h.wait(5000, false);
-  t.same(h.types(), ['play_start', 'first_frame', 'seek_start', 'seek_end'], 'still the seek: no rebuffer, no heartbeat');
-  h.wait(12_000, true);
-  t.same(h.types().slice(4), ['heartbeat'], 'heartbeats again once it moves');
-});
+t.test(
+  'after a seek, playback counts as back once the playhead moves, even if the player sends no `playing`',
+  async (t) => {
+    const h = harness();
+    h.tracker.play();
+    h.tracker.playing();
+    h.tracker.seeking();
+    h.tracker.seeked();
+    h.wait(1000, false);
+    h.tracker.waiting();
+    h.wait(5000, false);
+    t.same(
+      h.types(),
+      ['play_start', 'first_frame', 'seek_start', 'seek_end'],
+      'still the seek: no rebuffer, no heartbeat',
+    );
+    h.wait(12_000, true);
+    t.same(h.types().slice(4), ['heartbeat'], 'heartbeats again once it moves');
+  },
+);
 
-t.test("a player's own end of a stall ends only a stall: Shaka's buffering(false) before the first frame is not one", async (t) => {
-  const h = harness();
-  h.tracker.play();
-  h.tracker.unstalled();
-  h.wait(900, false);
-  h.tracker.playing();
-  t.equal(Date.parse(h.events[1]!.ts) - Date.parse(h.events[0]!.ts), 900, 'startup runs to the first frame');
-  h.tracker.waiting();
-  h.wait(2000, false);
-  h.tracker.unstalled();
-  t.same(h.types(), ['play_start', 'first_frame', 'rebuffer_start', 'rebuffer_end']);
-});
+t.test(
+  "a player's own end of a stall ends only a stall: Shaka's buffering(false) before the first frame is not one",
+  async (t) => {
+    const h = harness();
+    h.tracker.play();
+    h.tracker.unstalled();
+    h.wait(900, false);
+    h.tracker.playing();
+    t.equal(Date.parse(h.events[1]!.ts) - Date.parse(h.events[0]!.ts), 900, 'startup runs to the first frame');
+    h.tracker.waiting();
+    h.wait(2000, false);
+    h.tracker.unstalled();
+    t.same(h.types(), ['play_start', 'first_frame', 'rebuffer_start', 'rebuffer_end']);
+  },
+);

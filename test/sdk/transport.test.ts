@@ -13,7 +13,9 @@ interface Got {
   body: { sent_at: string; events: QueuedEvent[] };
 }
 
-async function server(answers: Array<[number, Record<string, string>?]>): Promise<{ url: string; got: Got[]; close(): Promise<void> }> {
+async function server(
+  answers: Array<[number, Record<string, string>?]>,
+): Promise<{ url: string; got: Got[]; close(): Promise<void> }> {
   const got: Got[] = [];
   const s = createServer((req, res) => {
     let raw = '';
@@ -22,21 +24,46 @@ async function server(answers: Array<[number, Record<string, string>?]>): Promis
       got.push({ path: req.url ?? '', headers: req.headers, body: JSON.parse(raw) as Got['body'] });
       const [status, headers] = answers.shift() ?? [200];
       res.writeHead(status, { 'content-type': 'application/json', ...headers });
-      res.end(JSON.stringify(status === 200 ? { accepted: 1, rejected: 0, queued: true, errors: [] } : { error: { code: 'x' } }));
+      res.end(
+        JSON.stringify(
+          status === 200 ? { accepted: 1, rejected: 0, queued: true, errors: [] } : { error: { code: 'x' } },
+        ),
+      );
     });
   });
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, got, close: () => new Promise((r) => s.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+    got,
+    close: () => new Promise((r) => s.close(() => r())),
+  };
 }
 
-function transport(url: string, clock: { now: number }, extra: { maxQueue?: number; beacon?: (url: string, body: string) => boolean } = {}) {
+function transport(
+  url: string,
+  clock: { now: number },
+  extra: { maxQueue?: number; beacon?: (url: string, body: string) => boolean } = {},
+) {
   let n = 0;
   const errors: string[] = [];
-  const tr = new Transport({ ingestUrl: `${url}/`, apiKey: 'dk_test', fetch, newId: () => `id-${++n}`, now: () => clock.now, random: () => 0.5, onError: (m) => errors.push(m), ...extra });
+  const tr = new Transport({
+    ingestUrl: `${url}/`,
+    apiKey: 'dk_test',
+    fetch,
+    newId: () => `id-${++n}`,
+    now: () => clock.now,
+    random: () => 0.5,
+    onError: (m) => errors.push(m),
+    ...extra,
+  });
   return { tr, errors };
 }
 
-const event = (type: string, i: number) => ({ event_type: type, ts: new Date(Date.UTC(2026, 10, 26) + i).toISOString(), session_id: 's1' });
+const event = (type: string, i: number) => ({
+  event_type: type,
+  ts: new Date(Date.UTC(2026, 10, 26) + i).toISOString(),
+  session_id: 's1',
+});
 
 t.test('accepted events leave the queue; a 503 waits out its Retry-After and resends the same ids', async (t) => {
   const srv = await server([[503, { 'retry-after': '30' }], [200]]);
@@ -47,7 +74,10 @@ t.test('accepted events leave the queue; a 503 waits out its Retry-After and res
   tr.add(event('first_frame', 2));
   await tr.flush();
   t.equal(srv.got.length, 1);
-  t.match(srv.got[0]!, { path: '/v1/ingest/events', headers: { 'x-api-key': 'dk_test', 'content-type': 'text/plain' } });
+  t.match(srv.got[0]!, {
+    path: '/v1/ingest/events',
+    headers: { 'x-api-key': 'dk_test', 'content-type': 'text/plain' },
+  });
   t.equal(tr.pending, 2, 'kept after a 503');
   clock.now += 29_000;
   await tr.flush();
@@ -55,7 +85,11 @@ t.test('accepted events leave the queue; a 503 waits out its Retry-After and res
   clock.now += 1_000;
   await tr.flush();
   t.equal(srv.got.length, 2);
-  t.same(srv.got[1]!.body.events.map((e) => e.event_id), srv.got[0]!.body.events.map((e) => e.event_id), 'the same event ids: the server counts them once');
+  t.same(
+    srv.got[1]!.body.events.map((e) => e.event_id),
+    srv.got[0]!.body.events.map((e) => e.event_id),
+    'the same event ids: the server counts them once',
+  );
   t.not(srv.got[1]!.body.sent_at, srv.got[0]!.body.sent_at, 'sent_at is the time of each attempt, for skew correction');
   t.equal(tr.pending, 0);
 });
@@ -92,7 +126,10 @@ t.test('a refused batch is dropped and said; a network failure backs off with ji
 t.test('a full queue drops heartbeats first; the beacon takes the rest in batches', async (t) => {
   const beacons: Array<[string, string]> = [];
   const clock = { now: Date.UTC(2026, 10, 26) };
-  const { tr, errors } = transport('http://127.0.0.1:9', clock, { maxQueue: 150, beacon: (url, body) => (beacons.push([url, body]), true) });
+  const { tr, errors } = transport('http://127.0.0.1:9', clock, {
+    maxQueue: 150,
+    beacon: (url, body) => (beacons.push([url, body]), true),
+  });
   tr.add(event('play_start', 0));
   for (let i = 1; i <= 200; i++) tr.add(event(i % 50 === 0 ? 'rebuffer_start' : 'heartbeat', i));
   t.equal(tr.pending, 150);

@@ -35,17 +35,45 @@ interface Spec {
 }
 
 const specs: Spec[] = [
-  { id: 'ended-before-from', content: 'c1', first: from - 2 * hour, last: from + 10 * minute, furthest: 900, ended: true },
-  { id: 'own-before-from', content: 'c1', first: from - 40 * minute, last: from + 20 * minute, furthest: 1800, duration: 3600 },
+  {
+    id: 'ended-before-from',
+    content: 'c1',
+    first: from - 2 * hour,
+    last: from + 10 * minute,
+    furthest: 900,
+    ended: true,
+  },
+  {
+    id: 'own-before-from',
+    content: 'c1',
+    first: from - 40 * minute,
+    last: from + 20 * minute,
+    furthest: 1800,
+    duration: 3600,
+  },
   { id: 'published-before-from', content: 'c2', first: from - 5 * minute, last: from + 5 * minute, furthest: 600 },
   { id: 'none-before-from', content: 'c3', first: from - 5 * minute, last: from + 5 * minute, furthest: 600 },
-  { id: 'ends-before-from', content: 'c1', first: from - 50 * minute, last: from - 1000, furthest: 3000, duration: 3600 },
+  {
+    id: 'ends-before-from',
+    content: 'c1',
+    first: from - 50 * minute,
+    last: from - 1000,
+    furthest: 3000,
+    duration: 3600,
+  },
   { id: 'ended-in', content: 'c1', first: from + hour, last: from + 2 * hour, furthest: 100, ended: true },
   { id: 'own-in', content: 'c1', first: from + 3 * hour, last: from + 4 * hour, furthest: 5000, duration: 3600 },
   { id: 'published-in', content: 'c2', first: from + 5 * hour, last: from + 6 * hour, furthest: 1200 },
   { id: 'published-in-far', content: 'c2', first: from + 7 * hour, last: from + 8 * hour, furthest: 9000 },
   { id: 'none-in', content: 'c3', first: from + 5 * hour, last: from + 6 * hour, furthest: 1200 },
-  { id: 'late-start', content: 'c2', first: from - 3 * minute, last: from + 30 * minute, furthest: 300, duration: 1200 },
+  {
+    id: 'late-start',
+    content: 'c2',
+    first: from - 3 * minute,
+    last: from + 30 * minute,
+    furthest: 300,
+    duration: 1200,
+  },
   { id: 'starts-at-to', content: 'c1', first: to, last: to + 10 * minute, furthest: 100, duration: 200 },
 ];
 const published: Record<string, number> = { c2: 2400 };
@@ -72,19 +100,29 @@ t.test('completion over the sessions of the range, wherever they started', async
   let version = 0;
   const write = async (): Promise<void> => {
     const { rows } = agg.drain(++version);
-    for (const table of snapshotTables) await insertSnapshotRows(client, table, rows.get(table.name) ?? [], `test:${version}:${table.name}`);
+    for (const table of snapshotTables)
+      await insertSnapshotRows(client, table, rows.get(table.name) ?? [], `test:${version}:${table.name}`);
   };
   const late = specs.find((s) => s.id === 'late-start')!;
   const all = specs.flatMap(events);
   // The late session's play_start comes last; until then it seems to start after the range's start.
-  const [held] = all.splice(all.findIndex((e) => e.session_id === late.id && e.event_type === 'play_start'), 1);
+  const [held] = all.splice(
+    all.findIndex((e) => e.session_id === late.id && e.event_type === 'play_start'),
+    1,
+  );
   for (const [i, e] of all.entries()) {
     agg.apply(e);
     if (i % 5 === 4) await write();
   }
   await write();
   agg.apply(held!);
-  agg.apply(eventAt('content_published', to + hour, { content_id: 'c2', session_id: undefined, properties: { duration_sec: published.c2 } }));
+  agg.apply(
+    eventAt('content_published', to + hour, {
+      content_id: 'c2',
+      session_id: undefined,
+      properties: { duration_sec: published.c2 },
+    }),
+  );
   await write();
 
   const inRange = specs.filter((s) => s.first < to && s.last >= from);
@@ -95,7 +133,10 @@ t.test('completion over the sessions of the range, wherever they started', async
   );
   const expected: Record<string, number> = {};
   for (const c of ['c1', 'c2', 'c3']) {
-    const known = inRange.filter((s) => s.content === c).map(completionOf).filter((x): x is number => x !== null);
+    const known = inRange
+      .filter((s) => s.content === c)
+      .map(completionOf)
+      .filter((x): x is number => x !== null);
     expected[c] = known.length === 0 ? 0 : known.reduce((a, b) => a + b, 0) / known.length;
   }
   const { items } = await topContent(client, 'acme', { from, to });
@@ -105,6 +146,10 @@ t.test('completion over the sessions of the range, wherever they started', async
   // Completion is computed for a page's contents alone, with the published durations read with the page.
   for (const offset of [0, 1, 2]) {
     const page = await topContent(client, 'acme', { from, to }, 1, offset);
-    t.same(page, { items: items.slice(offset, offset + 1), total: 3 }, `a page of one at offset ${offset} (${items[offset]!.content_id}) as in the whole list`);
+    t.same(
+      page,
+      { items: items.slice(offset, offset + 1), total: 3 },
+      `a page of one at offset ${offset} (${items[offset]!.content_id}) as in the whole list`,
+    );
   }
 });

@@ -22,16 +22,32 @@ t.test('a range cut into days, hours and edge minutes covers it exactly once', a
   const d0 = Date.UTC(2026, 10, 1);
   const cases: Array<[string, Range, { minutes: number; hours: number; days: number }]> = [
     ['inside one hour', { from: d0 + 10 * minute, to: d0 + 50 * minute }, { minutes: 1, hours: 0, days: 0 }],
-    ['across one hour boundary', { from: d0 + 50 * minute, to: d0 + hour + 5 * minute }, { minutes: 1, hours: 0, days: 0 }],
-    ['24 h, unaligned', { from: d0 + 5 * hour + 17 * minute, to: d0 + day + 5 * hour + 17 * minute }, { minutes: 2, hours: 1, days: 0 }],
+    [
+      'across one hour boundary',
+      { from: d0 + 50 * minute, to: d0 + hour + 5 * minute },
+      { minutes: 1, hours: 0, days: 0 },
+    ],
+    [
+      '24 h, unaligned',
+      { from: d0 + 5 * hour + 17 * minute, to: d0 + day + 5 * hour + 17 * minute },
+      { minutes: 2, hours: 1, days: 0 },
+    ],
     ['24 h on whole hours', { from: d0 + 5 * hour, to: d0 + day + 5 * hour }, { minutes: 0, hours: 1, days: 0 }],
-    ['30 d, unaligned', { from: d0 + 3 * hour + 1 * minute, to: d0 + 30 * day + 3 * hour + minute }, { minutes: 2, hours: 2, days: 1 }],
+    [
+      '30 d, unaligned',
+      { from: d0 + 3 * hour + 1 * minute, to: d0 + 30 * day + 3 * hour + minute },
+      { minutes: 2, hours: 2, days: 1 },
+    ],
     ['whole days', { from: d0, to: d0 + 7 * day }, { minutes: 0, hours: 0, days: 1 }],
     ['one day and a bit', { from: d0 + 23 * hour, to: d0 + 2 * day + 30 * minute }, { minutes: 1, hours: 1, days: 1 }],
   ];
   for (const [name, range, counts] of cases) {
     const cut = tiers(range);
-    t.same({ minutes: cut.minutes.length, hours: cut.hours.length, days: cut.days.length }, counts, `${name}: spans per tier`);
+    t.same(
+      { minutes: cut.minutes.length, hours: cut.hours.length, days: cut.days.length },
+      counts,
+      `${name}: spans per tier`,
+    );
     const all = [...cut.minutes, ...cut.hours, ...cut.days].sort((a, b) => a[0] - b[0]);
     let at = range.from / 1000;
     for (const [a, b] of all) {
@@ -39,8 +55,14 @@ t.test('a range cut into days, hours and edge minutes covers it exactly once', a
       at = b;
     }
     t.equal(at, range.to / 1000, `${name}: and end at the range's end`);
-    t.ok(cut.hours.every(([a, b]) => a % 3600 === 0 && b % 3600 === 0), `${name}: hour spans on whole hours`);
-    t.ok(cut.days.every(([a, b]) => a % 86_400 === 0 && b % 86_400 === 0), `${name}: day spans on whole UTC days`);
+    t.ok(
+      cut.hours.every(([a, b]) => a % 3600 === 0 && b % 3600 === 0),
+      `${name}: hour spans on whole hours`,
+    );
+    t.ok(
+      cut.days.every(([a, b]) => a % 86_400 === 0 && b % 86_400 === 0),
+      `${name}: day spans on whole UTC days`,
+    );
   }
 });
 
@@ -48,10 +70,18 @@ t.test('with embedded ClickHouse', async (t) => {
   const client: ClickHouseClient = await embeddedClient(t, 'rollups');
   // Settings stick to chDB's session: each read says whether it forces a projection.
   const rows = async <T>(query: string, params: Record<string, unknown> = {}, force = false): Promise<T[]> =>
-    (await client.query({ query, query_params: params, format: 'JSONEachRow', clickhouse_settings: { force_optimize_projection: force ? 1 : 0 } })).json<T>();
+    (
+      await client.query({
+        query,
+        query_params: params,
+        format: 'JSONEachRow',
+        clickhouse_settings: { force_optimize_projection: force ? 1 : 0 },
+      })
+    ).json<T>();
 
   // A store from before the projections: the same tables without them, already holding rows.
-  for (const table of [contentMinuteSums, contentCatalog]) await client.command({ query: createTableSql({ ...table, projections: undefined }) });
+  for (const table of [contentMinuteSums, contentCatalog])
+    await client.command({ query: createTableSql({ ...table, projections: undefined }) });
   // 40 days of minutes for three contents, ending at the last whole hour; a deterministic spread of values.
   const end = Math.floor(Date.now() / hour) * hour;
   const start = end - 40 * day;
@@ -108,14 +138,26 @@ t.test('with embedded ClickHouse', async (t) => {
     for (const [name, r] of ranges) {
       for (const tenant of ['t1', 't2', 'nobody']) {
         const sums = await sumsBy(client, 'content_minute_sums', ['content_id'], ['watch_ms'], tenant, r);
-        t.same(Object.fromEntries(sums.map(({ keys, sums: [ms] }) => [String(keys[0]), ms])), await plain(tenant, r), `${when}: ${name}, ${tenant}`);
+        t.same(
+          Object.fromEntries(sums.map(({ keys, sums: [ms] }) => [String(keys[0]), ms])),
+          await plain(tenant, r),
+          `${when}: ${name}, ${tenant}`,
+        );
       }
     }
   };
   await check('as stored');
 
   // Signed deltas for keys already stored (a late event's retraction and re-add), then merged away.
-  await insertSnapshotRows(client, contentMinuteSums, [['t1', (end - 2 * day) / 1000, 'c0', -1, -400, 0, 0], ['t1', (end - 2 * day) / 1000, 'c0', -1, 150, 0, 0]], 'late:1');
+  await insertSnapshotRows(
+    client,
+    contentMinuteSums,
+    [
+      ['t1', (end - 2 * day) / 1000, 'c0', -1, -400, 0, 0],
+      ['t1', (end - 2 * day) / 1000, 'c0', -1, 150, 0, 0],
+    ],
+    'late:1',
+  );
   await check('after signed deltas');
   await client.command({ query: 'OPTIMIZE TABLE content_minute_sums FINAL' });
   await check('after a merge');
@@ -130,7 +172,10 @@ t.test('with embedded ClickHouse', async (t) => {
   // The reads ClickHouse must answer from a projection (it fails the query otherwise).
   const force = true;
   const cut = tiers({ from: end - 30 * day + 29 * minute, to: end + 29 * minute });
-  for (const [tier, column, span] of [['hours', 'toStartOfHour(ts)', cut.hours[0]!], ['days', 'toStartOfDay(ts)', cut.days[0]!]] as const) {
+  for (const [tier, column, span] of [
+    ['hours', 'toStartOfHour(ts)', cut.hours[0]!],
+    ['days', 'toStartOfDay(ts)', cut.days[0]!],
+  ] as const) {
     const [row] = await rows<{ n: string }>(
       `SELECT count() AS n FROM (SELECT content_id, furthest_sec, sum(watch_ms), sum(sessions), sum(completion_sum) FROM content_minute_sums
          WHERE tenant = 't1' AND ${column} >= toDateTime({a:UInt32}, 'UTC') AND ${column} < toDateTime({b:UInt32}, 'UTC') GROUP BY content_id, furthest_sec)`,
@@ -155,5 +200,9 @@ t.test('with embedded ClickHouse', async (t) => {
     'titles and types from the catalogue',
   );
   const sums = await plain('t1', { from: end - 30 * day, to: end });
-  t.same(Object.fromEntries(items.map((i) => [i.content_id, Math.round(i.watch_hours * 3_600_000)])), sums, 'watch time as summed');
+  t.same(
+    Object.fromEntries(items.map((i) => [i.content_id, Math.round(i.watch_hours * 3_600_000)])),
+    sums,
+    'watch time as summed',
+  );
 });

@@ -18,7 +18,15 @@ await client.insert({
   format: 'JSONEachRow',
   values: [
     { tenant: 'a', name: 'plain', n: 1, big: '340282366920938463463374607431768211455', x: 0.1, maybe: null, tags: [] },
-    { tenant: 'a', name: 'quote " and \\ and \u0000 and टीवी', n: 18446744073709551615n.toString(), big: '1', x: -1e300, maybe: 2.5, tags: ['x', "y'z"] },
+    {
+      tenant: 'a',
+      name: 'quote " and \\ and \u0000 and टीवी',
+      n: 18446744073709551615n.toString(),
+      big: '1',
+      x: -1e300,
+      maybe: 2.5,
+      tags: ['x', "y'z"],
+    },
     { tenant: 'b', name: 'other tenant', n: 7, big: '0', x: 3, maybe: 1, tags: ['b'] },
   ],
 });
@@ -43,18 +51,34 @@ t.test('each part equals its own query, parameters apart', async (t) => {
   }
   t.equal(got.a.length, 2);
   t.equal(got.empty.length, 0);
-  t.same(got.sum, [{ rows: '1', total: '1' }], 'the part saw its own `below`, and 64-bit integers are written as ClickHouse writes them');
+  t.same(
+    got.sum,
+    [{ rows: '1', total: '1' }],
+    'the part saw its own `below`, and 64-bit integers are written as ClickHouse writes them',
+  );
 });
 
 t.test('select gives each row as JSONEachRow writes it, though it reads one JSONCompact document', async (t) => {
   const query = `SELECT name, n, big, x, maybe, tags, toDateTime64('2026-11-25 10:00:00.123', 3, 'UTC') AS at, tenant = {tenant:String} AS mine
     FROM things ORDER BY tenant, name`;
-  const eachRow = await (await client.query({ query, query_params: { tenant: 'a' }, format: 'JSONEachRow' })).json<object>();
+  const eachRow = await (
+    await client.query({ query, query_params: { tenant: 'a' }, format: 'JSONEachRow' })
+  ).json<object>();
   t.equal(eachRow.length, 3);
-  t.strictSame(await select<object>(client, query, { tenant: 'a' }), eachRow, 'the same keys, values and types, row by row');
+  t.strictSame(
+    await select<object>(client, query, { tenant: 'a' }),
+    eachRow,
+    'the same keys, values and types, row by row',
+  );
   t.strictSame(await select<object>(client, none, { tenant: 'nobody' }), [], 'no rows');
 });
 
 t.test('a bad part fails the whole statement with ClickHouse’s error', async (t) => {
-  await t.rejects(selectParts(client, { ok: { query: none, params: { tenant: 'a' } }, bad: { query: 'SELECT nope FROM things', params: {} } }), /nope/);
+  await t.rejects(
+    selectParts(client, {
+      ok: { query: none, params: { tenant: 'a' } },
+      bad: { query: 'SELECT nope FROM things', params: {} },
+    }),
+    /nope/,
+  );
 });

@@ -16,7 +16,12 @@ const client = await embeddedClient(t, 'history');
 
 const base = Date.now() - 3 * 86_400_000;
 const at = (s: number, type: string, session: string, extra: Partial<WireEvent> = {}): WireEvent =>
-  eventAt(type, base + s * 1000, { session_id: session, event_id: `${session}-${s}-${type}`, received_at: base + s * 1000, ...extra });
+  eventAt(type, base + s * 1000, {
+    session_id: session,
+    event_id: `${session}-${s}-${type}`,
+    received_at: base + s * 1000,
+    ...extra,
+  });
 
 t.test('a session\u2019s events read before an input message, in reading order, page by page', async (t) => {
   await migrate(client, log);
@@ -31,22 +36,67 @@ t.test('a session\u2019s events read before an input message, in reading order, 
     [at(40, 'pause', 's1'), 9, 0],
     [at(10, 'heartbeat', 's1', { tenant: 'other' }), 4, 0],
   ];
-  await insertEvents(client, rows.map(([e, seq, i]) => eventLine(e, seq, i)), 'history-test');
+  await insertEvents(
+    client,
+    rows.map(([e, seq, i]) => eventLine(e, seq, i)),
+    'history-test',
+  );
   const [index] = await (
-    await client.query({ query: "SELECT type FROM system.data_skipping_indices WHERE table = 'events' AND name = 'session_idx'", format: 'JSONEachRow' })
+    await client.query({
+      query: "SELECT type FROM system.data_skipping_indices WHERE table = 'events' AND name = 'session_idx'",
+      format: 'JSONEachRow',
+    })
   ).json<{ type: string }>();
   t.equal(index?.type, 'bloom_filter');
 
   const ask = (req: Partial<HistoryRequest>, limit = 100): Promise<string[]> =>
-    sessionHistory(client, { tenant: 'acme', sessions: ['s1'], before_seq: 9, received_before: 0, offset: 0, ...req }, limit).then((events) =>
-      events.map((e) => `${e.session_id}:${e.event_type}@${(e.ts - base) / 1000}`),
-    );
-  t.same(await ask({}), ['s1:first_frame@10', 's1:heartbeat@20', 's1:heartbeat@30', 's1:play_start@0'], 'read before message 9, in reading order; not the custom event');
-  t.same(await ask({ before_seq: 5 }), ['s1:first_frame@10', 's1:heartbeat@20'], 'before message 5: what the shard had read then, whatever came after');
-  t.same(await ask({ sessions: ['s1', 's2'], before_seq: 4 }), ['s1:first_frame@10', 's1:heartbeat@20', 's2:play_start@0']);
-  t.same(await ask({ before_seq: 1, received_before: base + 25_000 }), ['s1:first_frame@10', 's1:heartbeat@20', 's1:play_start@0'], 'received long before: a stream made again restarts its sequences');
+    sessionHistory(
+      client,
+      { tenant: 'acme', sessions: ['s1'], before_seq: 9, received_before: 0, offset: 0, ...req },
+      limit,
+    ).then((events) => events.map((e) => `${e.session_id}:${e.event_type}@${(e.ts - base) / 1000}`));
+  t.same(
+    await ask({}),
+    ['s1:first_frame@10', 's1:heartbeat@20', 's1:heartbeat@30', 's1:play_start@0'],
+    'read before message 9, in reading order; not the custom event',
+  );
+  t.same(
+    await ask({ before_seq: 5 }),
+    ['s1:first_frame@10', 's1:heartbeat@20'],
+    'before message 5: what the shard had read then, whatever came after',
+  );
+  t.same(await ask({ sessions: ['s1', 's2'], before_seq: 4 }), [
+    's1:first_frame@10',
+    's1:heartbeat@20',
+    's2:play_start@0',
+  ]);
+  t.same(
+    await ask({ before_seq: 1, received_before: base + 25_000 }),
+    ['s1:first_frame@10', 's1:heartbeat@20', 's1:play_start@0'],
+    'received long before: a stream made again restarts its sequences',
+  );
   t.same(await ask({ offset: 1 }, 2), ['s1:heartbeat@20', 's1:heartbeat@30'], 'a page');
   t.same(await ask({ tenant: 'other' }), ['s1:heartbeat@10'], 'per tenant');
-  const [e] = await sessionHistory(client, { tenant: 'acme', sessions: ['s1'], before_seq: 4, received_before: 0, offset: 0 }, 1);
-  t.same(e, { ...at(10, 'first_frame', 's1'), client_ts: null, context: undefined, properties: {}, anonymous_id: undefined, user_id: undefined, content_id: undefined, content_type: undefined, content_title: undefined, position_sec: undefined, bitrate_kbps: undefined }, 'the event as the pipelines saw it');
+  const [e] = await sessionHistory(
+    client,
+    { tenant: 'acme', sessions: ['s1'], before_seq: 4, received_before: 0, offset: 0 },
+    1,
+  );
+  t.same(
+    e,
+    {
+      ...at(10, 'first_frame', 's1'),
+      client_ts: null,
+      context: undefined,
+      properties: {},
+      anonymous_id: undefined,
+      user_id: undefined,
+      content_id: undefined,
+      content_type: undefined,
+      content_title: undefined,
+      position_sec: undefined,
+      bitrate_kbps: undefined,
+    },
+    'the event as the pipelines saw it',
+  );
 });

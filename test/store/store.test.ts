@@ -41,33 +41,54 @@ t.test('open applies migrations once, and the configured retention every time', 
   let store = await Store.open(config, log);
   t.equal(store.embedded, true);
   t.equal(await store.ping(), true);
-  const versions = await (await store.client.query({ query: 'SELECT version, name FROM schema_migrations ORDER BY version', format: 'JSONEachRow' })).json();
-  t.same(versions, migrations.map((m) => ({ version: m.version, name: m.name })));
+  const versions = await (
+    await store.client.query({
+      query: 'SELECT version, name FROM schema_migrations ORDER BY version',
+      format: 'JSONEachRow',
+    })
+  ).json();
+  t.same(
+    versions,
+    migrations.map((m) => ({ version: m.version, name: m.name })),
+  );
   t.match(await showCreate(store), /TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
   await store.close();
 
   store = await Store.open({ ...config, events_retention_days: 90 }, log);
-  const again = await (await store.client.query({ query: 'SELECT count() AS n FROM schema_migrations', format: 'JSONEachRow' })).json<{ n: number }>();
+  const again = await (
+    await store.client.query({ query: 'SELECT count() AS n FROM schema_migrations', format: 'JSONEachRow' })
+  ).json<{ n: number }>();
   t.equal(Number(again[0]?.n), migrations.length, 'nothing applied twice');
   t.match(await showCreate(store), /toIntervalDay\(90\)/, 'a changed retention takes effect at start');
   await store.close();
 });
 
-t.test("a store an earlier build made is refused, not upgraded, with what to do (docs/compatibility.md)", async (t) => {
+t.test('a store an earlier build made is refused, not upgraded, with what to do (docs/compatibility.md)', async (t) => {
   const store = await Store.open(config, log);
   t.teardown(() => store.close());
-  await store.client.insert({ table: 'schema_migrations', values: [{ version: 10, name: 'drop-content-minutes', applied_at: Date.now() }], format: 'JSONEachRow' });
+  await store.client.insert({
+    table: 'schema_migrations',
+    values: [{ version: 10, name: 'drop-content-minutes', applied_at: Date.now() }],
+    format: 'JSONEachRow',
+  });
   const err: unknown = await migrate(store.client, log).catch((e: unknown) => e);
   t.ok(err instanceof ForeignSchemaError, 'refused');
-  t.match((err as Error).message, /its migration 10 "drop-content-minutes" is not one of this build's\. Before 1\.0 a store is not upgraded: start on an empty one/);
-  await store.client.command({ query: 'ALTER TABLE schema_migrations DELETE WHERE version = 10 SETTINGS mutations_sync = 2' });
+  t.match(
+    (err as Error).message,
+    /its migration 10 "drop-content-minutes" is not one of this build's\. Before 1\.0 a store is not upgraded: start on an empty one/,
+  );
+  await store.client.command({
+    query: 'ALTER TABLE schema_migrations DELETE WHERE version = 10 SETTINGS mutations_sync = 2',
+  });
   t.same(await migrate(store.client, log), [], "this build's own store opens as before");
 });
 
 t.test('migrations are frozen text: none imports a pipeline or builds its DDL from a spec', async (t) => {
   const dir = join(root, 'src/store/migrations');
   for (const file of readdirSync(dir)) {
-    const imports = [...readFileSync(join(dir, file), 'utf8').matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1]);
+    const imports = [...readFileSync(join(dir, file), 'utf8').matchAll(/^import .* from '([^']+)';$/gm)].map(
+      (m) => m[1],
+    );
     t.same(imports, ['../migrate.js'], `${file} imports only the Migration type`);
   }
 });
@@ -86,7 +107,16 @@ t.test('rows keep every field; a batch written twice with its token is stored on
       content_title: 'IND vs AUS',
       position_sec: 42,
       bitrate_kbps: 4500,
-      context: { app_version: '3.1', os: 'Android', browser: 'Chrome', player: 'exo', cdn: 'akamai', pop: 'BOM', user_agent: 'UA', ip: '49.36.0.1' },
+      context: {
+        app_version: '3.1',
+        os: 'Android',
+        browser: 'Chrome',
+        player: 'exo',
+        cdn: 'akamai',
+        pop: 'BOM',
+        user_agent: 'UA',
+        ip: '49.36.0.1',
+      },
       properties: { fatal: false, nested: { a: [1, 'ड'] } },
     }),
     event(2),
@@ -130,7 +160,24 @@ t.test('of the rows a flush puts for one key, the store keeps the last put', asy
   const hour = Date.UTC(2026, 10, 21, 10) / 1000;
   const ids = Array.from({ length: 20_000 }, (_, i) => `put-${(i * 7919) % 20_000}`);
   for (let round = 1; round <= 3; round++) {
-    for (const id of ids) acc.put(sessionHours, ['acme', hour, id, hour * 1000, hour * 1000 + round, '', '', '', '', '', '', round, 0, null, 0]);
+    for (const id of ids)
+      acc.put(sessionHours, [
+        'acme',
+        hour,
+        id,
+        hour * 1000,
+        hour * 1000 + round,
+        '',
+        '',
+        '',
+        '',
+        '',
+        '',
+        round,
+        0,
+        null,
+        0,
+      ]);
   }
   const rows = acc.drain(5).rows.get(sessionHours.name) ?? [];
   t.equal(rows.length, 60_000, 'every put is handed on');
@@ -141,7 +188,10 @@ t.test('of the rows a flush puts for one key, the store keeps the last put', asy
       format: 'JSONEachRow',
     })
   ).json<{ events: string; n: string }>();
-  t.same(kept.map((r) => [Number(r.events), Number(r.n)]), [[3, 20_000]]);
+  t.same(
+    kept.map((r) => [Number(r.events), Number(r.n)]),
+    [[3, 20_000]],
+  );
 });
 
 t.test('a second process on the same data directory is refused with a message that says what to do', async (t) => {
@@ -153,7 +203,9 @@ t.test('a second process on the same data directory is refused with a message th
     try { await Store.open(${JSON.stringify(config)}, createLogger('silent')); console.log('opened'); }
     catch (err) { console.log(err.message); }`;
   const out = await new Promise<string>((resolve) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let text = '';
     child.stdout.on('data', (d: Buffer) => (text += d.toString()));
     child.on('close', () => resolve(text));
@@ -162,7 +214,9 @@ t.test('a second process on the same data directory is refused with a message th
 });
 
 async function showCreate(store: Store): Promise<string> {
-  const r = await (await store.client.query({ query: 'SHOW CREATE TABLE events', format: 'JSONEachRow' })).json<{ statement: string }>();
+  const r = await (
+    await store.client.query({ query: 'SHOW CREATE TABLE events', format: 'JSONEachRow' })
+  ).json<{ statement: string }>();
   return r[0]?.statement ?? '';
 }
 
@@ -174,12 +228,18 @@ t.test('a ClickHouse server URL keeps its password out of errors and logs', asyn
       done();
     },
   });
-  const err = await Store.open({ clickhouse_url: 'http://darshak:s3cret-pass@127.0.0.1:1/', data_dir: dataDir, events_retention_days: 30 }, createLogger('debug', sink)).then(
+  const err = await Store.open(
+    { clickhouse_url: 'http://darshak:s3cret-pass@127.0.0.1:1/', data_dir: dataDir, events_retention_days: 30 },
+    createLogger('debug', sink),
+  ).then(
     () => null,
     (e: Error) => e,
   );
   t.ok(err, 'nothing answers there');
-  t.match(err!.message, /cannot use ClickHouse at http:\/\/darshak:\*\*\*@127\.0\.0\.1:1\//, 'the error names the server, the password masked');
+  t.match(
+    err!.message,
+    /cannot use ClickHouse at http:\/\/darshak:\*\*\*@127\.0\.0\.1:1\//,
+    'the error names the server, the password masked',
+  );
   t.notOk(`${err!.message}${lines.join('')}`.includes('s3cret-pass'), 'the password appears nowhere');
 });
-

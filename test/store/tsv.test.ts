@@ -18,9 +18,25 @@ const dataDir = mkdtempSync(join(tmpdir(), 'darshak-tsv-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
 let seed = 7;
-const random = (): number => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+const random = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
-const hostile = ['', 'plain', 'tab\there', 'line\nbreak', 'back\\slash', 'cr\rlf\r\n', 'nul\0byte', 'quote"\'`', '\\N', '\\t literally', 'ड देवनागरी', '😀 astral', '\\', '\t', '\n'];
+const hostile = [
+  '',
+  'plain',
+  'tab\there',
+  'line\nbreak',
+  'back\\slash',
+  'cr\rlf\r\n',
+  'nul\0byte',
+  'quote"\'`',
+  '\\N',
+  '\\t literally',
+  'ड देवनागरी',
+  '😀 astral',
+  '\\',
+  '\t',
+  '\n',
+];
 const text = (): string => pick(hostile) + (random() < 0.5 ? pick(hostile) : '');
 const ms = (): number => Date.UTC(2026, 10, 26) + Math.floor(random() * 86_400_000);
 
@@ -50,11 +66,17 @@ function rowOf(table: TableSpec): Cell[] {
   if (!table.map) return [...table.key, ...table.values].map(([, type]) => cell(type));
   const n = 1 + Math.floor(random() * 4);
   const mapped = [table.key[table.key.length - 1]!, ...table.values];
-  return [...table.key.slice(0, -1).map(([, type]) => cell(type)), ...mapped.map(([, type]) => Array.from({ length: n }, () => cell(type) as number))];
+  return [
+    ...table.key.slice(0, -1).map(([, type]) => cell(type)),
+    ...mapped.map(([, type]) => Array.from({ length: n }, () => cell(type) as number)),
+  ];
 }
 
 async function all(store: Store, table: string, columns: readonly string[]): Promise<string[]> {
-  const result = await store.client.query({ query: `SELECT ${columns.map((c) => `\`${c}\``).join(', ')} FROM ${table}`, format: 'JSONCompactEachRow' });
+  const result = await store.client.query({
+    query: `SELECT ${columns.map((c) => `\`${c}\``).join(', ')} FROM ${table}`,
+    format: 'JSONCompactEachRow',
+  });
   return (await result.text()).trim().split('\n').sort();
 }
 
@@ -66,7 +88,12 @@ t.test('every snapshot table stores from TabSeparated what it stored from JSON',
     const columns = rowColumns(table);
     const twin = `${table.name}_json_twin`;
     await store.client.command({ query: createTableSql({ ...table, name: twin }) });
-    await store.client.insert({ table: twin, values: rows, columns: columns as [string, ...string[]], format: 'JSONCompactEachRow' });
+    await store.client.insert({
+      table: twin,
+      values: rows,
+      columns: columns as [string, ...string[]],
+      format: 'JSONCompactEachRow',
+    });
     await store.client.command({ query: `TRUNCATE TABLE ${table.name}` });
     await insertSnapshotRows(store.client, table, rows, `tsv-test:${table.name}`);
     const stored = await all(store, table.name, columns);
@@ -100,7 +127,19 @@ t.test('events store every field from TabSeparated as they stored from JSON', as
       country: text(),
       region: text(),
       device: text(),
-      context: random() < 0.2 ? undefined : { app_version: opt(), os: opt(), browser: opt(), player: opt(), cdn: opt(), pop: opt(), user_agent: opt(), ip: '10.0.0.1' },
+      context:
+        random() < 0.2
+          ? undefined
+          : {
+              app_version: opt(),
+              os: opt(),
+              browser: opt(),
+              player: opt(),
+              cdn: opt(),
+              pop: opt(),
+              user_agent: opt(),
+              ip: '10.0.0.1',
+            },
       properties: random() < 0.3 ? undefined : { note: text(), n: i, nested: { a: [text(), 1.5, null, true] } },
       ingest_seq: i,
     } as WireEvent;
@@ -110,15 +149,42 @@ t.test('events store every field from TabSeparated as they stored from JSON', as
     const c = e.context ?? {};
     const s = (v: string | undefined): string => v ?? '';
     return {
-      tenant: e.tenant, env: e.env, event_type: e.event_type, ts: e.ts, client_ts: e.client_ts, received_at: e.received_at, event_id: s(e.event_id),
-      anonymous_id: s(e.anonymous_id), user_id: s(e.user_id), session_id: s(e.session_id), content_id: s(e.content_id), content_type: s(e.content_type),
-      content_title: s(e.content_title), position_sec: e.position_sec ?? null, bitrate_kbps: e.bitrate_kbps ?? null, country: e.country, region: e.region,
-      device: e.device, app_version: s(c.app_version), os: s(c.os), browser: s(c.browser), player: s(c.player), cdn: s(c.cdn), pop: s(c.pop),
-      user_agent: s(c.user_agent), properties: JSON.stringify(e.properties ?? {}), ingest_seq: 900 + i, ingest_index: i,
+      tenant: e.tenant,
+      env: e.env,
+      event_type: e.event_type,
+      ts: e.ts,
+      client_ts: e.client_ts,
+      received_at: e.received_at,
+      event_id: s(e.event_id),
+      anonymous_id: s(e.anonymous_id),
+      user_id: s(e.user_id),
+      session_id: s(e.session_id),
+      content_id: s(e.content_id),
+      content_type: s(e.content_type),
+      content_title: s(e.content_title),
+      position_sec: e.position_sec ?? null,
+      bitrate_kbps: e.bitrate_kbps ?? null,
+      country: e.country,
+      region: e.region,
+      device: e.device,
+      app_version: s(c.app_version),
+      os: s(c.os),
+      browser: s(c.browser),
+      player: s(c.player),
+      cdn: s(c.cdn),
+      pop: s(c.pop),
+      user_agent: s(c.user_agent),
+      properties: JSON.stringify(e.properties ?? {}),
+      ingest_seq: 900 + i,
+      ingest_index: i,
     };
   });
   await store.client.insert({ table: 'events_json_twin', values: asJson, format: 'JSONEachRow' });
-  await insertEvents(store.client, events.map((e, i) => eventLine(e, 900 + i, i)), 'tsv-test:events');
+  await insertEvents(
+    store.client,
+    events.map((e, i) => eventLine(e, 900 + i, i)),
+    'tsv-test:events',
+  );
   const stored = await all(store, 'events', eventColumns);
   t.equal(stored.length, events.length);
   t.same(stored, await all(store, 'events_json_twin', eventColumns));

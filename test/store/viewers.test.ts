@@ -49,7 +49,11 @@ function session(i: number): Session {
   const anon = r() < 0.9 ? `a${Math.floor(r() * 12)}` : '';
   const region = pick(['Goa', 'Kerala', '']);
   const content = pick(['c1', 'c2', 'c3', '']);
-  const times = [first, ...Array.from({ length: Math.floor(r() * 3) }, () => first + Math.floor(r() * length)), last].sort((a, b) => a - b);
+  const times = [
+    first,
+    ...Array.from({ length: Math.floor(r() * 3) }, () => first + Math.floor(r() * length)),
+    last,
+  ].sort((a, b) => a - b);
   const late = r() < 0.5; // the attributes arrive with a later event only
   const events = times.map((ts, j) =>
     eventAt(j === 0 ? 'play_start' : 'heartbeat', ts, {
@@ -73,7 +77,9 @@ const edgeSession = (id: string, first: number, last: number, region = 'Goa', co
   viewer: id,
   region,
   content,
-  events: [first, last].map((ts, j) => eventAt(j === 0 ? 'play_start' : 'heartbeat', ts, { session_id: id, region, content_id: content, user_id: id })),
+  events: [first, last].map((ts, j) =>
+    eventAt(j === 0 ? 'play_start' : 'heartbeat', ts, { session_id: id, region, content_id: content, user_id: id }),
+  ),
 });
 const sessions = [
   ...Array.from({ length: 120 }, (_, i) => session(i)),
@@ -94,10 +100,11 @@ function expected(dim: Dim, from: number, to: number): Record<string, number> {
     if (!sets.has(value)) sets.set(value, new Set());
     sets.get(value)!.add(s.viewer);
   }
-  return Object.fromEntries([...sets].map(([v, set]) => [v, set.size]).sort());
+  return Object.fromEntries([...sets].map(([v, set]): [string, number] => [v, set.size]).sort());
 }
 
-const sorted = (m: Map<string, number>): Record<string, number> => Object.fromEntries([...m].filter(([, n]) => n > 0).sort());
+const sorted = (m: Map<string, number>): Record<string, number> =>
+  Object.fromEntries([...m].filter(([, n]) => n > 0).sort());
 
 t.before(async () => {
   await ensureSnapshotTables(client, snapshotTables, 400);
@@ -106,7 +113,8 @@ t.before(async () => {
   let flush = 0;
   const write = async (): Promise<void> => {
     const { rows } = agg.drain(++flush);
-    for (const table of snapshotTables) await insertSnapshotRows(client, table, rows.get(table.name) ?? [], `test:${flush}:${table.name}`);
+    for (const table of snapshotTables)
+      await insertSnapshotRows(client, table, rows.get(table.name) ?? [], `test:${flush}:${table.name}`);
   };
   for (const [i, e] of events.entries()) {
     agg.apply(e);
@@ -118,12 +126,18 @@ t.before(async () => {
 t.test('every range shape counts the viewers of its sessions', async (t) => {
   const ranges: Array<[string, number, number]> = [];
   for (let i = 0; i < 40; i++) {
-    const length = pick([2 * hour, 26 * hour, 3 * day, 7 * day, 30 * day, 32 * day - 2 * hour]) + Math.floor(r() * 120) * minute;
-    const to = w0 - 5 * day + Math.floor(r() * 25 * day / minute) * minute;
+    const length =
+      pick([2 * hour, 26 * hour, 3 * day, 7 * day, 30 * day, 32 * day - 2 * hour]) + Math.floor(r() * 120) * minute;
+    const to = w0 - 5 * day + Math.floor((r() * 25 * day) / minute) * minute;
     ranges.push([`${(length / hour).toFixed(1)} h to ${new Date(to).toISOString()}`, to - length, to]);
   }
   // Edges on whole hours, and on the minutes next to them.
-  ranges.push(['edges a minute from sessions', edgeFrom, edgeTo], ['whole hours', w0 - 3 * day, w0 + 2 * day], ['a minute past', w0 - 3 * day + minute, w0 + 2 * day + minute], ['a minute before', w0 - 3 * day - minute, w0 + 2 * day - minute]);
+  ranges.push(
+    ['edges a minute from sessions', edgeFrom, edgeTo],
+    ['whole hours', w0 - 3 * day, w0 + 2 * day],
+    ['a minute past', w0 - 3 * day + minute, w0 + 2 * day + minute],
+    ['a minute before', w0 - 3 * day - minute, w0 + 2 * day - minute],
+  );
   for (const [label, from, to] of ranges) {
     for (const dim of ['', 'region', 'content'] as const) {
       const counts = await viewersBy(client, 'acme', dim, [{ from, to }]);
@@ -131,7 +145,11 @@ t.test('every range shape counts the viewers of its sessions', async (t) => {
         t.ok(to - from > 30 * day, `${label}: only a range over 30 days can miss a window`);
         continue;
       }
-      t.same(sorted(new Map([...counts].map(([v, [n]]) => [v, n!]))), expected(dim, from, to), `${label}, by ${dim || 'tenant'}`);
+      t.same(
+        sorted(new Map([...counts].map(([v, [n]]) => [v, n!]))),
+        expected(dim, from, to),
+        `${label}, by ${dim || 'tenant'}`,
+      );
     }
   }
 });
@@ -144,7 +162,11 @@ t.test('several ranges in one scan, and the fallback to sessions', async (t) => 
     { from: to - 14 * day, to: to - 7 * day },
   ];
   const counts = await viewersBy(client, 'acme', '', ranges);
-  t.same(counts?.get(''), ranges.map((x) => expected('', x.from, x.to)['']), 'the overview month and its two weeks');
+  t.same(
+    counts?.get(''),
+    ranges.map((x) => expected('', x.from, x.to)['']),
+    'the overview month and its two weeks',
+  );
   // Ranges that share partial hours, each with edge sessions in them that are in it and not in the others: each
   // range must count only its own sessions there, however the partial hours are read.
   const sharing = [
@@ -156,20 +178,26 @@ t.test('several ranges in one scan, and the fallback to sessions', async (t) => 
     const byRange = await viewersBy(client, 'acme', dim, sharing);
     sharing.forEach((x, i) => {
       const got = sorted(new Map([...byRange!].map(([v, n]) => [v, n[i]!])));
-      t.same(got, expected(dim, x.from, x.to), `partial hours shared by several ranges: range ${i}, by ${dim || 'tenant'}`);
+      t.same(
+        got,
+        expected(dim, x.from, x.to),
+        `partial hours shared by several ranges: range ${i}, by ${dim || 'tenant'}`,
+      );
     });
   }
   t.equal(await viewersBy(client, 'acme', '', [{ from: to - 40 * day, to }]), null, 'longer than a window');
   t.equal(await viewersBy(client, 'acme', '', [{ from: to - 50 * minute, to }]), null, 'no whole hour');
   // The answers list only values with viewers in the range, whichever way they are counted: a region or content seen
   // elsewhere in the window must not show up with 0.
-  const listed = async (dim: Dim, from: number): Promise<Record<string, number>> => Object.fromEntries([...(await viewersIn(client, 'acme', dim, { from, to }))].sort());
+  const listed = async (dim: Dim, from: number): Promise<Record<string, number>> =>
+    Object.fromEntries([...(await viewersIn(client, 'acme', dim, { from, to }))].sort());
   for (const [from, label] of [
     [to - 40 * day, 'longer than a window'],
     [to - 4 * day, 'four days, from the window'],
     [to - day, 'a day, from sessions'],
   ] as const) {
-    for (const dim of ['', 'region', 'content'] as const) t.same(await listed(dim, from), expected(dim, from, to), `${label}, by ${dim || 'tenant'}`);
+    for (const dim of ['', 'region', 'content'] as const)
+      t.same(await listed(dim, from), expected(dim, from, to), `${label}, by ${dim || 'tenant'}`);
   }
 });
 
@@ -184,8 +212,14 @@ t.test('some values only (a page of top content), and pages of top content', asy
       const all = expected(dim, from, to);
       // Every other value, and one that has no viewers at all.
       const some = Object.keys(all).filter((_, i) => i % 2 === 0);
-      const got = Object.fromEntries([...(await viewersIn(client, 'acme', dim, { from, to }, [...some, 'nowhere']))].sort());
-      t.same(got, Object.fromEntries(some.map((v) => [v, all[v]])), `${label}, ${some.length} of ${Object.keys(all).length} values by ${dim}`);
+      const got = Object.fromEntries(
+        [...(await viewersIn(client, 'acme', dim, { from, to }, [...some, 'nowhere']))].sort(),
+      );
+      t.same(
+        got,
+        Object.fromEntries(some.map((v) => [v, all[v]])),
+        `${label}, ${some.length} of ${Object.keys(all).length} values by ${dim}`,
+      );
     }
     t.same(await viewersIn(client, 'acme', 'content', { from, to }, []), new Map(), `${label}: no values, no viewers`);
     // A page reads viewers and titles for its own contents: it must equal the same slice of the whole list.
@@ -198,7 +232,11 @@ t.test('some values only (a page of top content), and pages of top content', asy
       [50, 1],
       [5, whole.total],
     ]) {
-      t.same(await topContent(client, 'acme', { from, to }, limit, offset), { items: whole.items.slice(offset, offset + limit), total: whole.total }, `${label}: limit ${limit}, offset ${offset}`);
+      t.same(
+        await topContent(client, 'acme', { from, to }, limit, offset),
+        { items: whole.items.slice(offset, offset + limit), total: whole.total },
+        `${label}: limit ${limit}, offset ${offset}`,
+      );
     }
   }
 });

@@ -14,13 +14,17 @@ const allowed: Record<string, string> = {
 };
 
 function files(dir: string): string[] {
-  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 }
 
 /** Each relative import of a file, as a path from the repository's root (`.js` read as its `.ts` source). */
 function importsOf(file: string): string[] {
   const text = readFileSync(join(root, file), 'utf8');
-  return [...text.matchAll(/\bfrom\s+'(\.[^']+)'|\bimport\(\s*'(\.[^']+)'\s*\)/g)].map((m) => normalize(join(dirname(file), (m[1] ?? m[2])!)).replace(/\.js$/, '.ts'));
+  return [...text.matchAll(/\bfrom\s+'(\.[^']+)'|\bimport\(\s*'(\.[^']+)'\s*\)/g)].map((m) =>
+    normalize(join(dirname(file), (m[1] ?? m[2])!)).replace(/\.js$/, '.ts'),
+  );
 }
 
 const roleOf = (path: string): string | undefined => roles.find((r) => path.startsWith(`src/${r}/`));
@@ -49,17 +53,28 @@ t.test("no role's folder imports another role's, but for the listed exceptions",
 
 t.test('the contracts and the metric definitions import no role', async (t) => {
   for (const dir of ['src/contracts', 'src/metric']) {
-    for (const file of files(dir)) t.same(importsOf(file).filter((i) => roleOf(i) !== undefined), [], file);
+    for (const file of files(dir))
+      t.same(
+        importsOf(file).filter((i) => roleOf(i) !== undefined),
+        [],
+        file,
+      );
   }
 });
 
-t.test('the control plane loads no pipeline: `darshak tenant create` needs none (thresholds are checked by their callers)', async (t) => {
-  const reach = new Set<string>();
-  const visit = (file: string): void => {
-    if (reach.has(file)) return;
-    reach.add(file);
-    for (const i of importsOf(file)) if (i.startsWith('src/') || i.startsWith('pipelines/')) visit(i);
-  };
-  for (const file of files('src/control')) visit(file);
-  t.same([...reach].filter((f) => f.startsWith('pipelines/') || f.startsWith('src/metric/')), []);
-});
+t.test(
+  'the control plane loads no pipeline: `darshak tenant create` needs none (thresholds are checked by their callers)',
+  async (t) => {
+    const reach = new Set<string>();
+    const visit = (file: string): void => {
+      if (reach.has(file)) return;
+      reach.add(file);
+      for (const i of importsOf(file)) if (i.startsWith('src/') || i.startsWith('pipelines/')) visit(i);
+    };
+    for (const file of files('src/control')) visit(file);
+    t.same(
+      [...reach].filter((f) => f.startsWith('pipelines/') || f.startsWith('src/metric/')),
+      [],
+    );
+  },
+);

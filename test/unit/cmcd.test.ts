@@ -17,7 +17,7 @@ const int = (max: number): number => Math.floor(random() * max);
 /** The library's decoded value with parameters dropped, as ours keeps it. */
 function plain(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(plain);
-  if (v !== null && typeof v === 'object' && 'value' in v) return plain((v as { value: unknown }).value);
+  if (v !== null && typeof v === 'object' && 'value' in v) return plain(v.value);
   if (typeof v === 'symbol') return v.description;
   return v;
 }
@@ -25,7 +25,8 @@ function plain(v: unknown): unknown {
 /** A report with a random subset of the event-mode keys CTA-5004-B defines, each with a value of its type. */
 function randomReport(): Cmcd {
   const all: Record<string, () => unknown> = {
-    e: () => pick(['ps', 't', 'e', 'bc', 'c', 'b', 'm', 'um', 'pe', 'pc', 'rr', 'as', 'ae', 'abs', 'abe', 'sk', 'ce', 'pr']),
+    e: () =>
+      pick(['ps', 't', 'e', 'bc', 'c', 'b', 'm', 'um', 'pe', 'pc', 'rr', 'as', 'ae', 'abs', 'abe', 'sk', 'ce', 'pr']),
     ts: () => 1_790_000_000_000 + int(1e9),
     sid: () => `session-${int(1e6)}`,
     cid: () => pick(['ind-vs-aus-final', 'a "quoted" \\ id', 'x']),
@@ -95,7 +96,11 @@ t.test('hand-written lines: spacing, parameters, booleans, escapes, repeated key
   t.same(decodeReport('h=:aGVsbG8=:'), { h: 'aGVsbG8=' });
   for (const [line, want] of cases) {
     t.same(decodeReport(line), want, line);
-    t.same(decodeReport(line), Object.fromEntries(Object.entries(decodeCmcd(line)).map(([k, v]) => [k, plain(v)])), `${line}: as the library`);
+    t.same(
+      decodeReport(line),
+      Object.fromEntries(Object.entries(decodeCmcd(line)).map(([k, v]) => [k, plain(v)])),
+      `${line}: as the library`,
+    );
   }
 });
 
@@ -138,31 +143,78 @@ const mapped = (r: CmcdReport): Record<string, unknown> | string => {
 };
 
 t.test('every play state becomes the event of our state machine it stands for', async (t) => {
-  const want: Record<string, string> = { s: 'play_start', r: 'rebuffer_start', a: 'pause', k: 'seek_start', e: 'ended', f: 'error', q: 'session_end', p: 'first_frame', w: 'ignored', d: 'ignored' };
+  const want: Record<string, string> = {
+    s: 'play_start',
+    r: 'rebuffer_start',
+    a: 'pause',
+    k: 'seek_start',
+    e: 'ended',
+    f: 'error',
+    q: 'session_end',
+    p: 'first_frame',
+    w: 'ignored',
+    d: 'ignored',
+  };
   for (const [sta, type] of Object.entries(want)) {
     const m = mapped({ ...base, e: 'ps', sta });
     t.equal(typeof m === 'string' ? m : m.event_type, type, `sta=${sta}`);
   }
-  t.match(mapped({ ...base, e: 'ps', sta: 'p', msd: 850 }), { event_type: 'first_frame', properties: { startup_ms: 850 } }, 'the player\u2019s own startup delay is kept beside ours');
-  t.match(mapped({ ...base, e: 'ps', sta: 'f', ec: ['4001'] }), { event_type: 'error', properties: { fatal: true, code: '4001' } });
+  t.match(
+    mapped({ ...base, e: 'ps', sta: 'p', msd: 850 }),
+    { event_type: 'first_frame', properties: { startup_ms: 850 } },
+    'the player\u2019s own startup delay is kept beside ours',
+  );
+  t.match(mapped({ ...base, e: 'ps', sta: 'f', ec: ['4001'] }), {
+    event_type: 'error',
+    properties: { fatal: true, code: '4001' },
+  });
 });
 
 t.test('other event types', async (t) => {
-  t.match(mapped({ ...base, e: 't', sta: 'p', pt: 61_500, br: [3000], bl: [12_000], mtp: [25_000], ltc: 3100, dfa: 2, cdn: 'akamai', st: 'l', sf: 'h' }), {
-    event_type: 'heartbeat',
-    position_sec: 61,
-    bitrate_kbps: 3000,
-    content_type: 'live',
-    context: { cdn: 'akamai' },
-    properties: { buffer_ms: 12_000, throughput_kbps: 25_000, live_latency_ms: 3100, dropped_frames: 2, stream_type: 'live', streaming_format: 'h' },
-  });
+  t.match(
+    mapped({
+      ...base,
+      e: 't',
+      sta: 'p',
+      pt: 61_500,
+      br: [3000],
+      bl: [12_000],
+      mtp: [25_000],
+      ltc: 3100,
+      dfa: 2,
+      cdn: 'akamai',
+      st: 'l',
+      sf: 'h',
+    }),
+    {
+      event_type: 'heartbeat',
+      position_sec: 61,
+      bitrate_kbps: 3000,
+      content_type: 'live',
+      context: { cdn: 'akamai' },
+      properties: {
+        buffer_ms: 12_000,
+        throughput_kbps: 25_000,
+        live_latency_ms: 3100,
+        dropped_frames: 2,
+        stream_type: 'live',
+        streaming_format: 'h',
+      },
+    },
+  );
   t.match(mapped({ ...base, e: 't', sta: 'r' }), { event_type: 'heartbeat' }, 'rebuffering goes on');
   t.equal(mapped({ ...base, e: 't', sta: 'a' }), 'ignored', 'a paused player is not watching');
-  t.match(mapped({ ...base, e: 'e', ec: ['MEDIA_ERR_NETWORK', 'x'], sta: 'p' }), { event_type: 'error', properties: { fatal: false, code: 'MEDIA_ERR_NETWORK,x' } });
+  t.match(mapped({ ...base, e: 'e', ec: ['MEDIA_ERR_NETWORK', 'x'], sta: 'p' }), {
+    event_type: 'error',
+    properties: { fatal: false, code: 'MEDIA_ERR_NETWORK,x' },
+  });
   t.match(mapped({ ...base, e: 'bc', br: [4500] }), { event_type: 'bitrate_change', bitrate_kbps: 4500 });
   t.equal(mapped({ ...base, e: 'bc' }), 'ignored', 'a bitrate change without a bitrate says nothing');
   for (const e of ['m', 'um', 'rr', 'as', 'ce', 'c', 'b', 'pr']) t.equal(mapped({ ...base, e }), 'ignored', `e=${e}`);
-  t.match(reportEvent({ ...base, e: 't', sid: undefined } as unknown as CmcdReport), { kind: 'invalid', message: /sid/ });
+  t.match(reportEvent({ ...base, e: 't', sid: undefined } as unknown as CmcdReport), {
+    kind: 'invalid',
+    message: /sid/,
+  });
   t.match(reportEvent({ e: 't', sid: 's' }), { kind: 'invalid', message: /ts/ });
   t.match(reportEvent({ ts: 1, sid: 's' }), { kind: 'invalid', message: /"e"/ });
 });
@@ -182,12 +234,21 @@ t.test('identity: custom keys, the session as its own viewer, event_id from (sid
     [customKeys.device_type]: 'tv',
     [customKeys.region]: 'Kerala',
   }) as Record<string, unknown>;
-  t.match(named, { user_id: 'u-9', anonymous_id: 'device-4', content_title: 'Final', content_type: 'sports', context: { device_type: 'tv', region: 'Kerala' } });
+  t.match(named, {
+    user_id: 'u-9',
+    anonymous_id: 'device-4',
+    content_title: 'Final',
+    content_type: 'sports',
+    context: { device_type: 'tv', region: 'Kerala' },
+  });
   const again = mapped({ ...base, e: 'ps', sta: 's', pt: 5 }) as Record<string, unknown>;
   t.equal(again.event_id, plainStart.event_id, 'a report sent again has the same event_id');
   t.not((mapped({ ...base, sn: 8, e: 'ps', sta: 's' }) as Record<string, unknown>).event_id, plainStart.event_id);
   t.match(plainStart.event_id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-  t.notOk('event_id' in (mapped({ ...base, sn: undefined, e: 't' } as unknown as CmcdReport) as Record<string, unknown>), 'no sn, no de-duplication');
+  t.notOk(
+    'event_id' in (mapped({ ...base, sn: undefined, e: 't' } as unknown as CmcdReport) as Record<string, unknown>),
+    'no sn, no de-duplication',
+  );
 });
 
 t.test('every mapped event of random reports is a valid event, or is refused with a reason', async (t) => {
@@ -199,7 +260,8 @@ t.test('every mapped event of random reports is a valid event, or is refused wit
     const v = validateEvent(m.event, 0, false);
     // A play that names no content (no `cid`) is the one report the events endpoint would refuse too.
     if (v.ok) events++;
-    else if (m.event.event_type === 'play_start' && !('content_id' in m.event) && v.error.code === 'missing_field') refused++;
+    else if (m.event.event_type === 'play_start' && !('content_id' in m.event) && v.error.code === 'missing_field')
+      refused++;
     else t.fail(`${JSON.stringify(m.event)}: ${v.error.message}`);
   }
   t.ok(events > 100 && refused > 0, `${events} events valid, ${refused} plays without content refused`);

@@ -65,39 +65,44 @@ class Model {
   }
 }
 
-t.test('UUID ids: the same answers as a Map of strings through growth, re-use after the window, expiry and checkpoints', async (t) => {
-  const rng = new Rng(11);
-  let w = new DedupWindow();
-  const model = new Model();
-  const ids: Array<[string, string]> = [];
-  let now = Date.UTC(2026, 10, 21);
-  let differ = 0;
-  const codec = new Packr({ useRecords: false });
-  for (let step = 0; step < 60_000; step++) {
-    now += Math.floor(rng.next() * 4_000);
-    const r = rng.next();
-    // Mostly new ids, some resent soon, some resent a day or more later; a few ids that are not UUIDs.
-    const pick: [string, string] =
-      r < 0.6 || ids.length === 0 ? [rng.next() < 0.5 ? 'acme' : 'demo', rng.next() < 0.02 ? `plain-${step}` : uuid(rng)] : ids[Math.floor(rng.next() * ids.length)]!;
-    if (r < 0.6) ids.push(pick);
-    // A UUID in upper case is the same id (ingest sends lower case); any other id is its exact string.
-    const sent = rng.next() < 0.1 ? pick[1].toUpperCase() : pick[1];
-    const modelId = /^[0-9a-f-]{36}$/i.test(sent) ? sent.toLowerCase() : sent;
-    if (w.firstSeen(pick[0], sent, now) !== model.firstSeen(pick[0], modelId, now)) differ++;
-    if (step % 97 === 0) {
-      w.expire(now);
-      model.expire(now);
-      if (w.size !== model.seen.size) differ++;
+t.test(
+  'UUID ids: the same answers as a Map of strings through growth, re-use after the window, expiry and checkpoints',
+  async (t) => {
+    const rng = new Rng(11);
+    let w = new DedupWindow();
+    const model = new Model();
+    const ids: Array<[string, string]> = [];
+    let now = Date.UTC(2026, 10, 21);
+    let differ = 0;
+    const codec = new Packr({ useRecords: false });
+    for (let step = 0; step < 60_000; step++) {
+      now += Math.floor(rng.next() * 4_000);
+      const r = rng.next();
+      // Mostly new ids, some resent soon, some resent a day or more later; a few ids that are not UUIDs.
+      const pick: [string, string] =
+        r < 0.6 || ids.length === 0
+          ? [rng.next() < 0.5 ? 'acme' : 'demo', rng.next() < 0.02 ? `plain-${step}` : uuid(rng)]
+          : ids[Math.floor(rng.next() * ids.length)]!;
+      if (r < 0.6) ids.push(pick);
+      // A UUID in upper case is the same id (ingest sends lower case); any other id is its exact string.
+      const sent = rng.next() < 0.1 ? pick[1].toUpperCase() : pick[1];
+      const modelId = /^[0-9a-f-]{36}$/i.test(sent) ? sent.toLowerCase() : sent;
+      if (w.firstSeen(pick[0], sent, now) !== model.firstSeen(pick[0], modelId, now)) differ++;
+      if (step % 97 === 0) {
+        w.expire(now);
+        model.expire(now);
+        if (w.size !== model.seen.size) differ++;
+      }
+      if (step % 10_007 === 0) {
+        // Through a checkpoint's bytes, as the shard writes and reads them.
+        const copy = new DedupWindow();
+        copy.load(codec.unpack(codec.pack(w.save())) as SavedDedup, now);
+        w = copy;
+      }
+      // Sometimes a day passes, and most ids expire at once.
+      if (rng.next() < 0.0001) now += dedupWindowMs;
     }
-    if (step % 10_007 === 0) {
-      // Through a checkpoint's bytes, as the shard writes and reads them.
-      const copy = new DedupWindow();
-      copy.load(codec.unpack(codec.pack(w.save())) as SavedDedup, now);
-      w = copy;
-    }
-    // Sometimes a day passes, and most ids expire at once.
-    if (rng.next() < 0.0001) now += dedupWindowMs;
-  }
-  t.equal(differ, 0, 'every answer and size as the model');
-  t.ok(model.seen.size > 1_000, `${model.seen.size} ids remembered at the end`);
-});
+    t.equal(differ, 0, 'every answer and size as the model');
+    t.ok(model.seen.size > 1_000, `${model.seen.size} ids remembered at the end`);
+  },
+);

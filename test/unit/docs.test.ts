@@ -11,21 +11,35 @@ function tableRows(file: string, header: string): string[][] {
   const rows: string[][] = [];
   for (const line of lines.slice(start + 2)) {
     if (!line.startsWith('|')) break;
-    rows.push(line.split('|').slice(1, -1).map((c) => c.trim().replace(/`/g, '')));
+    rows.push(
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((c) => c.trim().replace(/`/g, '')),
+    );
   }
   return rows;
 }
 
 t.test('docs/errors.md lists exactly the registry: code, status, message', async (t) => {
   const rows = tableRows('docs/errors.md', 'code');
-  const expected = Object.entries(errorRegistry).map(([code, spec]) => [code, spec.status === null ? 'per event' : String(spec.status), spec.message]);
+  const expected = Object.entries(errorRegistry).map(([code, spec]) => [
+    code,
+    spec.status === null ? 'per event' : String(spec.status),
+    spec.message,
+  ]);
   t.same(rows, expected);
 });
 
 t.test('docs/configuration.md lists exactly the config keys, their env names and defaults', async (t) => {
   const defaults = JSON.parse(readFileSync(`${root}config/default.json`, 'utf8')) as Record<string, unknown>;
   const rows = tableRows('docs/configuration.md', 'key');
-  const expected = Object.entries(configKeys).map(([key, spec]) => [key, key.toUpperCase(), JSON.stringify(defaults[key]), spec.description.replace(/`/g, '')]);
+  const expected = Object.entries(configKeys).map(([key, spec]) => [
+    key,
+    key.toUpperCase(),
+    JSON.stringify(defaults[key]),
+    spec.description.replace(/`/g, ''),
+  ]);
   t.same(rows, expected);
 });
 

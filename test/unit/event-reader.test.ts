@@ -6,11 +6,26 @@ import { Rng } from '../../bench/simulator/rng.js';
 
 // The aggregators' reader must read every field of WireEvent exactly as msgpackr does, whatever the bytes.
 
-const fields = ['tenant', 'env', 'event_type', 'ts', 'client_ts', 'received_at', 'event_id', 'country', 'region', 'device', ...passedFields] as const satisfies ReadonlyArray<keyof WireEvent>;
+const fields = [
+  'tenant',
+  'env',
+  'event_type',
+  'ts',
+  'client_ts',
+  'received_at',
+  'event_id',
+  'country',
+  'region',
+  'device',
+  ...passedFields,
+] as const satisfies ReadonlyArray<keyof WireEvent>;
 
 const frame = (events: readonly unknown[], packr = new Packr({ useRecords: false, moreTypes: false })): Buffer => {
   const encoded = events.map((e) => packr.pack(e));
-  return frameMessage(encoded, encoded.reduce((s, b) => s + b.length, 0));
+  return frameMessage(
+    encoded,
+    encoded.reduce((s, b) => s + b.length, 0),
+  );
 };
 
 function sameAsMsgpackr(t: Test, data: Buffer, label: string): void {
@@ -25,17 +40,36 @@ function sameAsMsgpackr(t: Test, data: Buffer, label: string): void {
       const raw = (expected.events[i] as unknown as Record<string, unknown>)[f];
       const want = typeof raw === 'bigint' ? Number(raw) : raw;
       if (JSON.stringify(e[f]) !== JSON.stringify(want) || typeof e[f] !== typeof want) {
-        if (differ++ < 5) t.fail(`${label}: event ${i} ${f}: ${JSON.stringify(e[f])} (${typeof e[f]}) against ${JSON.stringify(want)} (${typeof want})`);
+        if (differ++ < 5)
+          t.fail(
+            `${label}: event ${i} ${f}: ${JSON.stringify(e[f])} (${typeof e[f]}) against ${JSON.stringify(want)} (${typeof want})`,
+          );
       }
     }
   });
   t.equal(differ, 0, `${label}: every field as msgpackr reads it`);
   // The context keys read with the event (session attributes), as a lookup in msgpackr's context reads them.
-  const attrs = got.events.flatMap((e, i) => (['pop', 'app_version', 'player'] as const).filter((k) => contextAttr(e, k) !== expected.events[i]!.context?.[k]).map((k) => `${i}.${k}`));
+  const attrs = got.events.flatMap((e, i) =>
+    (['pop', 'app_version', 'player'] as const)
+      .filter((k) => contextAttr(e, k) !== expected.events[i]!.context?.[k])
+      .map((k) => `${i}.${k}`),
+  );
   t.same(attrs, [], `${label}: context's pop, app_version and player`);
 }
 
-const hostile = ['', 'Maharashtra', 'तमिलनाडु', '\u0000', 'a'.repeat(31), 'b'.repeat(32), 'c'.repeat(255), 'd'.repeat(256), 'e'.repeat(70_000), '😀 emoji', "'; DROP TABLE events; --"];
+const hostile = [
+  '',
+  'Maharashtra',
+  'तमिलनाडु',
+  '\u0000',
+  'a'.repeat(31),
+  'b'.repeat(32),
+  'c'.repeat(255),
+  'd'.repeat(256),
+  'e'.repeat(70_000),
+  '😀 emoji',
+  "'; DROP TABLE events; --",
+];
 
 function randomEvent(rng: Rng, i: number): Record<string, unknown> {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rng.next() * xs.length)]!;
@@ -53,7 +87,13 @@ function randomEvent(rng: Rng, i: number): Record<string, unknown> {
   const maybe = (k: string, values: readonly unknown[]): void => {
     if (rng.next() < 0.6) e[k] = pick(values);
   };
-  maybe('event_id', ['0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b', '0B8F3E4A-1C2D-4E5F-8A9B-0C1D2E3F4A5B', 'not-a-uuid', 'zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz', '']);
+  maybe('event_id', [
+    '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b',
+    '0B8F3E4A-1C2D-4E5F-8A9B-0C1D2E3F4A5B',
+    'not-a-uuid',
+    'zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz',
+    '',
+  ]);
   maybe('session_id', [`s-${i}`, ...hostile]);
   maybe('anonymous_id', [`a-${i}`, ...hostile]);
   maybe('user_id', [`u-${i % 7}`, ...hostile]);
@@ -62,8 +102,21 @@ function randomEvent(rng: Rng, i: number): Record<string, unknown> {
   maybe('content_title', hostile);
   maybe('position_sec', [0, 12.5, 1e9, -1, 255, 256, 65_536, 2 ** 32 + 1]);
   maybe('bitrate_kbps', [4500, 0.1]);
-  maybe('context', [{ pop: 'pop-1' }, { pop: 'तमिल', ip: '1.2.3.4' }, {}, { device_type: 'tv' }, { pop: 'x', pop2: 'y' }, { app_version: '5.13.0', player: 'shaka', pop: 'bom1' }, { player: pick(hostile), app_version: pick(hostile), app_versions: 'no' }]);
-  maybe('properties', [{ fatal: true, code: 'E42' }, { duration_sec: 10_800 }, { nested: { a: [1, 'two', null, { b: -3 }] } }, {}]);
+  maybe('context', [
+    { pop: 'pop-1' },
+    { pop: 'तमिल', ip: '1.2.3.4' },
+    {},
+    { device_type: 'tv' },
+    { pop: 'x', pop2: 'y' },
+    { app_version: '5.13.0', player: 'shaka', pop: 'bom1' },
+    { player: pick(hostile), app_version: pick(hostile), app_versions: 'no' },
+  ]);
+  maybe('properties', [
+    { fatal: true, code: 'E42' },
+    { duration_sec: 10_800 },
+    { nested: { a: [1, 'two', null, { b: -3 }] } },
+    {},
+  ]);
   // Keys no version of ours writes: skipped, and the rest still read.
   maybe('unknown_field', [1, 'x', [1, 2, { a: null }], { deep: { deeper: [true, false] } }, null]);
   return e;
@@ -71,7 +124,8 @@ function randomEvent(rng: Rng, i: number): Record<string, unknown> {
 
 t.test('random events, with hostile strings and unknown fields, read as msgpackr reads them', async (t) => {
   const rng = new Rng(7);
-  for (const n of [0, 1, 15, 16, 200]) sameAsMsgpackr(t, frame(Array.from({ length: n }, (_, i) => randomEvent(rng, i))), `${n} events`);
+  for (const n of [0, 1, 15, 16, 200])
+    sameAsMsgpackr(t, frame(Array.from({ length: n }, (_, i) => randomEvent(rng, i))), `${n} events`);
 });
 
 t.test('every MessagePack encoding of a number, string and container another library may write', async (t) => {
@@ -79,7 +133,12 @@ t.test('every MessagePack encoding of a number, string and container another lib
   const str = (s: string, type: 'fix' | 8 | 16 | 32): Buffer => {
     const b = Buffer.from(s);
     if (type === 'fix') return Buffer.concat([Buffer.from([0xa0 | b.length]), b]);
-    const h = type === 8 ? Buffer.from([0xd9, b.length]) : type === 16 ? Buffer.from([0xda, b.length >> 8, b.length & 0xff]) : Buffer.alloc(5);
+    const h =
+      type === 8
+        ? Buffer.from([0xd9, b.length])
+        : type === 16
+          ? Buffer.from([0xda, b.length >> 8, b.length & 0xff])
+          : Buffer.alloc(5);
     if (type === 32) {
       h[0] = 0xdb;
       h.writeUInt32BE(b.length, 1);
@@ -125,18 +184,33 @@ t.test('every MessagePack encoding of a number, string and container another lib
     Buffer.concat([Buffer.from([0x07]), str('seven', 'fix')]),
   ];
   const event = Buffer.concat([Buffer.from([0xde, 0x00, entries.length]), ...entries]);
-  const message = Buffer.concat([Buffer.from([0x82, 0xa1, 0x76, 0x01, 0xa6]), Buffer.from('events'), Buffer.from([0xdd, 0, 0, 0, 2]), event, event]);
+  const message = Buffer.concat([
+    Buffer.from([0x82, 0xa1, 0x76, 0x01, 0xa6]),
+    Buffer.from('events'),
+    Buffer.from([0xdd, 0, 0, 0, 2]),
+    event,
+    event,
+  ]);
   sameAsMsgpackr(t, message, 'hand-made encodings');
   const [e] = new EventReader().read(message).events;
   t.equal(e!.client_ts, -1_700_000_000_000, 'int64 as a number');
   t.equal(e!.ts, 1_700_000_000_000);
   t.equal(e!.pop, 'pop-9', 'pop read from a map16 context');
-  t.equal(e!.content_id as unknown, 42, 'a number where a string was expected stays what it is');
+  t.equal(e!.content_id, 42, 'a number where a string was expected stays what it is');
 });
 
 t.test('interned strings are the same values, and a field of many values does not break them', async (t) => {
   const reader = new EventReader();
-  const base = { tenant: 'acme', env: 'production', event_type: 'heartbeat', ts: 1, client_ts: null, received_at: 1, country: 'IN', device: 'tv' };
+  const base = {
+    tenant: 'acme',
+    env: 'production',
+    event_type: 'heartbeat',
+    ts: 1,
+    client_ts: null,
+    received_at: 1,
+    country: 'IN',
+    device: 'tv',
+  };
   // 40,000 distinct regions: more than the table keeps.
   const events = Array.from({ length: 40_000 }, (_, i) => ({ ...base, region: `region-${i}` }));
   const read = reader.read(frame(events)).events;
@@ -159,7 +233,13 @@ t.test('UUIDs: parsed to 128 bits in either case; anything else is not one', asy
   t.same([...uuidWords], [0x0b8f3e4a, 0x1c2d4e5f, 0x8a9b0c1d, 0x2e3f4a5b]);
   t.ok(parseUuid(b('ffffffff-ffff-ffff-ffff-ffffffffffff'), 0, 36));
   t.same([...uuidWords], [0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff], 'unsigned words');
-  for (const s of ['0b8f3e4a1c2d4e5f8a9b0c1d2e3f4a5b', '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5g', '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5', '0b8f3e4a_1c2d-4e5f-8a9b-0c1d2e3f4a5b', '-b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b']) {
+  for (const s of [
+    '0b8f3e4a1c2d4e5f8a9b0c1d2e3f4a5b',
+    '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5g',
+    '0b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5',
+    '0b8f3e4a_1c2d-4e5f-8a9b-0c1d2e3f4a5b',
+    '-b8f3e4a-1c2d-4e5f-8a9b-0c1d2e3f4a5b',
+  ]) {
     t.notOk(parseUuid(b(s), 0, s.length), s);
   }
 });

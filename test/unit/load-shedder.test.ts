@@ -46,52 +46,61 @@ t.test('without word from a flush role nothing is shed, however old the oldest m
   t.same(s.admit('acme'), { ok: true, value: null });
 });
 
-t.test('past the target lag, admission follows the drain rate, fair between tenants; under it, everything passes', async (t) => {
-  const s = shedder();
-  t.teardown(() => s.stop());
-  const seq = { next: 1 };
-  // The pipeline stores 2 messages (200 events) a tick while 4 are published: 800 events/s drained, lag growing.
-  let stored = 0;
-  for (let i = 0; i < 40; i++) {
-    run(s, 1, seq, 4);
-    stored += 2;
-    await flushed(s, [[0, stored]]);
-  }
-  t.ok(s.lag > 2000, `behind: lag ${s.lag} ms`);
-  // A heavy tenant asks 50 requests of 100 events a tick, a light one 1 every fourth tick (100 events/s).
-  const counts = { heavy: { ok: 0, shed: 0 }, light: { ok: 0, shed: 0 } };
-  let retryAfter = 0;
-  for (let i = 0; i < 20; i++) {
-    for (const [tenant, n] of [['heavy', 50], ['light', i % 4 === 0 ? 1 : 0]] as const) {
-      for (let r = 0; r < n; r++) {
-        const a = s.admit(tenant);
-        if (a.ok) {
-          counts[tenant].ok++;
-          s.charge(tenant, 100);
-        } else {
-          counts[tenant].shed++;
-          retryAfter = a.error.retryAfterSeconds;
+t.test(
+  'past the target lag, admission follows the drain rate, fair between tenants; under it, everything passes',
+  async (t) => {
+    const s = shedder();
+    t.teardown(() => s.stop());
+    const seq = { next: 1 };
+    // The pipeline stores 2 messages (200 events) a tick while 4 are published: 800 events/s drained, lag growing.
+    let stored = 0;
+    for (let i = 0; i < 40; i++) {
+      run(s, 1, seq, 4);
+      stored += 2;
+      await flushed(s, [[0, stored]]);
+    }
+    t.ok(s.lag > 2000, `behind: lag ${s.lag} ms`);
+    // A heavy tenant asks 50 requests of 100 events a tick, a light one 1 every fourth tick (100 events/s).
+    const counts = { heavy: { ok: 0, shed: 0 }, light: { ok: 0, shed: 0 } };
+    let retryAfter = 0;
+    for (let i = 0; i < 20; i++) {
+      for (const [tenant, n] of [
+        ['heavy', 50],
+        ['light', i % 4 === 0 ? 1 : 0],
+      ] as const) {
+        for (let r = 0; r < n; r++) {
+          const a = s.admit(tenant);
+          if (a.ok) {
+            counts[tenant].ok++;
+            s.charge(tenant, 100);
+          } else {
+            counts[tenant].shed++;
+            retryAfter = a.error.retryAfterSeconds;
+          }
         }
       }
+      // The pipeline stores 3 messages (300 events) a tick, with nothing new published: still behind after 20 ticks.
+      run(s, 1, seq, 0);
+      stored += 3;
+      await flushed(s, [[0, stored]]);
     }
-    // The pipeline stores 3 messages (300 events) a tick, with nothing new published: still behind after 20 ticks.
-    run(s, 1, seq, 0);
-    stored += 3;
-    await flushed(s, [[0, stored]]);
-  }
-  t.equal(counts.light.shed, 0, 'the light tenant is never shed');
-  t.ok(counts.heavy.shed > counts.heavy.ok, `the heavy one is: ${JSON.stringify(counts.heavy)}`);
-  // 20 ticks = 5 s at the drain rate (800 rising to 1,200 events/s): at most 6,000 events, 60 requests, between the
-  // two tenants, and two first requests let in.
-  t.ok(s.lag > 2000, `still behind: lag ${s.lag} ms`);
-  t.ok(counts.heavy.ok + counts.light.ok <= 62, `admitted no more than drained: ${counts.heavy.ok + counts.light.ok} requests`);
-  t.ok(retryAfter >= 1 && retryAfter <= 30, `Retry-After ${retryAfter} s`);
-  // Caught up: all stored.
-  await flushed(s, [[0, seq.next]]);
-  run(s, 1, seq);
-  t.equal(s.lag, 0);
-  t.same(s.admit('heavy'), { ok: true, value: null }, 'admitted again once caught up');
-});
+    t.equal(counts.light.shed, 0, 'the light tenant is never shed');
+    t.ok(counts.heavy.shed > counts.heavy.ok, `the heavy one is: ${JSON.stringify(counts.heavy)}`);
+    // 20 ticks = 5 s at the drain rate (800 rising to 1,200 events/s): at most 6,000 events, 60 requests, between the
+    // two tenants, and two first requests let in.
+    t.ok(s.lag > 2000, `still behind: lag ${s.lag} ms`);
+    t.ok(
+      counts.heavy.ok + counts.light.ok <= 62,
+      `admitted no more than drained: ${counts.heavy.ok + counts.light.ok} requests`,
+    );
+    t.ok(retryAfter >= 1 && retryAfter <= 30, `Retry-After ${retryAfter} s`);
+    // Caught up: all stored.
+    await flushed(s, [[0, seq.next]]);
+    run(s, 1, seq);
+    t.equal(s.lag, 0);
+    t.same(s.admit('heavy'), { ok: true, value: null }, 'admitted again once caught up');
+  },
+);
 
 t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains nothing', async (t) => {
   const s = shedder();
@@ -105,7 +114,13 @@ t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains no
   run(s, 1, seq);
   await flushed(s, [[1, 1]]);
   const answers = Array.from({ length: 20 }, () => s.admit('acme'));
-  t.ok(answers.every((a) => !a.ok), 'every request shed');
+  t.ok(
+    answers.every((a) => !a.ok),
+    'every request shed',
+  );
   const behind = Math.ceil((s.lag - 2000) / 1000);
-  t.ok(answers.every((a) => !a.ok && a.error.retryAfterSeconds === behind), `Retry-After says how far past the target the lag is (${behind} s)`);
+  t.ok(
+    answers.every((a) => !a.ok && a.error.retryAfterSeconds === behind),
+    `Retry-After says how far past the target the lag is (${behind} s)`,
+  );
 });

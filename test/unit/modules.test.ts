@@ -1,5 +1,12 @@
 import t from 'tap';
-import { resolveTargets, Services, StartAbandonedError, startModules, startOrder, type ModuleRegistry } from '../../src/modules.js';
+import {
+  resolveTargets,
+  Services,
+  StartAbandonedError,
+  startModules,
+  startOrder,
+  type ModuleRegistry,
+} from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
 import { createLogger } from '../../src/log.js';
 import { testConfig } from '../helpers/env.js';
@@ -9,16 +16,27 @@ const fake = (deps: string[], role = false) => ({ deps, role, start: async () =>
 t.test('all expands to every role; unknown roles are refused by name', async (t) => {
   t.same(resolveTargets(registry, 'all'), ['ingest', 'aggregate', 'flush', 'alerts', 'api', 'webhooks']);
   t.same(resolveTargets(registry, 'ingest'), ['ingest']);
-  t.throws(() => resolveTargets(registry, 'ingest,bogus'), /unknown role "bogus"; roles: all, ingest, aggregate, flush, alerts, api, webhooks/);
+  t.throws(
+    () => resolveTargets(registry, 'ingest,bogus'),
+    /unknown role "bogus"; roles: all, ingest, aggregate, flush, alerts, api, webhooks/,
+  );
   t.throws(() => resolveTargets(registry, 'bus'), /unknown role "bus"/, 'shared modules are not roles');
 });
 
 t.test('dependencies start first, once each; cycles are refused', async (t) => {
   const reg: ModuleRegistry = { a: fake([]), b: fake(['a']), c: fake(['a', 'b'], true), d: fake(['b'], true) };
   t.same(startOrder(reg, ['c', 'd']), ['a', 'b', 'c', 'd']);
-  t.same(startOrder(registry, ['ingest']), ['bus', 'directory', 'usage', 'keyUsage', 'ingest'], 'ingest reads tenants and keys, not the control plane');
+  t.same(
+    startOrder(registry, ['ingest']),
+    ['bus', 'directory', 'usage', 'keyUsage', 'ingest'],
+    'ingest reads tenants and keys, not the control plane',
+  );
   t.same(startOrder(registry, ['aggregate']), ['bus', 'aggregate'], 'aggregators need no store: they run anywhere');
-  t.same(startOrder(registry, ['aggregate', 'flush']), ['bus', 'store', 'flush', 'aggregate'], 'in one process, flush first: a rebuilding shard may ask it for stored sessions');
+  t.same(
+    startOrder(registry, ['aggregate', 'flush']),
+    ['bus', 'store', 'flush', 'aggregate'],
+    'in one process, flush first: a rebuilding shard may ask it for stored sessions',
+  );
   t.throws(() => startOrder({ x: fake(['y']), y: fake(['x']) }, ['x']), /cycle/);
 });
 
@@ -44,6 +62,9 @@ t.test('a start abandoned (a signal came) stops after the module under way, and 
     },
   });
   const reg: ModuleRegistry = { a: traced('a', []), b: traced('b', ['a']), c: traced('c', ['b'], true) };
-  await t.rejects(startModules(reg, ['c'], new Services(testConfig(), createLogger('silent')), () => signalled), StartAbandonedError);
+  await t.rejects(
+    startModules(reg, ['c'], new Services(testConfig(), createLogger('silent')), () => signalled),
+    StartAbandonedError,
+  );
   t.same(events, ['start a', 'stop a'], 'b and c never started; a stopped');
 });

@@ -13,6 +13,7 @@ t.test('a namespace is removed whole; a prefix that could match others is refuse
   await js.views.kv(`${other}_things`);
   await (await nc.jetstreamManager()).streams.add({ name: `${prefix}_events`, subjects: [`${prefix}.events.>`] });
   t.same((await removeNamespace(natsUrl, prefix)).sort(), [`KV_${prefix}_things`, `${prefix}_events`].sort());
-  for (const bad of ['', 'KV', '*', 'a b', `${other}>`]) await t.rejects(removeNamespace(natsUrl, bad), /not a NATS_PREFIX/, JSON.stringify(bad));
+  for (const bad of ['', 'KV', '*', 'a b', `${other}>`])
+    await t.rejects(removeNamespace(natsUrl, bad), /not a NATS_PREFIX/, JSON.stringify(bad));
   t.same(await removeNamespace(natsUrl, other), [`KV_${other}_things`], 'the other namespace was untouched');
 });

@@ -22,7 +22,8 @@ function ev(tenant: string, event_type: string, ts: number, extra: Partial<Oracl
 
 /** Events of one session: `s('heartbeat', ts, {position_sec: 10})`. */
 function sessionOf(tenant: string, session_id: string, common: Partial<OracleEvent> = {}) {
-  return (event_type: string, ts: number, extra: Partial<OracleEvent> = {}): OracleEvent => ev(tenant, event_type, ts, { session_id, ...common, ...extra });
+  return (event_type: string, ts: number, extra: Partial<OracleEvent> = {}): OracleEvent =>
+    ev(tenant, event_type, ts, { session_id, ...common, ...extra });
 }
 
 interface Asserts {
@@ -43,14 +44,26 @@ function approx(t: Asserts, actual: unknown, expected: unknown, msg: string): vo
   const same = (a: unknown, b: unknown): boolean => {
     if (typeof a === 'number' && typeof b === 'number') return close(a, b);
     if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => same(x, b[i]));
-    if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+    if (
+      a !== null &&
+      b !== null &&
+      typeof a === 'object' &&
+      typeof b === 'object' &&
+      !Array.isArray(a) &&
+      !Array.isArray(b)
+    ) {
       const ka = Object.keys(a).sort();
       const kb = Object.keys(b).sort();
-      return same(ka, kb) && ka.every((k) => same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+      return (
+        same(ka, kb) && ka.every((k) => same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+      );
     }
     return a === b;
   };
-  t.ok(same(actual, expected), `${msg}\n  actual:   ${JSON.stringify(actual)}\n  expected: ${JSON.stringify(expected)}`);
+  t.ok(
+    same(actual, expected),
+    `${msg}\n  actual:   ${JSON.stringify(actual)}\n  expected: ${JSON.stringify(expected)}`,
+  );
 }
 
 t.test('ranges: `to` is the start of the minute after now; qtd starts at the UTC quarter of now', async (t) => {
@@ -238,12 +251,17 @@ t.test('tie order at equal ts, whatever the input order', async (t) => {
     kinds.map(([type, extra]) => tieRank(ev('r', type, B, extra))),
     kinds.map((_, i) => i),
   );
-  t.equal(tieRank(ev('r', 'error', B, {})), tieRank(ev('r', 'error', B, { properties: { fatal: false } })), 'no `fatal`: non-fatal');
+  t.equal(
+    tieRank(ev('r', 'error', B, {})),
+    tieRank(ev('r', 'error', B, { properties: { fatal: false } })),
+    'no `fatal`: non-fatal',
+  );
 });
 
 t.test('top content: completion with ended and durations, titles, viewers, order', async (t) => {
   const now = B + 10 * MIN;
-  const sess = (id: string, content_id: string, who: Partial<OracleEvent>) => sessionOf('tc', id, { content_id, ...who });
+  const sess = (id: string, content_id: string, who: Partial<OracleEvent>) =>
+    sessionOf('tc', id, { content_id, ...who });
   const s0 = sess('s0', 'k1', { user_id: 'u9' });
   const s1 = sess('s1', 'k1', { user_id: 'u1' });
   const s2 = sess('s2', 'k1', { user_id: 'u1', anonymous_id: 'a9' });
@@ -253,7 +271,12 @@ t.test('top content: completion with ended and durations, titles, viewers, order
   const s6 = sess('s6', 'k2', { anonymous_id: 'a6' });
   const s7 = sess('s7', 'k3', { anonymous_id: 'a7' });
   const pub = (ts: number, id: string, title: string, duration: number): OracleEvent =>
-    ev('tc', 'content_published', ts, { content_id: id, content_title: title, content_type: 'movie', properties: { duration_sec: duration } });
+    ev('tc', 'content_published', ts, {
+      content_id: id,
+      content_title: title,
+      content_type: 'movie',
+      properties: { duration_sec: duration },
+    });
   const o = new Oracle([
     pub(B - 30 * D, 'k1', 'Old', 1000),
     pub(B - 2 * D, 'k1', 'New', 2000), // the latest: title "New", duration 2000
@@ -291,22 +314,43 @@ t.test('top content: completion with ended and durations, titles, viewers, order
     s7('heartbeat', B + 311 * S),
     s7('ended', B + 321 * S, { position_sec: 5 }),
   ]);
-  approx(t, o.topContent('tc', '24h', now), [
-    // 4 sessions × 10 s; (50 + 25 + 100 + 100) / 4 = 68.75; viewers u1 (s1, s2), a3, u2.
-    { content_id: 'k1', title: 'New', content_type: 'movie', watch_hours: 40 / 3600, completion_pct: 68.75, unique_viewers: 3 },
-    // 2 × 10 s; title from the latest event carrying one (s6), type from the latest carrying one (s5).
-    { content_id: 'k2', title: 'K2 v2', content_type: 'clip', watch_hours: 20 / 3600, completion_pct: 0, unique_viewers: 2 },
-    // Same watch time as k2: ordered by content_id.
-    { content_id: 'k3', title: '', content_type: '', watch_hours: 20 / 3600, completion_pct: 100, unique_viewers: 1 },
-  ], 'top content');
+  approx(
+    t,
+    o.topContent('tc', '24h', now),
+    [
+      // 4 sessions × 10 s; (50 + 25 + 100 + 100) / 4 = 68.75; viewers u1 (s1, s2), a3, u2.
+      {
+        content_id: 'k1',
+        title: 'New',
+        content_type: 'movie',
+        watch_hours: 40 / 3600,
+        completion_pct: 68.75,
+        unique_viewers: 3,
+      },
+      // 2 × 10 s; title from the latest event carrying one (s6), type from the latest carrying one (s5).
+      {
+        content_id: 'k2',
+        title: 'K2 v2',
+        content_type: 'clip',
+        watch_hours: 20 / 3600,
+        completion_pct: 0,
+        unique_viewers: 2,
+      },
+      // Same watch time as k2: ordered by content_id.
+      { content_id: 'k3', title: '', content_type: '', watch_hours: 20 / 3600, completion_pct: 100, unique_viewers: 1 },
+    ],
+    'top content',
+  );
 });
 
 t.test('subscribers, ARPU and churn', async (t) => {
   const now = B + 10 * MIN + 30 * S;
   const Z = B + 11 * MIN; // to
   const F = Z - D; // from (24h)
-  const sub = (type: string, ts: number, user: string): OracleEvent => ev('bill', type, ts, { user_id: user, properties: { plan: 'p', amount_inr: 1 } });
-  const pay = (type: string, ts: number, user: string, amount: number): OracleEvent => ev('bill', type, ts, { user_id: user, properties: { amount_inr: amount } });
+  const sub = (type: string, ts: number, user: string): OracleEvent =>
+    ev('bill', type, ts, { user_id: user, properties: { plan: 'p', amount_inr: 1 } });
+  const pay = (type: string, ts: number, user: string, amount: number): OracleEvent =>
+    ev('bill', type, ts, { user_id: user, properties: { amount_inr: amount } });
   const o = new Oracle([
     sub('subscription_started', Z - 40 * D, 'u1'),
     sub('subscription_renewed', Z - 10 * D, 'u1'),
@@ -388,7 +432,12 @@ t.test('monthly active users and wow_delta', async (t) => {
     ev('down', 'subscription_started', Z - 10 * D, { user_id: 'w2', properties: { plan: 'p', amount_inr: 1 } }),
     ev('down', 'subscription_cancelled', Z - 2 * D, { user_id: 'w2' }),
   ]);
-  approx(t, o2.overview('down', '24h', now).wow_delta, { mau: 0, watch_hours: 0, subs: -50, revenue: -75 }, 'wow_delta down');
+  approx(
+    t,
+    o2.overview('down', '24h', now).wow_delta,
+    { mau: 0, watch_hours: 0, subs: -50, revenue: -75 },
+    'wow_delta down',
+  );
 });
 
 t.test('geo and devices: per session region and device, shares', async (t) => {
@@ -403,7 +452,12 @@ t.test('geo and devices: per session region and device, shares', async (t) => {
   const g4 = sessionOf('geo', 'g4', { anonymous_id: 'a2' });
   const g5 = sessionOf('geo', 'g5', { anonymous_id: 'a3' });
   const g6 = sessionOf('geo', 'g6', { anonymous_id: 'a4' });
-  const watch = (s: ReturnType<typeof sessionOf>, start: number, seconds: number, context: Record<string, string>): OracleEvent[] => {
+  const watch = (
+    s: ReturnType<typeof sessionOf>,
+    start: number,
+    seconds: number,
+    context: Record<string, string>,
+  ): OracleEvent[] => {
     const list = [s('play_start', start, { context })];
     for (let i = 0; i <= seconds; i += 10) list.push(s(i === 0 ? 'first_frame' : 'heartbeat', start + S + i * S));
     return list;
@@ -422,33 +476,59 @@ t.test('geo and devices: per session region and device, shares', async (t) => {
     ...watch(g6, B - 3 * D, 30, ctx('Goa', 'tv')), //          not in the range
   ]);
   // Total 100 s: Maharashtra 40 (40 %), Delhi 30 and Karnataka 30 (30 % each; tie → by name), unknown 0.
-  approx(t, o.geo('geo', '24h', now), [
-    { region: 'Maharashtra', watch_hours: 40 / 3600, viewers: 1, share_pct: 40 },
-    { region: 'Delhi', watch_hours: 30 / 3600, viewers: 1, share_pct: 30 },
-    { region: 'Karnataka', watch_hours: 30 / 3600, viewers: 1, share_pct: 30 },
-    { region: 'unknown', watch_hours: 0, viewers: 1, share_pct: 0 },
-  ], 'geo');
+  approx(
+    t,
+    o.geo('geo', '24h', now),
+    [
+      { region: 'Maharashtra', watch_hours: 40 / 3600, viewers: 1, share_pct: 40 },
+      { region: 'Delhi', watch_hours: 30 / 3600, viewers: 1, share_pct: 30 },
+      { region: 'Karnataka', watch_hours: 30 / 3600, viewers: 1, share_pct: 30 },
+      { region: 'unknown', watch_hours: 0, viewers: 1, share_pct: 0 },
+    ],
+    'geo',
+  );
   // 5 sessions: mobile 2 (40 %), then desktop, tv, unknown 1 each (20 %), by name.
-  approx(t, o.devices('geo', '24h', now), [
-    { device: 'mobile', sessions: 2, share_pct: 40 },
-    { device: 'desktop', sessions: 1, share_pct: 20 },
-    { device: 'tv', sessions: 1, share_pct: 20 },
-    { device: 'unknown', sessions: 1, share_pct: 20 },
-  ], 'devices');
-  t.same(o.devices('geo', '7d', now).map((d) => d.device), ['mobile', 'tv', 'desktop', 'unknown'], '7d adds g6 (tv)');
+  approx(
+    t,
+    o.devices('geo', '24h', now),
+    [
+      { device: 'mobile', sessions: 2, share_pct: 40 },
+      { device: 'desktop', sessions: 1, share_pct: 20 },
+      { device: 'tv', sessions: 1, share_pct: 20 },
+      { device: 'unknown', sessions: 1, share_pct: 20 },
+    ],
+    'devices',
+  );
+  t.same(
+    o.devices('geo', '7d', now).map((d) => d.device),
+    ['mobile', 'tv', 'desktop', 'unknown'],
+    '7d adds g6 (tv)',
+  );
 });
 
 t.test('makeScenario: deterministic, valid for ingest, late events and duplicates', async (t) => {
-  const opts = { seed: 7, tenants: ['acme', 'bharat', 'chitra'], now: Date.parse('2026-11-21T10:05:17.345Z'), sessionsPerTenant: 40 };
+  const opts = {
+    seed: 7,
+    tenants: ['acme', 'bharat', 'chitra'],
+    now: Date.parse('2026-11-21T10:05:17.345Z'),
+    sessionsPerTenant: 40,
+  };
   const sc = makeScenario(opts);
   t.equal(JSON.stringify(makeScenario(opts)), JSON.stringify(sc), 'same seed, same scenario');
-  t.not(JSON.stringify(makeScenario({ ...opts, seed: 8 }).expected), JSON.stringify(sc.expected), 'another seed, another scenario');
+  t.not(
+    JSON.stringify(makeScenario({ ...opts, seed: 8 }).expected),
+    JSON.stringify(sc.expected),
+    'another seed, another scenario',
+  );
 
   const ids = sc.expected.map((e) => e.event_id as string);
   t.equal(new Set(ids).size, ids.length, 'expected: no event_id twice');
   t.equal(sc.events.length, sc.expected.length);
   t.ok(sc.expected.length > 2000 && sc.expected.length < 10_000, `a few thousand events (${sc.expected.length})`);
-  t.ok(sc.expected.every((e) => e.ts <= opts.now), 'nothing after now');
+  t.ok(
+    sc.expected.every((e) => e.ts <= opts.now),
+    'nothing after now',
+  );
 
   // Every sent event is valid, keeps its ts when sent with sent_at = now, and is one of `expected`.
   const byId = new Map(sc.expected.map((e) => [e.event_id as string, e]));
@@ -459,7 +539,12 @@ t.test('makeScenario: deterministic, valid for ingest, late events and duplicate
   sc.batches.forEach((batch, bi) => {
     t.ok(batch.events.length >= 1 && batch.events.length <= 200, 'batch size');
     const receivedAt = Date.now();
-    const stamps = stampTimes(batch.events.map((e) => e.ts as string), receivedAt, false, receivedAt);
+    const stamps = stampTimes(
+      batch.events.map((e) => e.ts as string),
+      receivedAt,
+      false,
+      receivedAt,
+    );
     batch.events.forEach((e, i) => {
       sent++;
       if (!validateEvent(JSON.parse(JSON.stringify(e)), i, true).ok) invalid++;
@@ -486,10 +571,16 @@ t.test('makeScenario: deterministic, valid for ingest, late events and duplicate
   let late = 0;
   let lateOld = 0;
   const sessions = new Map<string, OracleEvent[]>();
-  for (const e of sc.expected) if (e.session_id) sessions.set(`${e.tenant}/${e.session_id}`, [...(sessions.get(`${e.tenant}/${e.session_id}`) ?? []), e]);
+  for (const e of sc.expected)
+    if (e.session_id)
+      sessions.set(`${e.tenant}/${e.session_id}`, [...(sessions.get(`${e.tenant}/${e.session_id}`) ?? []), e]);
   for (const list of sessions.values()) {
     for (const e of list) {
-      const isLate = list.some((f) => f.ts > e.ts && (firstBatch.get(f.event_id as string) as number) < (firstBatch.get(e.event_id as string) as number));
+      const isLate = list.some(
+        (f) =>
+          f.ts > e.ts &&
+          (firstBatch.get(f.event_id as string) as number) < (firstBatch.get(e.event_id as string) as number),
+      );
       if (isLate) late++;
       if (isLate && e.ts < opts.now - 2 * D) lateOld++;
     }
@@ -500,35 +591,103 @@ t.test('makeScenario: deterministic, valid for ingest, late events and duplicate
   for (const tenant of opts.tenants) {
     const mine = sc.expected.filter((e) => e.tenant === tenant);
     const types = new Set(mine.map((e) => e.event_type));
-    for (const type of ['play_start', 'first_frame', 'heartbeat', 'pause', 'resume', 'seek_start', 'seek_end', 'rebuffer_start', 'rebuffer_end', 'bitrate_change', 'error', 'ended', 'session_end', 'content_published', 'subscription_started', 'subscription_renewed', 'subscription_cancelled', 'subscription_expired', 'payment_succeeded', 'payment_failed']) {
+    for (const type of [
+      'play_start',
+      'first_frame',
+      'heartbeat',
+      'pause',
+      'resume',
+      'seek_start',
+      'seek_end',
+      'rebuffer_start',
+      'rebuffer_end',
+      'bitrate_change',
+      'error',
+      'ended',
+      'session_end',
+      'content_published',
+      'subscription_started',
+      'subscription_renewed',
+      'subscription_cancelled',
+      'subscription_expired',
+      'payment_succeeded',
+      'payment_failed',
+    ]) {
       t.ok(types.has(type), `${tenant}: ${type}`);
     }
-    t.ok(mine.some((e) => e.event_type === 'error' && e.properties?.fatal === true), `${tenant}: fatal error`);
-    t.ok(mine.some((e) => e.event_type === 'error' && e.properties?.fatal !== true), `${tenant}: non-fatal error`);
-    t.ok(mine.some((e) => e.event_type === 'play_start' && typeof e.properties?.duration_sec === 'number'), `${tenant}: duration on play_start`);
-    const tenantSessions = [...sessions.entries()].filter(([k]) => k.startsWith(`${tenant}/`)).map(([, l]) => [...l].sort((a, b) => a.ts - b.ts || tieRank(a) - tieRank(b)));
-    t.ok(tenantSessions.some((l) => l.some((e, i) => i > 0 && e.ts === (l[i - 1] as OracleEvent).ts)), `${tenant}: two events of a session at one ts`);
-    t.ok(tenantSessions.some((l) => l.some((e, i) => i > 0 && e.ts - (l[i - 1] as OracleEvent).ts > 30 * S)), `${tenant}: a gap over 30 s`);
     t.ok(
-      tenantSessions.some((l) => l.some((e, i) => e.event_type === 'heartbeat' && l.slice(0, i).findLast((f) => f.event_type.startsWith('rebuffer_'))?.event_type === 'rebuffer_start')),
+      mine.some((e) => e.event_type === 'error' && e.properties?.fatal === true),
+      `${tenant}: fatal error`,
+    );
+    t.ok(
+      mine.some((e) => e.event_type === 'error' && e.properties?.fatal !== true),
+      `${tenant}: non-fatal error`,
+    );
+    t.ok(
+      mine.some((e) => e.event_type === 'play_start' && typeof e.properties?.duration_sec === 'number'),
+      `${tenant}: duration on play_start`,
+    );
+    const tenantSessions = [...sessions.entries()]
+      .filter(([k]) => k.startsWith(`${tenant}/`))
+      .map(([, l]) => [...l].sort((a, b) => a.ts - b.ts || tieRank(a) - tieRank(b)));
+    t.ok(
+      tenantSessions.some((l) => l.some((e, i) => i > 0 && e.ts === (l[i - 1] as OracleEvent).ts)),
+      `${tenant}: two events of a session at one ts`,
+    );
+    t.ok(
+      tenantSessions.some((l) => l.some((e, i) => i > 0 && e.ts - (l[i - 1] as OracleEvent).ts > 30 * S)),
+      `${tenant}: a gap over 30 s`,
+    );
+    t.ok(
+      tenantSessions.some((l) =>
+        l.some(
+          (e, i) =>
+            e.event_type === 'heartbeat' &&
+            l.slice(0, i).findLast((f) => f.event_type.startsWith('rebuffer_'))?.event_type === 'rebuffer_start',
+        ),
+      ),
       `${tenant}: a heartbeat during a stall`,
     );
     for (const range of ['24h', '7d', '30d'] as const) {
       const { from } = resolveRange(range, opts.now);
-      t.ok(tenantSessions.some((l) => (l[0] as OracleEvent).ts < from && (l[l.length - 1] as OracleEvent).ts >= from + 2 * MIN), `${tenant}: a session straddles the ${range} start`);
+      t.ok(
+        tenantSessions.some(
+          (l) => (l[0] as OracleEvent).ts < from && (l[l.length - 1] as OracleEvent).ts >= from + 2 * MIN,
+        ),
+        `${tenant}: a session straddles the ${range} start`,
+      );
     }
-    t.ok(tenantSessions.filter((l) => (l[0] as OracleEvent).ts >= opts.now - D).length > tenantSessions.length / 2, `${tenant}: most sessions in the last 24 h`);
-    t.ok(tenantSessions.some((l) => (l[0] as OracleEvent).ts < opts.now - 30 * D), `${tenant}: sessions over 30 days old`);
+    t.ok(
+      tenantSessions.filter((l) => (l[0] as OracleEvent).ts >= opts.now - D).length > tenantSessions.length / 2,
+      `${tenant}: most sessions in the last 24 h`,
+    );
+    t.ok(
+      tenantSessions.some((l) => (l[0] as OracleEvent).ts < opts.now - 30 * D),
+      `${tenant}: sessions over 30 days old`,
+    );
     const regions = new Set(mine.map((e) => e.context?.region).filter((r) => r));
     const devices = new Set(mine.map((e) => e.context?.device_type).filter((d) => d));
     t.ok(regions.size >= 3, `${tenant}: regions ${[...regions].join(', ')}`);
-    t.ok(['tv', 'mobile', 'desktop'].every((d) => devices.has(d)), `${tenant}: devices ${[...devices].join(', ')}`);
-    const viewerOf = (l: OracleEvent[]): string => l.find((e) => e.user_id)?.user_id ?? (l.find((e) => e.anonymous_id)?.anonymous_id as string);
+    t.ok(
+      ['tv', 'mobile', 'desktop'].every((d) => devices.has(d)),
+      `${tenant}: devices ${[...devices].join(', ')}`,
+    );
+    const viewerOf = (l: OracleEvent[]): string =>
+      l.find((e) => e.user_id)?.user_id ?? (l.find((e) => e.anonymous_id)?.anonymous_id as string);
     const perViewer = new Map<string, number>();
     for (const l of tenantSessions) perViewer.set(viewerOf(l), (perViewer.get(viewerOf(l)) ?? 0) + 1);
-    t.ok([...perViewer.values()].some((n) => n > 1), `${tenant}: a viewer with several sessions`);
-    t.ok(tenantSessions.some((l) => l.every((e) => !e.user_id)), `${tenant}: anonymous sessions`);
-    t.ok(tenantSessions.some((l) => !l[0]?.user_id && l.some((e) => e.user_id)), `${tenant}: a login during a session`);
+    t.ok(
+      [...perViewer.values()].some((n) => n > 1),
+      `${tenant}: a viewer with several sessions`,
+    );
+    t.ok(
+      tenantSessions.some((l) => l.every((e) => !e.user_id)),
+      `${tenant}: anonymous sessions`,
+    );
+    t.ok(
+      tenantSessions.some((l) => !l[0]?.user_id && l.some((e) => e.user_id)),
+      `${tenant}: a login during a session`,
+    );
   }
 
   // The oracle runs on it and finds activity.

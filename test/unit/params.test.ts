@@ -1,7 +1,13 @@
 import t from 'tap';
 import { intervalParam, limitParam, offsetParam, parseParams, rangeParam } from '../../src/api/params.js';
 
-const specs = { range: rangeParam, interval: intervalParam, limit: limitParam, offset: offsetParam, acknowledged: { kind: 'bool' } } as const;
+const specs = {
+  range: rangeParam,
+  interval: intervalParam,
+  limit: limitParam,
+  offset: offsetParam,
+  acknowledged: { kind: 'bool' },
+} as const;
 const parse = (q: string) => parseParams(new URLSearchParams(q), specs);
 
 t.test('defaults fill what is not given; given values are typed', async (t) => {

@@ -20,8 +20,16 @@ t.test('with sent_at: a skew over 30 s shifts the whole batch, keeping spacing',
     { ts: R - 20_000, client_ts: sent - 20_000 },
     { ts: R - 10_000, client_ts: sent - 10_000 },
   ]);
-  t.same(stampTimes([at(R - 86_400_000)], R, false, R - 30_000), [{ ts: R - 86_400_000, client_ts: R - 86_400_000 }], 'skew within tolerance: old events stay');
-  t.same(stampTimes([at(R + 90_000)], R, false, R + 60_000), [{ ts: R + 30_000, client_ts: R + 90_000 }], 'a clock ahead shifts back');
+  t.same(
+    stampTimes([at(R - 86_400_000)], R, false, R - 30_000),
+    [{ ts: R - 86_400_000, client_ts: R - 86_400_000 }],
+    'skew within tolerance: old events stay',
+  );
+  t.same(
+    stampTimes([at(R + 90_000)], R, false, R + 60_000),
+    [{ ts: R + 30_000, client_ts: R + 90_000 }],
+    'a clock ahead shifts back',
+  );
 });
 
 t.test('server_ts: every ts is the receive time, the sent one kept', async (t) => {

@@ -19,12 +19,19 @@ t.test('a signing key is generated once, private to its owner, and loaded again 
   const pem = readFileSync(file, 'utf8');
   t.match(pem, /^-----BEGIN PRIVATE KEY-----/);
   const again = loadSigningKey(file, log);
-  t.same(again.export({ type: 'pkcs8', format: 'der' }), first.export({ type: 'pkcs8', format: 'der' }), 'the same key on the next start');
+  t.same(
+    again.export({ type: 'pkcs8', format: 'der' }),
+    first.export({ type: 'pkcs8', format: 'der' }),
+    'the same key on the next start',
+  );
 });
 
 t.test('a given key that is not Ed25519 is refused with a message', async (t) => {
   const file = join(dir, 'rsa.pem');
-  writeFileSync(file, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  writeFileSync(
+    file,
+    generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }),
+  );
   t.throws(() => loadSigningKey(file, log), /rsa key; token signing needs Ed25519/);
   const junk = join(dir, 'junk.pem');
   writeFileSync(junk, 'not a key');

@@ -30,7 +30,9 @@ t.test('a count being written to the bucket is still counted while the write is 
     do {
       checks++;
       if (u.minuteUsed('acme', now) !== 5 * round || u.monthUsed('acme', now) !== 5 * round) {
-        t.fail(`round ${round}, check ${checks}: minute ${u.minuteUsed('acme', now)}, month ${u.monthUsed('acme', now)}, want ${5 * round}`);
+        t.fail(
+          `round ${round}, check ${checks}: minute ${u.minuteUsed('acme', now)}, month ${u.monthUsed('acme', now)}, want ${5 * round}`,
+        );
         break;
       }
       await tick();
@@ -54,7 +56,8 @@ t.test('another process sees the written counts; taking back events counts them 
   b.remove('beta', 1, now);
   await Promise.all([a.sync(), b.sync()]);
   // Both wrote with compare-and-set against the same keys: one of them retried, and neither count is lost.
-  for (let i = 0; i < 100 && (a.minuteUsed('beta', now) !== 10 || b.minuteUsed('beta', now) !== 10); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 100 && (a.minuteUsed('beta', now) !== 10 || b.minuteUsed('beta', now) !== 10); i++)
+    await new Promise((r) => setTimeout(r, 20));
   t.equal(a.minuteUsed('beta', now), 10);
   t.equal(b.minuteUsed('beta', now), 10);
   t.equal(a.monthUsed('beta', now), 10);

@@ -1,6 +1,17 @@
 import { Unpackr } from 'msgpackr';
 import t from 'tap';
-import { decodeMessage, decodeOutput, encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, partitionKey, shardOf, type WireEvent } from '../../src/bus/wire.js';
+import {
+  decodeMessage,
+  decodeOutput,
+  encodeEvent,
+  encodeRows,
+  frameInput,
+  frameMessage,
+  frameOutput,
+  partitionKey,
+  shardOf,
+  type WireEvent,
+} from '../../src/bus/wire.js';
 
 const event = (i: number): WireEvent => ({
   tenant: 'acme',
@@ -21,7 +32,10 @@ t.test('framed messages are plain MessagePack: a generic decoder reads them', as
   for (const n of [0, 1, 15, 16, 300, 70_000]) {
     const events = Array.from({ length: n }, (_, i) => event(i));
     const encoded = events.map(encodeEvent);
-    const framed = frameMessage(encoded, encoded.reduce((s, b) => s + b.length, 0));
+    const framed = frameMessage(
+      encoded,
+      encoded.reduce((s, b) => s + b.length, 0),
+    );
     t.same(decodeMessage(framed), { v: 1, events }, `${n} events`);
     t.same(generic.unpack(framed), { v: 1, events }, 'no msgpackr extension needed');
   }
@@ -33,7 +47,11 @@ t.test('an output message holds rows of any number of tables (a map header past 
     const out = decodeOutput(frameOutput([frameInput(7, [])], rows));
     t.same(Object.keys(out.rows ?? {}).length, tables, `${tables} tables`);
     t.same(out.rows?.[`table_${tables - 1}`], [['acme', tables - 1, 1]]);
-    t.same(new Unpackr({ useRecords: false }).unpack(frameOutput([], rows)), { v: 4, inputs: [], rows: out.rows }, 'plain MessagePack');
+    t.same(
+      new Unpackr({ useRecords: false }).unpack(frameOutput([], rows)),
+      { v: 4, inputs: [], rows: out.rows },
+      'plain MessagePack',
+    );
   }
 });
 
@@ -45,7 +63,11 @@ t.test('shards: stable, in range, spread', async (t) => {
     const s = shardOf('acme', `session-${i}`, 8);
     counts[s] = (counts[s] ?? 0) + 1;
   }
-  t.equal(counts.reduce((a, b) => a + b, 0), 8000, 'every shard in range');
+  t.equal(
+    counts.reduce((a, b) => a + b, 0),
+    8000,
+    'every shard in range',
+  );
   for (const c of counts) t.ok(c > 800 && c < 1200, `balanced: ${c}`);
   t.equal(partitionKey({ session_id: 's', user_id: 'u' }), 's');
   t.equal(partitionKey({ user_id: 'u' }), 'u:u');

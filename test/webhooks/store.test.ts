@@ -15,7 +15,13 @@ t.teardown(async () => {
   await removeNamespace(prefix);
 });
 const control = await ControlPlane.open(bus);
-await control.createTenant({ slug: 'acme', name: 'Acme', plan: 'pro', ownerEmail: 'o@acme.test', ownerPassword: 'correct horse battery' });
+await control.createTenant({
+  slug: 'acme',
+  name: 'Acme',
+  plan: 'pro',
+  ownerEmail: 'o@acme.test',
+  ownerPassword: 'correct horse battery',
+});
 
 t.test('of many processes disabling an endpoint at once, exactly one did it (and sends the one e-mail)', async (t) => {
   const e = await control.webhooks.create('acme', { url: 'https://example.com/h', categories: ['qos.error_spike'] });
@@ -28,8 +34,14 @@ t.test('of many processes disabling an endpoint at once, exactly one did it (and
 
 t.test('concurrent patches both land', async (t) => {
   const e = await control.webhooks.create('acme', { url: 'https://example.com/h', categories: ['qos.error_spike'] });
-  await Promise.all([control.webhooks.update('acme', e.id, { description: 'night shift' }), control.webhooks.update('acme', e.id, { categories: ['billing.churn_spike'] })]);
-  t.match(await control.webhooks.get('acme', e.id), { description: 'night shift', categories: ['billing.churn_spike'] });
+  await Promise.all([
+    control.webhooks.update('acme', e.id, { description: 'night shift' }),
+    control.webhooks.update('acme', e.id, { categories: ['billing.churn_spike'] }),
+  ]);
+  t.match(await control.webhooks.get('acme', e.id), {
+    description: 'night shift',
+    categories: ['billing.churn_spike'],
+  });
 });
 
 t.test('rotation keeps the old secret for 24 h; secrets are 32 random bytes', async (t) => {
@@ -44,7 +56,13 @@ t.test('rotation keeps the old secret for 24 h; secrets are 32 random bytes', as
 });
 
 t.test('another tenant sees nothing', async (t) => {
-  await control.createTenant({ slug: 'other', name: 'Other', plan: 'pro', ownerEmail: 'o@other.test', ownerPassword: 'correct horse battery' });
+  await control.createTenant({
+    slug: 'other',
+    name: 'Other',
+    plan: 'pro',
+    ownerEmail: 'o@other.test',
+    ownerPassword: 'correct horse battery',
+  });
   const e = await control.webhooks.create('acme', { url: 'https://example.com/h', categories: ['qos.error_spike'] });
   await t.rejects(control.webhooks.get('other', e.id), { code: 'not_found' });
   await t.rejects(control.webhooks.delete('other', e.id), { code: 'not_found' });

@@ -15,108 +15,207 @@ import { slackMessage, SlackPacer } from '../../src/webhooks/slack.js';
 import { AddressGuard, unmapIpv4 } from '../../src/http/ssrf.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
 
-t.test('the schedule: the seed\'s steps, jitter only adds and stays under 10 %, Retry-After up to twice the step', async (t) => {
-  t.same(retryStepsMs, [30_000, 120_000, 600_000, 3_600_000, 21_600_000, 86_400_000]);
-  t.equal(maxAttempts, 7);
-  for (let attempt = 1; attempt <= 6; attempt++) {
-    const step = retryStepsMs[attempt - 1]!;
-    t.equal(retryDelayMs(attempt, null, () => 0), step, 'no jitter drawn: exactly the step');
-    const late = retryDelayMs(attempt, null, () => 0.99999999)!;
-    t.ok(late >= step && late < step * 1.1, `attempt ${attempt}: at most 10 % late`);
-    t.equal(retryDelayMs(attempt, step * 5, () => 0), 2 * step, 'Retry-After capped at twice the step');
-    t.equal(retryDelayMs(attempt, step / 2, () => 0), step, 'a Retry-After shorter than the step does not make it early');
-    t.equal(retryDelayMs(attempt, step * 1.5, () => 0), step * 1.5, 'in between: as asked');
-  }
-  t.equal(retryDelayMs(7, null), null, 'nothing after the seventh attempt');
-  for (let i = 0; i < 1000; i++) {
-    const d = retryDelayMs(1, null)!;
-    if (d < 30_000 || d > 33_000) t.fail(`jitter out of bounds: ${d}`);
-  }
-  t.equal(parseRetryAfter('120', 0), 120_000);
-  t.equal(parseRetryAfter(new Date(90_000).toUTCString(), 30_000), 60_000, 'an HTTP date');
-  t.equal(parseRetryAfter('soon', 0), null);
-  t.equal(parseRetryAfter(null, 0), null);
-});
+t.test(
+  "the schedule: the seed's steps, jitter only adds and stays under 10 %, Retry-After up to twice the step",
+  async (t) => {
+    t.same(retryStepsMs, [30_000, 120_000, 600_000, 3_600_000, 21_600_000, 86_400_000]);
+    t.equal(maxAttempts, 7);
+    for (let attempt = 1; attempt <= 6; attempt++) {
+      const step = retryStepsMs[attempt - 1]!;
+      t.equal(
+        retryDelayMs(attempt, null, () => 0),
+        step,
+        'no jitter drawn: exactly the step',
+      );
+      const late = retryDelayMs(attempt, null, () => 0.99999999)!;
+      t.ok(late >= step && late < step * 1.1, `attempt ${attempt}: at most 10 % late`);
+      t.equal(
+        retryDelayMs(attempt, step * 5, () => 0),
+        2 * step,
+        'Retry-After capped at twice the step',
+      );
+      t.equal(
+        retryDelayMs(attempt, step / 2, () => 0),
+        step,
+        'a Retry-After shorter than the step does not make it early',
+      );
+      t.equal(
+        retryDelayMs(attempt, step * 1.5, () => 0),
+        step * 1.5,
+        'in between: as asked',
+      );
+    }
+    t.equal(retryDelayMs(7, null), null, 'nothing after the seventh attempt');
+    for (let i = 0; i < 1000; i++) {
+      const d = retryDelayMs(1, null)!;
+      if (d < 30_000 || d > 33_000) t.fail(`jitter out of bounds: ${d}`);
+    }
+    t.equal(parseRetryAfter('120', 0), 120_000);
+    t.equal(parseRetryAfter(new Date(90_000).toUTCString(), 30_000), 60_000, 'an HTTP date');
+    t.equal(parseRetryAfter('soon', 0), null);
+    t.equal(parseRetryAfter(null, 0), null);
+  },
+);
 
-t.test('signatures: the seed\'s form, checked by an independent verifier; both during a rotation', async (t) => {
-  const body = JSON.stringify({ id: 'evt_1', type: 'qos.error_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'warning' } });
+t.test("signatures: the seed's form, checked by an independent verifier; both during a rotation", async (t) => {
+  const body = JSON.stringify({
+    id: 'evt_1',
+    type: 'qos.error_spike',
+    created_at: '2026-11-21T10:00:00Z',
+    tenant_slug: 'acme',
+    data: { severity: 'warning' },
+  });
   const sig = signature('whsec_a', body);
   t.match(sig, /^sha256=[0-9a-f]{64}$/);
   t.ok(await verify('whsec_a', body, sig));
   t.notOk(await verify('whsec_a', body.replace('warning', 'warninh'), sig), 'one changed byte');
   t.notOk(await verify('whsec_b', body, sig), 'another secret');
   const now = Date.parse('2026-11-21T10:00:00Z');
-  const rotating = { secret: 'whsec_new', previous_secret: 'whsec_old', previous_secret_until: new Date(now + 1000).toISOString() };
+  const rotating = {
+    secret: 'whsec_new',
+    previous_secret: 'whsec_old',
+    previous_secret_until: new Date(now + 1000).toISOString(),
+  };
   const h = deliveryHeaders(rotating, 'dlv_x', body, now);
   t.ok(await verify('whsec_new', body, h['X-Service-Signature']!));
   t.ok(await verify('whsec_old', body, h['X-Service-Signature-Previous']!));
   t.equal(h['X-Service-Timestamp'], String(now / 1000));
-  t.equal(deliveryHeaders(rotating, 'dlv_x', body, now + 1000)['X-Service-Signature-Previous'], undefined, 'not after the 24 h');
+  t.equal(
+    deliveryHeaders(rotating, 'dlv_x', body, now + 1000)['X-Service-Signature-Previous'],
+    undefined,
+    'not after the 24 h',
+  );
   t.equal(deliveryId('evt_1', 'wh_a'), deliveryId('evt_1', 'wh_a'), 'the delivery id is stable');
 });
 
-t.test('the timestamped signature: Standard Webhooks, checked by the standardwebhooks package; stale and replayed deliveries refused', async (t) => {
-  const secret = newSecret();
-  t.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'a secret in Standard Webhooks\' form');
-  const body = JSON.stringify({ id: 'evt_1', type: 'qos.error_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'warning' } });
-  const now = Date.now();
-  const h = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now);
-  t.equal(h['webhook-id'], 'dlv_x');
-  t.equal(h['webhook-timestamp'], String(Math.floor(now / 1000)));
-  t.same(new Webhook(secret).verify(body, h), JSON.parse(body), 'verified');
-  t.throws(() => new Webhook(secret).verify(body.replace('warning', 'warninh'), h), /No matching signature/, 'one changed byte');
-  t.throws(() => new Webhook(newSecret()).verify(body, h), /No matching signature/, 'another secret');
-  const old = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now - 10 * 60_000);
-  t.throws(() => new Webhook(secret).verify(body, old), /too old/, 'a delivery signed 10 minutes ago is refused');
-  t.throws(() => new Webhook(secret).verify(body, { ...old, 'webhook-timestamp': h['webhook-timestamp']! }), /No matching signature/, 'its timestamp cannot be moved: it is signed');
-  const previous = newSecret();
-  const rotating = deliveryHeaders({ secret, previous_secret: previous, previous_secret_until: new Date(now + 60_000).toISOString() }, 'dlv_x', body, now);
-  t.equal(rotating['webhook-signature']!.split(' ').length, 2, 'two signatures during a rotation');
-  t.ok(new Webhook(secret).verify(body, rotating) && new Webhook(previous).verify(body, rotating), 'either secret verifies');
-  t.not(deliveryId('evt_1', 'wh_a'), deliveryId('evt_1', 'wh_b'));
-});
+t.test(
+  'the timestamped signature: Standard Webhooks, checked by the standardwebhooks package; stale and replayed deliveries refused',
+  async (t) => {
+    const secret = newSecret();
+    t.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/, "a secret in Standard Webhooks' form");
+    const body = JSON.stringify({
+      id: 'evt_1',
+      type: 'qos.error_spike',
+      created_at: '2026-11-21T10:00:00Z',
+      tenant_slug: 'acme',
+      data: { severity: 'warning' },
+    });
+    const now = Date.now();
+    const h = deliveryHeaders({ secret, previous_secret: null, previous_secret_until: null }, 'dlv_x', body, now);
+    t.equal(h['webhook-id'], 'dlv_x');
+    t.equal(h['webhook-timestamp'], String(Math.floor(now / 1000)));
+    t.same(new Webhook(secret).verify(body, h), JSON.parse(body), 'verified');
+    t.throws(
+      () => new Webhook(secret).verify(body.replace('warning', 'warninh'), h),
+      /No matching signature/,
+      'one changed byte',
+    );
+    t.throws(() => new Webhook(newSecret()).verify(body, h), /No matching signature/, 'another secret');
+    const old = deliveryHeaders(
+      { secret, previous_secret: null, previous_secret_until: null },
+      'dlv_x',
+      body,
+      now - 10 * 60_000,
+    );
+    t.throws(() => new Webhook(secret).verify(body, old), /too old/, 'a delivery signed 10 minutes ago is refused');
+    t.throws(
+      () => new Webhook(secret).verify(body, { ...old, 'webhook-timestamp': h['webhook-timestamp']! }),
+      /No matching signature/,
+      'its timestamp cannot be moved: it is signed',
+    );
+    const previous = newSecret();
+    const rotating = deliveryHeaders(
+      { secret, previous_secret: previous, previous_secret_until: new Date(now + 60_000).toISOString() },
+      'dlv_x',
+      body,
+      now,
+    );
+    t.equal(rotating['webhook-signature']!.split(' ').length, 2, 'two signatures during a rotation');
+    t.ok(
+      new Webhook(secret).verify(body, rotating) && new Webhook(previous).verify(body, rotating),
+      'either secret verifies',
+    );
+    t.not(deliveryId('evt_1', 'wh_a'), deliveryId('evt_1', 'wh_b'));
+  },
+);
 
-t.test('the SSRF guard refuses private, loopback, link-local, CGNAT, multicast, unique-local and mapped addresses', async (t) => {
-  const guard = new AddressGuard([]);
-  for (const a of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '100.64.0.1', '172.16.3.4', '192.168.1.1', '224.0.0.1', '0.0.0.0', '::1', '::', 'fc00::1', 'fd12::1', 'fe80::1', 'ff02::1', '::ffff:10.0.0.1', '::ffff:a00:1', '::ffff:127.0.0.1']) {
-    t.not(guard.refusal(a), null, `${a} refused`);
-  }
-  // IPv6 forms that carry an IPv4 address are judged by it; everything outside global unicast (2000::/3) is refused.
-  for (const a of [
-    '::7f00:1', // IPv4-compatible 127.0.0.1
-    '::127.0.0.1',
-    '::ffff:0:a00:1', // IPv4-translated 10.0.0.1
-    '2002:7f00:1::1', // 6to4 of 127.0.0.1
-    '2002:a9fe:a9fe::', // 6to4 of 169.254.169.254
-    '64:ff9b::a00:1', // NAT64 of 10.0.0.1
-    '64:ff9b:1::1', // local-use NAT64
-    'fec0::1', // site-local
-    '2001:db8::1', // documentation
-    '2001::1', // Teredo
-    '100::1', // discard-only
-    '4000::1', // not yet allocated
-  ]) {
-    t.not(guard.refusal(a), null, `${a} refused`);
-  }
-  for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '100.128.0.1', '2002:808:808::1', '64:ff9b::808:808', '2a00:1450:4001:82a::200e']) {
-    t.equal(guard.refusal(a), null, `${a} allowed`);
-  }
-  t.equal(unmapIpv4('::ffff:a00:1'), '10.0.0.1');
-  const local = await guard.resolve('localhost');
-  t.notOk(local.ok, 'a name that resolves to loopback is refused');
-  t.notOk((await guard.resolve('[::1]')).ok);
-  const exempt = new AddressGuard(['127.0.0.0/8', 'internal.example']);
-  t.equal(exempt.refusal('127.0.0.1'), null, 'WEBHOOK_ALLOW_HOSTS exempts a CIDR');
-  t.not(exempt.refusal('10.0.0.1'), null, 'and nothing else');
-  t.ok((await new AddressGuard(['localhost']).resolve('localhost')).ok, 'or a host name');
-});
+t.test(
+  'the SSRF guard refuses private, loopback, link-local, CGNAT, multicast, unique-local and mapped addresses',
+  async (t) => {
+    const guard = new AddressGuard([]);
+    for (const a of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '172.16.3.4',
+      '192.168.1.1',
+      '224.0.0.1',
+      '0.0.0.0',
+      '::1',
+      '::',
+      'fc00::1',
+      'fd12::1',
+      'fe80::1',
+      'ff02::1',
+      '::ffff:10.0.0.1',
+      '::ffff:a00:1',
+      '::ffff:127.0.0.1',
+    ]) {
+      t.not(guard.refusal(a), null, `${a} refused`);
+    }
+    // IPv6 forms that carry an IPv4 address are judged by it; everything outside global unicast (2000::/3) is refused.
+    for (const a of [
+      '::7f00:1', // IPv4-compatible 127.0.0.1
+      '::127.0.0.1',
+      '::ffff:0:a00:1', // IPv4-translated 10.0.0.1
+      '2002:7f00:1::1', // 6to4 of 127.0.0.1
+      '2002:a9fe:a9fe::', // 6to4 of 169.254.169.254
+      '64:ff9b::a00:1', // NAT64 of 10.0.0.1
+      '64:ff9b:1::1', // local-use NAT64
+      'fec0::1', // site-local
+      '2001:db8::1', // documentation
+      '2001::1', // Teredo
+      '100::1', // discard-only
+      '4000::1', // not yet allocated
+    ]) {
+      t.not(guard.refusal(a), null, `${a} refused`);
+    }
+    for (const a of [
+      '8.8.8.8',
+      '1.1.1.1',
+      '2606:4700:4700::1111',
+      '::ffff:8.8.8.8',
+      '100.128.0.1',
+      '2002:808:808::1',
+      '64:ff9b::808:808',
+      '2a00:1450:4001:82a::200e',
+    ]) {
+      t.equal(guard.refusal(a), null, `${a} allowed`);
+    }
+    t.equal(unmapIpv4('::ffff:a00:1'), '10.0.0.1');
+    const local = await guard.resolve('localhost');
+    t.notOk(local.ok, 'a name that resolves to loopback is refused');
+    t.notOk((await guard.resolve('[::1]')).ok);
+    const exempt = new AddressGuard(['127.0.0.0/8', 'internal.example']);
+    t.equal(exempt.refusal('127.0.0.1'), null, 'WEBHOOK_ALLOW_HOSTS exempts a CIDR');
+    t.not(exempt.refusal('10.0.0.1'), null, 'and nothing else');
+    t.ok((await new AddressGuard(['localhost']).resolve('localhost')).ok, 'or a host name');
+  },
+);
 
 t.test('postOnce: refused addresses are never contacted; 3xx fails and is not followed; a hard deadline', async (t) => {
   const receiver = await Receiver.start();
   t.teardown(() => receiver.close());
   const guard = new AddressGuard([]);
   const port = new URL(receiver.url).port;
-  for (const url of [`http://127.0.0.1:${port}/`, `http://localhost:${port}/`, 'http://10.0.0.1/', 'http://169.254.169.254/latest/meta-data/', `http://[::ffff:127.0.0.1]:${port}/`]) {
+  for (const url of [
+    `http://127.0.0.1:${port}/`,
+    `http://localhost:${port}/`,
+    'http://10.0.0.1/',
+    'http://169.254.169.254/latest/meta-data/',
+    `http://[::ffff:127.0.0.1]:${port}/`,
+  ]) {
     const r = await postOnce(new URL(url), '{}', {}, guard, 1000);
     t.match(r, { ok: false, refused: true, status: null, error: /SSRF guard/ }, url);
   }
@@ -141,23 +240,60 @@ t.test('postOnce: refused addresses are never contacted; 3xx fails and is not fo
     slow.close();
   });
   const started = Date.now();
-  const late = await postOnce(new URL(`http://127.0.0.1:${(slow.address() as { port: number }).port}/`), '{}', {}, open, 500);
+  const late = await postOnce(
+    new URL(`http://127.0.0.1:${(slow.address() as { port: number }).port}/`),
+    '{}',
+    {},
+    open,
+    500,
+  );
   t.match(late, { ok: false, error: /within 500 ms/ }, 'a 200 whose body is not complete in time is a failure');
   t.ok(Date.now() - started < 1500, 'given up at the deadline');
 });
 
-t.test('Slack: a readable message with the alert\'s facts and a link; one per second per URL', async (t) => {
+t.test("Slack: a readable message with the alert's facts and a link; one per second per URL", async (t) => {
   const m = slackMessage(
-    { id: 'evt_1', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: 'critical', region: 'Maharashtra', pop: 'bom1', current_rate: 9.1, baseline_rate: 2, affected_sessions: 40, cohort: { dimension: 'app_version', value: '5.13.0', current_rate: 31.5, baseline_rate: 2.2, share: 0.93 } } },
+    {
+      id: 'evt_1',
+      type: 'qos.rebuffer_spike',
+      created_at: '2026-11-21T10:00:00Z',
+      tenant_slug: 'acme',
+      data: {
+        severity: 'critical',
+        region: 'Maharashtra',
+        pop: 'bom1',
+        current_rate: 9.1,
+        baseline_rate: 2,
+        affected_sessions: 40,
+        cohort: { dimension: 'app_version', value: '5.13.0', current_rate: 31.5, baseline_rate: 2.2, share: 0.93 },
+      },
+    },
     'https://darshak.example',
   );
-  t.match(m.text, /critical.*Rebuffering spike.*Maharashtra \/ bom1, mostly app version 5\.13\.0.*9\.1 %.*baseline 2 %/);
+  t.match(
+    m.text,
+    /critical.*Rebuffering spike.*Maharashtra \/ bom1, mostly app version 5\.13\.0.*9\.1 %.*baseline 2 %/,
+  );
   const blocks = JSON.stringify(m.blocks);
-  for (const s of ['Rebuffering spike', 'critical', 'Maharashtra / bom1', '9.1 % (baseline 2 %)', 'Affected sessions', '40', 'https://darshak.example', '*Cohort*\\napp version 5.13.0, 93 % of it: 31.5 % (baseline 2.2 %)']) t.ok(blocks.includes(s), s);
+  for (const s of [
+    'Rebuffering spike',
+    'critical',
+    'Maharashtra / bom1',
+    '9.1 % (baseline 2 %)',
+    'Affected sessions',
+    '40',
+    'https://darshak.example',
+    '*Cohort*\\napp version 5.13.0, 93 % of it: 31.5 % (baseline 2.2 %)',
+  ])
+    t.ok(blocks.includes(s), s);
   const pacer = new SlackPacer();
   t.same(pacer.reserve('u', 0), { at: 0, waitMs: 0, reserved: true });
   t.same(pacer.reserve('u', 10), { at: 1000, waitMs: 990, reserved: true });
-  t.same(pacer.reserve('u', 20), { at: 2000, waitMs: 1980, reserved: false }, 'past a second of waiting, come back later');
+  t.same(
+    pacer.reserve('u', 20),
+    { at: 2000, waitMs: 1980, reserved: false },
+    'past a second of waiting, come back later',
+  );
   t.same(pacer.reserve('v', 20), { at: 20, waitMs: 0, reserved: true }, 'per URL');
 });
 
@@ -169,25 +305,59 @@ t.test('values from ingest reach Slack as text: no mention, no link, bounded len
     current_rate: 9.1,
     baseline_rate: '<!here>',
     affected_sessions: '<!everyone>',
-    cohort: { dimension: '<!here>', value: '<https://evil.example|5.13.0>', current_rate: '<!channel>', baseline_rate: 1, share: 0.9 },
+    cohort: {
+      dimension: '<!here>',
+      value: '<https://evil.example|5.13.0>',
+      current_rate: '<!channel>',
+      baseline_rate: 1,
+      share: 0.9,
+    },
   };
-  const m = slackMessage({ id: 'evt_2', type: 'qos.rebuffer_spike', created_at: '2026-11-21T10:00:00Z', tenant_slug: 'acme', data: { severity: '<!subteam^S1>', ...hostile } }, 'https://darshak.example');
-  const texts = [m.text, ...JSON.stringify(m.blocks).match(/"text":"(?:[^"\\]|\\.)*"/g)!.map((x) => JSON.parse(`{${x}}`).text as string)];
+  const m = slackMessage(
+    {
+      id: 'evt_2',
+      type: 'qos.rebuffer_spike',
+      created_at: '2026-11-21T10:00:00Z',
+      tenant_slug: 'acme',
+      data: { severity: '<!subteam^S1>', ...hostile },
+    },
+    'https://darshak.example',
+  );
+  const texts = [
+    m.text,
+    ...JSON.stringify(m.blocks)
+      .match(/"text":"(?:[^"\\]|\\.)*"/g)!
+      .map((x) => (JSON.parse(`{${x}}`) as { text: string }).text),
+  ];
   for (const text of texts) {
     // Slack's own control sequences start with "<"; the only one a message may hold is Darshak's link.
     const controls = text.match(/<[^>]*>?/g) ?? [];
-    t.same(controls.filter((c) => c !== '<https://darshak.example/alerts|Open the alerts in Darshak>'), [], `no Slack control sequence in ${JSON.stringify(text.slice(0, 80))}`);
+    t.same(
+      controls.filter((c) => c !== '<https://darshak.example/alerts|Open the alerts in Darshak>'),
+      [],
+      `no Slack control sequence in ${JSON.stringify(text.slice(0, 80))}`,
+    );
     t.ok(text.length <= 600, 'each text stays short');
   }
-  t.ok(texts.some((x) => x.includes('&lt;!channel&gt; Maharashtra')), 'the region is shown, escaped');
-  t.ok(texts.some((x) => x.includes('&lt;@U024BE7LH&gt; &amp; xxx')), 'the title is shown, escaped, and cut');
+  t.ok(
+    texts.some((x) => x.includes('&lt;!channel&gt; Maharashtra')),
+    'the region is shown, escaped',
+  );
+  t.ok(
+    texts.some((x) => x.includes('&lt;@U024BE7LH&gt; &amp; xxx')),
+    'the title is shown, escaped, and cut',
+  );
 });
 
 t.test('without SMTP_URL each e-mail is an .eml file in DATA_DIR/outbox/', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'darshak-outbox-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const mailer = new Mailer({ smtp_url: '', data_dir: dir, public_base_url: 'https://darshak.example' });
-  await mailer.send({ to: ['owner@acme.test', 'second@acme.test'], subject: 'Darshak: webhook endpoint disabled', text: 'It failed seven times.' });
+  await mailer.send({
+    to: ['owner@acme.test', 'second@acme.test'],
+    subject: 'Darshak: webhook endpoint disabled',
+    text: 'It failed seven times.',
+  });
   const files = readdirSync(join(dir, 'outbox'));
   t.equal(files.length, 1);
   t.match(files[0], /\.eml$/);

@@ -50,7 +50,11 @@ const hostOf = (url: unknown): string => {
   }
 };
 
-function listenAll(on: (e: string, fn: Listener) => void, off: (e: string, fn: Listener) => void, handlers: Record<string, Listener>): () => void {
+function listenAll(
+  on: (e: string, fn: Listener) => void,
+  off: (e: string, fn: Listener) => void,
+  handlers: Record<string, Listener>,
+): () => void {
   for (const [e, fn] of Object.entries(handlers)) on(e, fn);
   return () => {
     for (const [e, fn] of Object.entries(handlers)) off(e, fn);
@@ -63,12 +67,18 @@ function hls(p: HlsLike): Adapter {
     name: 'hls.js',
     cdn: () => host,
     attach: (sink) =>
-      listenAll((e, fn) => p.on(e, fn), (e, fn) => p.off(e, fn), {
-        hlsLevelSwitched: ((_e: string, d: { level: number }) => sink.rendition((p.levels?.[d.level]?.bitrate ?? 0) / 1000)) as Listener,
-        hlsFragLoaded: ((_e: string, d: { frag?: { url?: string } }) => (host = hostOf(d.frag?.url) || host)) as Listener,
-        // Only what stops playback: hls.js reports each retried load and stall nudge as an error too.
-        hlsError: ((_e: string, d: { details?: string; fatal?: boolean; reason?: string }) => d.fatal === true && sink.error(String(d.details ?? 'hls_error'), true, d.reason)) as Listener,
-      }),
+      listenAll(
+        (e, fn) => p.on(e, fn),
+        (e, fn) => p.off(e, fn),
+        {
+          hlsLevelSwitched: (_e: string, d: { level: number }) =>
+            sink.rendition((p.levels?.[d.level]?.bitrate ?? 0) / 1000),
+          hlsFragLoaded: (_e: string, d: { frag?: { url?: string } }) => (host = hostOf(d.frag?.url) || host),
+          // Only what stops playback: hls.js reports each retried load and stall nudge as an error too.
+          hlsError: (_e: string, d: { details?: string; fatal?: boolean; reason?: string }) =>
+            d.fatal === true && sink.error(String(d.details ?? 'hls_error'), true, d.reason),
+        },
+      ),
   };
 }
 
@@ -78,17 +88,27 @@ function dash(p: DashLike): Adapter {
     name: 'dash.js',
     cdn: () => host,
     attach: (sink) =>
-      listenAll((e, fn) => p.on(e, fn), (e, fn) => p.off(e, fn), {
-        // dash.js 5 names the representation; 4 gives an index into the bitrate list.
-        qualityChangeRendered: ((e: { mediaType?: string; newRepresentation?: { bandwidth?: number }; newQuality?: number }) => {
-          if (e.mediaType !== 'video') return;
-          const bps = e.newRepresentation?.bandwidth ?? p.getBitrateInfoListFor?.('video')[e.newQuality ?? -1]?.bitrate ?? 0;
-          sink.rendition(bps / 1000);
-        }) as Listener,
-        fragmentLoadingCompleted: ((e: { request?: { url?: string } }) => (host = hostOf(e.request?.url) || host)) as Listener,
-        // dash.js raises `error` for what stops playback.
-        error: ((e: { error?: { code?: number | string; message?: string } }) => sink.error(`DASH_${String(e.error?.code ?? 'ERROR')}`, true, e.error?.message)) as Listener,
-      }),
+      listenAll(
+        (e, fn) => p.on(e, fn),
+        (e, fn) => p.off(e, fn),
+        {
+          // dash.js 5 names the representation; 4 gives an index into the bitrate list.
+          qualityChangeRendered: (e: {
+            mediaType?: string;
+            newRepresentation?: { bandwidth?: number };
+            newQuality?: number;
+          }) => {
+            if (e.mediaType !== 'video') return;
+            const bps =
+              e.newRepresentation?.bandwidth ?? p.getBitrateInfoListFor?.('video')[e.newQuality ?? -1]?.bitrate ?? 0;
+            sink.rendition(bps / 1000);
+          },
+          fragmentLoadingCompleted: (e: { request?: { url?: string } }) => (host = hostOf(e.request?.url) || host),
+          // dash.js raises `error` for what stops playback.
+          error: (e: { error?: { code?: number | string; message?: string } }) =>
+            sink.error(`DASH_${String(e.error?.code ?? 'ERROR')}`, true, e.error?.message),
+        },
+      ),
   };
 }
 
@@ -101,13 +121,18 @@ function shaka(p: ShakaLike): Adapter {
     name: 'shaka',
     cdn: () => '',
     attach: (sink) =>
-      listenAll((e, fn) => p.addEventListener(e, fn), (e, fn) => p.removeEventListener(e, fn), {
-        adaptation: (() => rendition(sink)) as Listener,
-        buffering: ((e: { buffering?: boolean }) => sink.buffering(e.buffering === true)) as Listener,
-        variantchanged: (() => rendition(sink)) as Listener,
-        // shaka.util.Error: severity 2 is CRITICAL (playback stopped).
-        error: ((e: { detail?: { code?: number; severity?: number; message?: string } }) => e.detail?.severity === 2 && sink.error(`SHAKA_${String(e.detail.code ?? 'ERROR')}`, true, e.detail.message)) as Listener,
-      }),
+      listenAll(
+        (e, fn) => p.addEventListener(e, fn),
+        (e, fn) => p.removeEventListener(e, fn),
+        {
+          adaptation: () => rendition(sink),
+          buffering: (e: { buffering?: boolean }) => sink.buffering(e.buffering === true),
+          variantchanged: () => rendition(sink),
+          // shaka.util.Error: severity 2 is CRITICAL (playback stopped).
+          error: (e: { detail?: { code?: number; severity?: number; message?: string } }) =>
+            e.detail?.severity === 2 && sink.error(`SHAKA_${String(e.detail.code ?? 'ERROR')}`, true, e.detail.message),
+        },
+      ),
   };
 }
 

@@ -31,7 +31,7 @@ export interface MonitorOptions {
   /** Send nothing when the browser says Do Not Track; default false. */
   respectDoNotTrack?: boolean;
   /** Called with what could not be sent; default none. */
-  onError?(message: string): void;
+  onError?: (message: string) => void;
 }
 
 export interface Monitor {
@@ -72,7 +72,9 @@ function viewerOf(v: Viewer | undefined): Viewer {
 const noop: Monitor = { update() {}, end() {}, sessionId: '' };
 
 export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monitor {
-  const dnt = typeof navigator !== 'undefined' && (navigator.doNotTrack === '1' || (window as { doNotTrack?: string }).doNotTrack === '1');
+  const dnt =
+    typeof navigator !== 'undefined' &&
+    (navigator.doNotTrack === '1' || (window as { doNotTrack?: string }).doNotTrack === '1');
   if ((options.respectDoNotTrack && dnt) || Math.random() >= (options.sampleRate ?? 1)) return noop;
   let content = options.content;
   let viewer = viewerOf(options.viewer);
@@ -84,7 +86,10 @@ export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monit
     ingestUrl: options.ingestUrl,
     apiKey: options.apiKey,
     fetch: (...a) => fetch(...a),
-    beacon: typeof navigator !== 'undefined' && navigator.sendBeacon ? (url, body) => navigator.sendBeacon(url, body) : undefined,
+    beacon:
+      typeof navigator !== 'undefined' && navigator.sendBeacon
+        ? (url, body) => navigator.sendBeacon(url, body)
+        : undefined,
     newId: uuid,
     now: () => Date.now(),
     random: Math.random,
@@ -126,7 +131,13 @@ export function monitor(video: HTMLVideoElement, options: MonitorOptions): Monit
   listen(video, 'ended', () => tracker.ended());
   listen(video, 'error', () => {
     const err = video.error;
-    tracker.error(err ? `MEDIA_ERR_${['', 'ABORTED', 'NETWORK', 'DECODE', 'SRC_NOT_SUPPORTED'][err.code] ?? err.code}` : 'MEDIA_ERR', true, err?.message);
+    tracker.error(
+      err
+        ? `MEDIA_ERR_${['', 'ABORTED', 'NETWORK', 'DECODE', 'SRC_NOT_SUPPORTED'][err.code] ?? err.code}`
+        : 'MEDIA_ERR',
+      true,
+      err?.message,
+    );
   });
   const detach = adapter.attach({
     rendition: (kbps) => tracker.rendition(kbps),

@@ -54,7 +54,8 @@ export interface TrackerOptions {
 }
 
 // `settling`: a seek landed while playing, and frames have not come back yet (that wait belongs to the seek).
-type State = 'idle' | 'starting' | 'playing' | 'paused' | 'stalled' | 'seeking' | 'settling' | 'ended' | 'failed' | 'closed';
+type State =
+  'idle' | 'starting' | 'playing' | 'paused' | 'stalled' | 'seeking' | 'settling' | 'ended' | 'failed' | 'closed';
 
 export const defaultMinStallMs = 250;
 export const defaultHeartbeatMs = 10_000;
@@ -184,7 +185,9 @@ export class Tracker {
   /** An error; a fatal one ends the session. */
   error(code: string, fatal: boolean, message?: string): void {
     if (this.state === 'idle' || this.state === 'failed' || this.state === 'closed') return;
-    this.send('error', { properties: { code, fatal, ...(message !== undefined && { message: message.slice(0, 200) }) } });
+    this.send('error', {
+      properties: { code, fatal, ...(message !== undefined && { message: message.slice(0, 200) }) },
+    });
     if (fatal) this.state = 'failed';
   }
 
@@ -218,7 +221,10 @@ export class Tracker {
       this.stallReported = true;
       this.send('rebuffer_start', {}, this.stallSince);
     }
-    if ((this.state === 'playing' || (this.state === 'stalled' && this.stallReported)) && now - this.lastBeat >= this.heartbeatMs) {
+    if (
+      (this.state === 'playing' || (this.state === 'stalled' && this.stallReported)) &&
+      now - this.lastBeat >= this.heartbeatMs
+    ) {
       this.lastBeat = now;
       this.send('heartbeat');
     }

@@ -16,7 +16,7 @@ export interface TransportOptions {
   /** Events kept while the network is away; past it, heartbeats go first. Default 1,000. */
   maxQueue?: number;
   /** What the transport could not deliver, and why (dropped or refused events); for the page's logs. */
-  onError?(message: string): void;
+  onError?: (message: string) => void;
 }
 
 /** An event with its id: the ingest de-duplicates by it, so a batch sent twice counts once. */

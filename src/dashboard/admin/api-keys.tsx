@@ -20,7 +20,9 @@ export function ApiKeysPanel() {
   const action = useAction();
   const create = async (e: Event): Promise<void> => {
     e.preventDefault();
-    const r = await action.run('create', () => api<ApiKeyCreated>('POST', '/v1/api-keys', { name: name.trim(), environment }));
+    const r = await action.run('create', () =>
+      api<ApiKeyCreated>('POST', '/v1/api-keys', { name: name.trim(), environment }),
+    );
     if (!r) return;
     setCreated(r.data);
     setName('');
@@ -32,8 +34,15 @@ export function ApiKeysPanel() {
   return (
     <>
       <Card title="Create an ingest key">
-        <form class="inline-form" onSubmit={create}>
-          <TextField label="Name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} placeholder="Android app" />
+        <form class="inline-form" onSubmit={(e) => void create(e)}>
+          <TextField
+            label="Name"
+            required
+            maxLength={100}
+            value={name}
+            onInput={(e) => setName(e.currentTarget.value)}
+            placeholder="Android app"
+          />
           <SelectField<Environment>
             label="Environment"
             value={environment}
@@ -65,7 +74,14 @@ export function ApiKeysPanel() {
             { header: 'Last used', cell: (k) => formatDateTime(k.last_used_at) },
             {
               header: 'Status',
-              cell: (k) => <RevokeStatus name={k.name} revokedAt={k.revoked_at} busy={action.busy === k.id} onRevoke={() => void revoke(k)} />,
+              cell: (k) => (
+                <RevokeStatus
+                  name={k.name}
+                  revokedAt={k.revoked_at}
+                  busy={action.busy === k.id}
+                  onRevoke={() => void revoke(k)}
+                />
+              ),
             },
           ]}
         />

@@ -25,7 +25,14 @@ export function ExportsPanel() {
     if (!pending) return undefined;
     const timer = setInterval(() => {
       const asked = exports.filter((e) => e.status === 'pending');
-      void Promise.all(asked.map((e) => api<Export>('GET', `/v1/analytics/export/${encodeURIComponent(e.export_id)}`).then((r) => r.data, () => e))).then((now) => {
+      void Promise.all(
+        asked.map((e) =>
+          api<Export>('GET', `/v1/analytics/export/${encodeURIComponent(e.export_id)}`).then(
+            (r) => r.data,
+            () => e,
+          ),
+        ),
+      ).then((now) => {
         const byId = new Map(now.map((e) => [e.export_id, e]));
         // Merged into the list as it is by then: an export requested meanwhile stays.
         setExports((list) => list.map((e) => byId.get(e.export_id) ?? e));
@@ -35,7 +42,10 @@ export function ExportsPanel() {
   }, [pending, exports]);
   const request = async (e: Event): Promise<void> => {
     e.preventDefault();
-    const eventTypes = types.split(',').map((s) => s.trim()).filter(Boolean);
+    const eventTypes = types
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const body = { from, to, ...(eventTypes.length ? { event_types: eventTypes } : {}) };
     const r = await action.run('request', async () => {
       const created = await api<{ export_id: string }>('POST', '/v1/analytics/export', body);
@@ -46,11 +56,30 @@ export function ExportsPanel() {
   return (
     <>
       <Card title="Export raw events">
-        <p class="muted">Every accepted event of the chosen UTC days (31 at most), as a Parquet file (enterprise plans).</p>
-        <form class="inline-form" onSubmit={request}>
-          <TextField label="From (UTC day)" type="date" required value={from} onInput={(e) => setFrom(e.currentTarget.value)} />
-          <TextField label="To (UTC day, included)" type="date" required value={to} onInput={(e) => setTo(e.currentTarget.value)} />
-          <TextField label="Event types" value={types} onInput={(e) => setTypes(e.currentTarget.value)} placeholder="all, or play_start, heartbeat" />
+        <p class="muted">
+          Every accepted event of the chosen UTC days (31 at most), as a Parquet file (enterprise plans).
+        </p>
+        <form class="inline-form" onSubmit={(e) => void request(e)}>
+          <TextField
+            label="From (UTC day)"
+            type="date"
+            required
+            value={from}
+            onInput={(e) => setFrom(e.currentTarget.value)}
+          />
+          <TextField
+            label="To (UTC day, included)"
+            type="date"
+            required
+            value={to}
+            onInput={(e) => setTo(e.currentTarget.value)}
+          />
+          <TextField
+            label="Event types"
+            value={types}
+            onInput={(e) => setTypes(e.currentTarget.value)}
+            placeholder="all, or play_start, heartbeat"
+          />
           <Button variant="primary" type="submit" busy={action.busy === 'request'}>
             Request export
           </Button>
@@ -66,7 +95,14 @@ export function ExportsPanel() {
           columns={[
             { header: 'Requested', cell: (e) => formatDateTime(e.created_at) },
             { header: 'Days (UTC)', cell: (e) => (e.from === e.to ? e.from : `${e.from} – ${e.to}`) },
-            { header: 'Status', cell: (e) => <Badge tone={e.status === 'ready' ? 'ok' : e.status === 'failed' ? 'critical' : 'muted'}>{e.status}</Badge> },
+            {
+              header: 'Status',
+              cell: (e) => (
+                <Badge tone={e.status === 'ready' ? 'ok' : e.status === 'failed' ? 'critical' : 'muted'}>
+                  {e.status}
+                </Badge>
+              ),
+            },
             { header: 'Rows', numeric: true, cell: (e) => (e.rows === null ? '—' : formatInt(e.rows)) },
             {
               header: 'File',

@@ -22,7 +22,12 @@ export function ServiceAccountsPanel() {
   const action = useAction();
   const create = async (e: Event): Promise<void> => {
     e.preventDefault();
-    const r = await action.run('create', () => api<ServiceAccount & { token: string }>('POST', '/v1/service-accounts', { name: name.trim(), scopes: [...chosen] }));
+    const r = await action.run('create', () =>
+      api<ServiceAccount & { token: string }>('POST', '/v1/service-accounts', {
+        name: name.trim(),
+        scopes: [...chosen],
+      }),
+    );
     if (!r) return;
     setCreated({ name: r.data.name, token: r.data.token });
     setName('');
@@ -32,8 +37,15 @@ export function ServiceAccountsPanel() {
     <>
       <Card title="Create a service account">
         <p class="muted">A token for scripts and BI tools, valid 90 days. It can never change settings.</p>
-        <form class="stack" onSubmit={create}>
-          <TextField label="Name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} placeholder="Nightly report" />
+        <form class="stack" onSubmit={(e) => void create(e)}>
+          <TextField
+            label="Name"
+            required
+            maxLength={100}
+            value={name}
+            onInput={(e) => setName(e.currentTarget.value)}
+            placeholder="Nightly report"
+          />
           <CheckboxGroup legend="Scopes" options={scopes} selected={chosen} onChange={setChosen} />
           <Button variant="primary" type="submit" busy={action.busy === 'create'} disabled={chosen.size === 0}>
             Create service account
@@ -60,7 +72,11 @@ export function ServiceAccountsPanel() {
                   name={a.name}
                   revokedAt={a.revoked_at}
                   busy={action.busy === a.id}
-                  onRevoke={() => void action.run(a.id, () => api('DELETE', `/v1/service-accounts/${encodeURIComponent(a.id)}`)).then((r) => r && accounts.reload())}
+                  onRevoke={() =>
+                    void action
+                      .run(a.id, () => api('DELETE', `/v1/service-accounts/${encodeURIComponent(a.id)}`))
+                      .then((r) => r && accounts.reload())
+                  }
                 />
               ),
             },

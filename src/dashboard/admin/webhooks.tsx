@@ -17,12 +17,19 @@ function CreateWebhook({ onCreated }: { onCreated: () => void }) {
   const [url, setUrl] = useState('');
   const [description, setDescription] = useState('');
   const [format, setFormat] = useState<Format>('json');
-  const [categories, setCategories] = useState<Set<string>>(new Set(['qos.rebuffer_spike', 'qos.startup_regression', 'qos.error_spike']));
+  const [categories, setCategories] = useState<Set<string>>(
+    new Set(['qos.rebuffer_spike', 'qos.startup_regression', 'qos.error_spike']),
+  );
   const [secret, setSecret] = useState<string | null>(null);
   const action = useAction();
   const create = async (e: Event): Promise<void> => {
     e.preventDefault();
-    const body = { url: url.trim(), categories: [...categories], format, ...(description.trim() ? { description: description.trim() } : {}) };
+    const body = {
+      url: url.trim(),
+      categories: [...categories],
+      format,
+      ...(description.trim() ? { description: description.trim() } : {}),
+    };
     const r = await action.run('create', () => api<{ secret: string }>('POST', '/v1/webhooks', body));
     if (!r) return;
     setSecret(r.data.secret);
@@ -32,9 +39,23 @@ function CreateWebhook({ onCreated }: { onCreated: () => void }) {
   };
   return (
     <Card title="Add an endpoint">
-      <form class="stack" onSubmit={create}>
-        <TextField label="URL" type="url" required maxLength={2048} value={url} onInput={(e) => setUrl(e.currentTarget.value)} placeholder="https://hooks.slack.com/services/…" hint="A hooks.slack.com URL always gets Slack messages." />
-        <TextField label="Description" maxLength={500} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+      <form class="stack" onSubmit={(e) => void create(e)}>
+        <TextField
+          label="URL"
+          type="url"
+          required
+          maxLength={2048}
+          value={url}
+          onInput={(e) => setUrl(e.currentTarget.value)}
+          placeholder="https://hooks.slack.com/services/…"
+          hint="A hooks.slack.com URL always gets Slack messages."
+        />
+        <TextField
+          label="Description"
+          maxLength={500}
+          value={description}
+          onInput={(e) => setDescription(e.currentTarget.value)}
+        />
         <SelectField<Format>
           label="Format"
           value={format}
@@ -56,11 +77,20 @@ function CreateWebhook({ onCreated }: { onCreated: () => void }) {
 }
 
 function Deliveries({ hook }: { hook: Webhook }) {
-  const log = useQuery(() => api<WebhookAttempt[]>('GET', `/v1/webhooks/${encodeURIComponent(hook.id)}/deliveries?limit=200`), hook.id, 5000);
+  const log = useQuery(
+    () => api<WebhookAttempt[]>('GET', `/v1/webhooks/${encodeURIComponent(hook.id)}/deliveries?limit=200`),
+    hook.id,
+    5000,
+  );
   const action = useAction();
   const [sent, setSent] = useState<string | null>(null);
   const replay = async (a: WebhookAttempt): Promise<void> => {
-    const r = await action.run(a.id, () => api<{ delivery_id: string }>('POST', `/v1/webhooks/${encodeURIComponent(hook.id)}/deliveries/${encodeURIComponent(a.id)}/replay`));
+    const r = await action.run(a.id, () =>
+      api<{ delivery_id: string }>(
+        'POST',
+        `/v1/webhooks/${encodeURIComponent(hook.id)}/deliveries/${encodeURIComponent(a.id)}/replay`,
+      ),
+    );
     if (r) {
       setSent(`Replay of ${r.data.delivery_id} queued.`);
       log.reload();
@@ -80,8 +110,19 @@ function Deliveries({ hook }: { hook: Webhook }) {
           { header: 'Time', cell: (a) => formatDateTime(a.created_at) },
           { header: 'Event', cell: (a) => a.type },
           { header: 'Attempt', numeric: true, cell: (a) => String(a.attempt) },
-          { header: 'Status', cell: (a) => <Badge tone={a.status === 'succeeded' ? 'ok' : a.status === 'failed' ? 'critical' : 'muted'}>{a.status}</Badge> },
-          { header: 'Response', numeric: true, cell: (a) => (a.response_code === null ? (a.error ?? '—') : String(a.response_code)) },
+          {
+            header: 'Status',
+            cell: (a) => (
+              <Badge tone={a.status === 'succeeded' ? 'ok' : a.status === 'failed' ? 'critical' : 'muted'}>
+                {a.status}
+              </Badge>
+            ),
+          },
+          {
+            header: 'Response',
+            numeric: true,
+            cell: (a) => (a.response_code === null ? (a.error ?? '—') : String(a.response_code)),
+          },
           { header: 'Latency', numeric: true, cell: (a) => (a.latency_ms === null ? '—' : formatMs(a.latency_ms)) },
           {
             header: 'Request body',
@@ -95,7 +136,12 @@ function Deliveries({ hook }: { hook: Webhook }) {
           {
             header: 'Replay',
             cell: (a) => (
-              <Button variant="quiet" busy={action.busy === a.id} onClick={() => void replay(a)} aria-label={`Replay ${a.type} attempt ${a.attempt}`}>
+              <Button
+                variant="quiet"
+                busy={action.busy === a.id}
+                onClick={() => void replay(a)}
+                aria-label={`Replay ${a.type} attempt ${a.attempt}`}
+              >
                 Replay
               </Button>
             ),
@@ -145,15 +191,33 @@ export function WebhooksPanel() {
             { header: 'URL', cell: (h) => <span class="url">{h.url}</span> },
             { header: 'Format', cell: (h) => h.format },
             { header: 'Categories', cell: (h) => <span title={h.categories.join(', ')}>{h.categories.length}</span> },
-            { header: 'State', cell: (h) => (h.enabled ? <Badge tone="ok">enabled</Badge> : <Badge tone="warning">disabled {formatDateTime(h.disabled_at)}</Badge>) },
+            {
+              header: 'State',
+              cell: (h) =>
+                h.enabled ? (
+                  <Badge tone="ok">enabled</Badge>
+                ) : (
+                  <Badge tone="warning">disabled {formatDateTime(h.disabled_at)}</Badge>
+                ),
+            },
             {
               header: 'Actions',
               cell: (h) => (
                 <div class="row-actions">
-                  <Button variant="quiet" aria-expanded={open === h.id} onClick={() => setOpen(open === h.id ? null : h.id)} aria-label={`Deliveries of ${h.url}`}>
+                  <Button
+                    variant="quiet"
+                    aria-expanded={open === h.id}
+                    onClick={() => setOpen(open === h.id ? null : h.id)}
+                    aria-label={`Deliveries of ${h.url}`}
+                  >
                     Deliveries
                   </Button>
-                  <Button variant="quiet" busy={action.busy === `${h.id}:test`} onClick={() => void act(h, 'test', () => api('POST', path(h, '/test')), 'Test ping queued.')} aria-label={`Send a test ping to ${h.url}`}>
+                  <Button
+                    variant="quiet"
+                    busy={action.busy === `${h.id}:test`}
+                    onClick={() => void act(h, 'test', () => api('POST', path(h, '/test')), 'Test ping queued.')}
+                    aria-label={`Send a test ping to ${h.url}`}
+                  >
                     Test ping
                   </Button>
                   <Button
@@ -168,19 +232,28 @@ export function WebhooksPanel() {
                     variant="quiet"
                     busy={action.busy === `${h.id}:rotate`}
                     onClick={() =>
-                      void action.run(`${h.id}:rotate`, () => api<{ secret: string }>('POST', path(h, '/rotate-secret'))).then((r) => r && setSecret({ id: h.id, secret: r.data.secret }))
+                      void action
+                        .run(`${h.id}:rotate`, () => api<{ secret: string }>('POST', path(h, '/rotate-secret')))
+                        .then((r) => r && setSecret({ id: h.id, secret: r.data.secret }))
                     }
                     aria-label={`Rotate the secret of ${h.url}`}
                   >
                     Rotate secret
                   </Button>
-                  <ConfirmButton label="Delete" confirmLabel="Delete endpoint" busy={action.busy === `${h.id}:delete`} onConfirm={() => void act(h, 'delete', () => api('DELETE', path(h)), 'Endpoint deleted.')} />
+                  <ConfirmButton
+                    label="Delete"
+                    confirmLabel="Delete endpoint"
+                    busy={action.busy === `${h.id}:delete`}
+                    onConfirm={() => void act(h, 'delete', () => api('DELETE', path(h)), 'Endpoint deleted.')}
+                  />
                 </div>
               ),
             },
           ]}
         />
-        {secret && list.some((h) => h.id === secret.id) && <SecretOnce label="New signing secret (the old one keeps signing for 24 hours)" secret={secret.secret} />}
+        {secret && list.some((h) => h.id === secret.id) && (
+          <SecretOnce label="New signing secret (the old one keeps signing for 24 hours)" secret={secret.secret} />
+        )}
         {opened && <Deliveries hook={opened} />}
       </Card>
     </>

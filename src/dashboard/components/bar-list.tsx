@@ -2,7 +2,19 @@
  * Labelled horizontal bars: a breakdown readable at 360 px, and by a screen reader as a list. An item's `secondary`
  * value (a p95 beside a p50) is drawn faint behind it and shown in parentheses.
  */
-export function BarList({ label, items, format, max, empty = 'No data in this range.' }: { label: string; items: ReadonlyArray<{ name: string; value: number; secondary?: number }>; format: (v: number) => string; max?: number; empty?: string }) {
+export function BarList({
+  label,
+  items,
+  format,
+  max,
+  empty = 'No data in this range.',
+}: {
+  label: string;
+  items: ReadonlyArray<{ name: string; value: number; secondary?: number }>;
+  format: (v: number) => string;
+  max?: number;
+  empty?: string;
+}) {
   const top = max ?? Math.max(0, ...items.map((i) => Math.max(i.value, i.secondary ?? 0)));
   if (items.length === 0) return <p class="empty">{empty}</p>;
   const width = (v: number): string => `${top > 0 ? Math.max(1, (v / top) * 100) : 0}%`;

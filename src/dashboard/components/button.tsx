@@ -9,7 +9,14 @@ export interface ButtonProps extends Omit<ButtonHTMLAttributes<HTMLButtonElement
 }
 
 /** A button that says when it is working (aria-busy) and cannot be pressed twice meanwhile. */
-export function Button({ variant = 'secondary', type = 'button', busy = false, disabled, children, ...rest }: ButtonProps) {
+export function Button({
+  variant = 'secondary',
+  type = 'button',
+  busy = false,
+  disabled,
+  children,
+  ...rest
+}: ButtonProps) {
   return (
     <button {...rest} type={type} class={`btn btn-${variant}`} disabled={Boolean(disabled) || busy} aria-busy={busy}>
       {children}
@@ -18,7 +25,17 @@ export function Button({ variant = 'secondary', type = 'button', busy = false, d
 }
 
 /** A destructive action asked twice, in place: no modal dialog to trap focus or to be missed at 360 px. */
-export function ConfirmButton({ label, confirmLabel, onConfirm, busy = false }: { label: string; confirmLabel: string; onConfirm: () => void; busy?: boolean }) {
+export function ConfirmButton({
+  label,
+  confirmLabel,
+  onConfirm,
+  busy = false,
+}: {
+  label: string;
+  confirmLabel: string;
+  onConfirm: () => void;
+  busy?: boolean;
+}) {
   const [asking, setAsking] = useState(false);
   if (!asking) {
     return (

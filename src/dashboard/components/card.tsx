@@ -3,7 +3,17 @@ import { useId } from 'preact/hooks';
 import { formatDelta } from '../format.js';
 
 /** A titled region of a page: its heading names it for screen readers. */
-export function Card({ title, actions, children, wide = false }: { title: string; actions?: ComponentChildren; children: ComponentChildren; wide?: boolean }) {
+export function Card({
+  title,
+  actions,
+  children,
+  wide = false,
+}: {
+  title: string;
+  actions?: ComponentChildren;
+  children: ComponentChildren;
+  wide?: boolean;
+}) {
   const id = useId();
   return (
     <section class={wide ? 'card wide' : 'card'} aria-labelledby={id}>
@@ -35,6 +45,12 @@ export function Tile({ label, value, delta }: { label: string; value: string; de
   );
 }
 
-export function Badge({ tone, children }: { tone: 'critical' | 'warning' | 'info' | 'ok' | 'muted'; children: ComponentChildren }) {
+export function Badge({
+  tone,
+  children,
+}: {
+  tone: 'critical' | 'warning' | 'info' | 'ok' | 'muted';
+  children: ComponentChildren;
+}) {
   return <span class={`badge badge-${tone}`}>{children}</span>;
 }

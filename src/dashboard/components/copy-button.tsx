@@ -28,7 +28,13 @@ export function SecretOnce({ label, secret }: { label: string; secret: string })
         <strong>{label}</strong> — shown only now. Store it somewhere safe; it cannot be shown again.
       </p>
       <div class="secret-row">
-        <input readOnly value={secret} aria-label={label} onFocus={(e) => e.currentTarget.select()} data-testid="secret" />
+        <input
+          readOnly
+          value={secret}
+          aria-label={label}
+          onFocus={(e) => e.currentTarget.select()}
+          data-testid="secret"
+        />
         <CopyButton text={secret} label={`Copy ${label.toLowerCase()}`} />
       </div>
     </div>

@@ -21,7 +21,17 @@ export function TextField({ label, hint, ...input }: FieldProps & InputHTMLAttri
   );
 }
 
-export function SelectField<T extends string>({ label, value, options, onChange }: { label: string; value: T; options: ReadonlyArray<readonly [T, string]>; onChange: (v: T) => void }) {
+export function SelectField<T extends string>({
+  label,
+  value,
+  options,
+  onChange,
+}: {
+  label: string;
+  value: T;
+  options: ReadonlyArray<readonly [T, string]>;
+  onChange: (v: T) => void;
+}) {
   const id = useId();
   return (
     <div class="field">
@@ -38,7 +48,17 @@ export function SelectField<T extends string>({ label, value, options, onChange 
 }
 
 /** A set of checkboxes in a fieldset whose legend names them. */
-export function CheckboxGroup({ legend, options, selected, onChange }: { legend: string; options: readonly string[]; selected: ReadonlySet<string>; onChange: (next: Set<string>) => void }) {
+export function CheckboxGroup({
+  legend,
+  options,
+  selected,
+  onChange,
+}: {
+  legend: string;
+  options: readonly string[];
+  selected: ReadonlySet<string>;
+  onChange: (next: Set<string>) => void;
+}) {
   return (
     <fieldset class="checks">
       <legend>{legend}</legend>

@@ -30,11 +30,14 @@ export function IndiaMap({ items }: { items: readonly GeoItem[] }) {
   }, []);
   if (!map) return <p class="empty">Loading the map…</p>;
   const byRegion = new Map(items.map((i) => [i.region, i]));
-  const itemOf = (name: string): GeoItem | undefined => byRegion.get(name) ?? (aliases[name] ?? []).map((a) => byRegion.get(a)).find(Boolean);
+  const itemOf = (name: string): GeoItem | undefined =>
+    byRegion.get(name) ?? (aliases[name] ?? []).map((a) => byRegion.get(a)).find(Boolean);
   const max = Math.max(0, ...map.locations.map((l) => itemOf(l.name)?.watch_hours ?? 0));
   const shade = (v: number): number => (v <= 0 || max <= 0 ? 0 : Math.min(shades, Math.ceil((v / max) * shades)));
   const describe = (name: string, item: GeoItem | undefined): string =>
-    item ? `${name}: ${formatHours(item.watch_hours)} watch hours, ${formatInt(item.viewers)} viewers, ${formatPct(item.share_pct)} of watch time` : `${name}: no viewers`;
+    item
+      ? `${name}: ${formatHours(item.watch_hours)} watch hours, ${formatInt(item.viewers)} viewers, ${formatPct(item.share_pct)} of watch time`
+      : `${name}: no viewers`;
   return (
     <figure class="india-map">
       <svg viewBox={map.viewBox} role="group" aria-label="Watch hours by Indian state">

@@ -13,7 +13,21 @@ export interface Point {
  * The canvas is one image to assistive technology, named by `label`, which the caller keeps up to date.
  */
 /** `span`: seconds of x axis ending at the last point (the live chart's fixed 5 minutes), else the points' extent. */
-export function LineChart({ points, peak, label, height = 240, stepped = false, span = 0 }: { points: readonly Point[]; peak?: Point | null; label: string; height?: number; stepped?: boolean; span?: number }) {
+export function LineChart({
+  points,
+  peak,
+  label,
+  height = 240,
+  stepped = false,
+  span = 0,
+}: {
+  points: readonly Point[];
+  peak?: Point | null;
+  label: string;
+  height?: number;
+  stepped?: boolean;
+  span?: number;
+}) {
   const box = useRef<HTMLDivElement>(null);
   const chart = useRef<uPlot | null>(null);
   const peakRef = useRef(peak);
@@ -25,7 +39,11 @@ export function LineChart({ points, peak, label, height = 240, stepped = false, 
     const css = getComputedStyle(el);
     const stroke = css.getPropertyValue('--accent').trim() || '#3b5bdb';
     const marker = css.getPropertyValue('--critical').trim() || '#c92a2a';
-    const axis = { stroke: css.getPropertyValue('--muted').trim() || '#666', grid: { stroke: 'rgba(128,128,128,0.15)' }, ticks: { show: false } };
+    const axis = {
+      stroke: css.getPropertyValue('--muted').trim() || '#666',
+      grid: { stroke: 'rgba(128,128,128,0.15)' },
+      ticks: { show: false },
+    };
     const drawPeak = (u: uPlot): void => {
       const p = peakRef.current;
       if (!p || p.value <= 0) return;
@@ -40,7 +58,11 @@ export function LineChart({ points, peak, label, height = 240, stepped = false, 
       ctx.fill();
       ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
       ctx.textAlign = x > u.bbox.left + u.bbox.width * 0.8 ? 'right' : 'left';
-      ctx.fillText(`peak ${p.value.toLocaleString('en-IN')}`, x + (ctx.textAlign === 'left' ? 8 : -8) * devicePixelRatio, Math.max(y - 8 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio));
+      ctx.fillText(
+        `peak ${p.value.toLocaleString('en-IN')}`,
+        x + (ctx.textAlign === 'left' ? 8 : -8) * devicePixelRatio,
+        Math.max(y - 8 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio),
+      );
       ctx.restore();
     };
     const u = new uPlot(
@@ -49,9 +71,34 @@ export function LineChart({ points, peak, label, height = 240, stepped = false, 
         height,
         legend: { show: false },
         cursor: { y: false },
-        scales: { x: { time: true, ...(span > 0 ? { range: (_u: uPlot, _min: number, max: number): [number, number] => [max - span, max] } : {}) }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
-        axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => (v >= 100_000 ? `${(v / 100_000).toFixed(1)}L` : v.toLocaleString('en-IN'))) }],
-        series: [{}, { stroke, width: 2, fill: `${stroke}22`, points: { show: false }, ...(stepped ? { paths: uPlot.paths.stepped!({ align: 1 }) } : {}) }],
+        scales: {
+          x: {
+            time: true,
+            ...(span > 0
+              ? { range: (_u: uPlot, _min: number, max: number): [number, number] => [max - span, max] }
+              : {}),
+          },
+          y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] },
+        },
+        axes: [
+          axis,
+          {
+            ...axis,
+            size: 56,
+            values: (_u, ticks) =>
+              ticks.map((v) => (v >= 100_000 ? `${(v / 100_000).toFixed(1)}L` : v.toLocaleString('en-IN'))),
+          },
+        ],
+        series: [
+          {},
+          {
+            stroke,
+            width: 2,
+            fill: `${stroke}22`,
+            points: { show: false },
+            ...(stepped ? { paths: uPlot.paths.stepped!({ align: 1 }) } : {}),
+          },
+        ],
         hooks: { draw: [drawPeak] },
       },
       [[], []],

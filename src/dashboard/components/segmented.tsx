@@ -1,7 +1,17 @@
 import { useId } from 'preact/hooks';
 
 /** A small radio group shown as a row of toggles (range and interval pickers). */
-export function Segmented<T extends string | number>({ label, value, options, onChange }: { label: string; value: T; options: ReadonlyArray<readonly [T, string]>; onChange: (v: T) => void }) {
+export function Segmented<T extends string | number>({
+  label,
+  value,
+  options,
+  onChange,
+}: {
+  label: string;
+  value: T;
+  options: ReadonlyArray<readonly [T, string]>;
+  onChange: (v: T) => void;
+}) {
   const name = useId();
   return (
     <fieldset class="segmented">

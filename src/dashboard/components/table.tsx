@@ -7,7 +7,19 @@ export interface Column<T> {
 }
 
 /** A table that scrolls sideways on narrow screens rather than squeezing its columns. */
-export function DataTable<T>({ caption, columns, rows, rowKey, empty }: { caption: string; columns: ReadonlyArray<Column<T>>; rows: readonly T[]; rowKey: (row: T) => string; empty: string }) {
+export function DataTable<T>({
+  caption,
+  columns,
+  rows,
+  rowKey,
+  empty,
+}: {
+  caption: string;
+  columns: ReadonlyArray<Column<T>>;
+  rows: readonly T[];
+  rowKey: (row: T) => string;
+  empty: string;
+}) {
   return (
     <div class="table-wrap" tabIndex={0} role="region" aria-label={caption}>
       <table>
@@ -46,17 +58,39 @@ export function DataTable<T>({ caption, columns, rows, rowKey, empty }: { captio
 }
 
 /** Previous / next over a list the API pages with limit, offset and X-Total-Count. */
-export function Pager({ offset, limit, total, onChange, label }: { offset: number; limit: number; total: number; onChange: (offset: number) => void; label: string }) {
+export function Pager({
+  offset,
+  limit,
+  total,
+  onChange,
+  label,
+}: {
+  offset: number;
+  limit: number;
+  total: number;
+  onChange: (offset: number) => void;
+  label: string;
+}) {
   if (total <= limit) return null;
   return (
     <nav class="pager" aria-label={`${label} pages`}>
-      <button type="button" class="btn btn-quiet" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - limit))}>
+      <button
+        type="button"
+        class="btn btn-quiet"
+        disabled={offset === 0}
+        onClick={() => onChange(Math.max(0, offset - limit))}
+      >
         Previous
       </button>
       <span>
         {offset + 1}–{Math.min(total, offset + limit)} of {total}
       </span>
-      <button type="button" class="btn btn-quiet" disabled={offset + limit >= total} onClick={() => onChange(offset + limit)}>
+      <button
+        type="button"
+        class="btn btn-quiet"
+        disabled={offset + limit >= total}
+        onClick={() => onChange(offset + limit)}
+      >
         Next
       </button>
     </nav>

@@ -6,7 +6,19 @@ export interface Tab {
 }
 
 /** WAI-ARIA tabs: arrow keys move between them. */
-export function Tabs({ label, tabs, active, onChange, children }: { label: string; tabs: readonly Tab[]; active: string; onChange: (id: string) => void; children: ComponentChildren }) {
+export function Tabs({
+  label,
+  tabs,
+  active,
+  onChange,
+  children,
+}: {
+  label: string;
+  tabs: readonly Tab[];
+  active: string;
+  onChange: (id: string) => void;
+  children: ComponentChildren;
+}) {
   const move = (delta: number): void => {
     const i = tabs.findIndex((t) => t.id === active);
     const next = tabs[(i + delta + tabs.length) % tabs.length];

@@ -19,7 +19,10 @@ type StateFilter = 'all' | 'open' | 'acknowledged';
 function cohortWords(data: Record<string, unknown>): string | null {
   const c = data.cohort as Record<string, unknown> | null | undefined;
   if (!c || typeof c.dimension !== 'string' || typeof c.value !== 'string') return null;
-  const [now, before, unit] = typeof c.current_mean_ms === 'number' ? [c.current_mean_ms, c.baseline_mean_ms, ' ms mean startup'] : [c.current_rate, c.baseline_rate, ' %'];
+  const [now, before, unit] =
+    typeof c.current_mean_ms === 'number'
+      ? [c.current_mean_ms, c.baseline_mean_ms, ' ms mean startup']
+      : [c.current_rate, c.baseline_rate, ' %'];
   const share = typeof c.share === 'number' ? `${Math.round(c.share * 100)} % of it` : '';
   return `${c.dimension.replace('_', ' ')} ${c.value}: ${share}, ${String(now)}${unit} against ${String(before)}${unit} before`;
 }
@@ -29,12 +32,17 @@ function seriesPoints(data: Record<string, unknown>): { points: Point[]; unit: s
   const s = data.series as { start?: unknown; step_seconds?: unknown; unit?: unknown; values?: unknown } | undefined;
   if (!s || typeof s.start !== 'string' || typeof s.step_seconds !== 'number' || !Array.isArray(s.values)) return null;
   const start = Date.parse(s.start) / 1000;
-  const points = s.values.flatMap((v: unknown, i) => (typeof v === 'number' ? [{ t: start + i * (s.step_seconds as number), value: v }] : []));
+  const points = s.values.flatMap((v: unknown, i) =>
+    typeof v === 'number' ? [{ t: start + i * (s.step_seconds as number), value: v }] : [],
+  );
   return points.length > 1 ? { points, unit: typeof s.unit === 'string' ? s.unit : '' } : null;
 }
 
 function matches(a: Alert, severity: SeverityFilter, state: StateFilter): boolean {
-  return (severity === 'all' || a.severity === severity) && (state === 'all' || (state === 'acknowledged') === a.acknowledged);
+  return (
+    (severity === 'all' || a.severity === severity) &&
+    (state === 'all' || (state === 'acknowledged') === a.acknowledged)
+  );
 }
 
 function AlertFacts({ a }: { a: Alert }) {
@@ -48,7 +56,13 @@ function AlertFacts({ a }: { a: Alert }) {
           <strong>Cohort</strong> {cohort}
         </p>
       )}
-      {series && <LineChart points={series.points} label={`The metric per minute (${series.unit}) up to the alert, from ${formatDateTime(new Date(series.points[0]!.t * 1000).toISOString())}`} height={120} />}
+      {series && (
+        <LineChart
+          points={series.points}
+          label={`The metric per minute (${series.unit}) up to the alert, from ${formatDateTime(new Date(series.points[0]!.t * 1000).toISOString())}`}
+          height={120}
+        />
+      )}
     </div>
   );
 }
@@ -80,7 +94,10 @@ export function AlertsPage() {
   );
 
   const listed = list.data?.data ?? [];
-  const shown = [...(offset === 0 ? fresh.filter((a) => matches(a, severity, state) && !listed.some((l) => l.id === a.id)) : []), ...listed].map((a) => changed[a.id] ?? a);
+  const shown = [
+    ...(offset === 0 ? fresh.filter((a) => matches(a, severity, state) && !listed.some((l) => l.id === a.id)) : []),
+    ...listed,
+  ].map((a) => changed[a.id] ?? a);
   const acknowledge = async (a: Alert): Promise<void> => {
     setBusy(a.id);
     setError(null);
@@ -147,7 +164,12 @@ export function AlertsPage() {
               {a.acknowledged && <span>acknowledged {formatDateTime(a.acknowledged_at)}</span>}
             </div>
             {!a.acknowledged && can('alerts:write') && (
-              <Button variant="secondary" busy={busy === a.id} onClick={() => void acknowledge(a)} aria-label={`Acknowledge: ${a.title}`}>
+              <Button
+                variant="secondary"
+                busy={busy === a.id}
+                onClick={() => void acknowledge(a)}
+                aria-label={`Acknowledge: ${a.title}`}
+              >
                 Acknowledge
               </Button>
             )}

@@ -15,7 +15,11 @@ const pageSize = 20;
 export function ContentPage() {
   const [range, setRange] = useState<RangeName>('24h');
   const [offset, setOffset] = useState(0);
-  const content = useQuery(() => api<TopContentItem[]>('GET', `/v1/analytics/top-content?range=${range}&limit=${pageSize}&offset=${offset}`), `${range}/${offset}`, 60_000);
+  const content = useQuery(
+    () => api<TopContentItem[]>('GET', `/v1/analytics/top-content?range=${range}&limit=${pageSize}&offset=${offset}`),
+    `${range}/${offset}`,
+    60_000,
+  );
   const geo = useQuery(() => get<GeoItem[]>(`/v1/analytics/geo?range=${range}&limit=200`), range, 60_000);
   const devices = useQuery(() => get<DeviceItem[]>(`/v1/analytics/devices?range=${range}`), range, 60_000);
   return (
@@ -48,7 +52,13 @@ export function ContentPage() {
               { header: 'Viewers', numeric: true, cell: (c) => formatInt(c.unique_viewers) },
             ]}
           />
-          <Pager label="Top content" offset={offset} limit={pageSize} total={content.data?.total ?? 0} onChange={setOffset} />
+          <Pager
+            label="Top content"
+            offset={offset}
+            limit={pageSize}
+            total={content.data?.total ?? 0}
+            onChange={setOffset}
+          />
         </Card>
         <Card title="Watch time across India">
           <ErrorNotice error={geo.error} />
@@ -70,7 +80,12 @@ export function ContentPage() {
         </Card>
         <Card title="Devices">
           <ErrorNotice error={devices.error} />
-          <BarList label="Share of sessions by device" items={(devices.data ?? []).map((d) => ({ name: d.device, value: d.share_pct }))} format={formatPct} max={100} />
+          <BarList
+            label="Share of sessions by device"
+            items={(devices.data ?? []).map((d) => ({ name: d.device, value: d.share_pct }))}
+            format={formatPct}
+            max={100}
+          />
         </Card>
       </div>
     </>

@@ -31,21 +31,34 @@ function LiveViewers() {
     <Card
       title="Concurrent viewers, live"
       wide
-      actions={<Badge tone={status === 'open' ? 'ok' : 'muted'}>{status === 'open' ? 'live' : status === 'connecting' ? 'connecting…' : 'reconnecting…'}</Badge>}
+      actions={
+        <Badge tone={status === 'open' ? 'ok' : 'muted'}>
+          {status === 'open' ? 'live' : status === 'connecting' ? 'connecting…' : 'reconnecting…'}
+        </Badge>
+      }
     >
       <div class="live-figures">
         <div>
           <div class="big" data-testid="live-value" aria-live="off">
             {now ? formatInt(now.value) : '—'}
           </div>
-          <div class="muted">{now ? `watching at ${formatTime(new Date(now.t * 1000).toISOString())}` : 'waiting for the first second…'}</div>
+          <div class="muted">
+            {now ? `watching at ${formatTime(new Date(now.t * 1000).toISOString())}` : 'waiting for the first second…'}
+          </div>
         </div>
         <div>
           <div class="mid">{peak ? formatInt(peak.value) : '—'}</div>
-          <div class="muted">peak, last 5 minutes{peak ? ` (${formatTime(new Date(peak.t * 1000).toISOString())})` : ''}</div>
+          <div class="muted">
+            peak, last 5 minutes{peak ? ` (${formatTime(new Date(peak.t * 1000).toISOString())})` : ''}
+          </div>
         </div>
       </div>
-      <LineChart points={points} peak={peak} span={liveSeconds} label={`Concurrent viewers over the last 5 minutes: now ${now ? formatInt(now.value) : 'unknown'}, peak ${peak ? formatInt(peak.value) : 'unknown'}`} />
+      <LineChart
+        points={points}
+        peak={peak}
+        span={liveSeconds}
+        label={`Concurrent viewers over the last 5 minutes: now ${now ? formatInt(now.value) : 'unknown'}, peak ${peak ? formatInt(peak.value) : 'unknown'}`}
+      />
     </Card>
   );
 }
@@ -62,8 +75,15 @@ function ConcurrencyHistory() {
   const [interval, setIntervalMinutes] = useState<1 | 5 | 15 | 60>(5);
   // 1- and 5-minute points are for 24 h only (docs/api.md).
   const effective = range !== '24h' && interval < 15 ? 15 : interval;
-  const series = useQuery(() => get<ConcurrencySeries>(`/v1/analytics/concurrency?range=${range}&interval=${effective}`), `${range}/${effective}`, 60_000);
-  const points = useMemo(() => (series.data?.points ?? []).map((p) => ({ t: Date.parse(p.ts) / 1000, value: p.value })), [series.data]);
+  const series = useQuery(
+    () => get<ConcurrencySeries>(`/v1/analytics/concurrency?range=${range}&interval=${effective}`),
+    `${range}/${effective}`,
+    60_000,
+  );
+  const points = useMemo(
+    () => (series.data?.points ?? []).map((p) => ({ t: Date.parse(p.ts) / 1000, value: p.value })),
+    [series.data],
+  );
   const s = series.data;
   const peak = s && s.peak > 0 ? { t: Date.parse(s.peak_at) / 1000, value: s.peak } : null;
   return (
@@ -73,13 +93,27 @@ function ConcurrencyHistory() {
       actions={
         <>
           <Segmented label="Range" value={range} options={rangeOptions} onChange={setRange} />
-          <Segmented label="Interval" value={effective} options={range === '24h' ? intervals : intervals.slice(2)} onChange={setIntervalMinutes} />
+          <Segmented
+            label="Interval"
+            value={effective}
+            options={range === '24h' ? intervals : intervals.slice(2)}
+            onChange={setIntervalMinutes}
+          />
         </>
       }
     >
       <ErrorNotice error={series.error} />
-      <p class="muted">{s ? `Peak ${formatInt(s.peak)}${s.peak > 0 ? ` at ${new Date(s.peak_at).toLocaleString()}` : ''}; each point is the highest second of its ${effective}-minute interval.` : 'Loading…'}</p>
-      <LineChart points={points} peak={peak} stepped label={`Concurrent viewers per ${effective} minutes over ${range}; peak ${s ? formatInt(s.peak) : 'unknown'}`} />
+      <p class="muted">
+        {s
+          ? `Peak ${formatInt(s.peak)}${s.peak > 0 ? ` at ${new Date(s.peak_at).toLocaleString()}` : ''}; each point is the highest second of its ${effective}-minute interval.`
+          : 'Loading…'}
+      </p>
+      <LineChart
+        points={points}
+        peak={peak}
+        stepped
+        label={`Concurrent viewers per ${effective} minutes over ${range}; peak ${s ? formatInt(s.peak) : 'unknown'}`}
+      />
     </Card>
   );
 }
@@ -97,7 +131,11 @@ function Qos() {
       <ErrorNotice error={qos.error} />
       <div class="grid three">
         <Card title="Rebuffer rate">
-          <BarList label="Rebuffer rate by region" items={rows.map((r) => ({ name: r.region, value: r.rebuffer_rate }))} format={formatPct} />
+          <BarList
+            label="Rebuffer rate by region"
+            items={rows.map((r) => ({ name: r.region, value: r.rebuffer_rate }))}
+            format={formatPct}
+          />
         </Card>
         <Card title="Startup time, p50 (p95)">
           <BarList
@@ -108,7 +146,11 @@ function Qos() {
           />
         </Card>
         <Card title="Error rate">
-          <BarList label="Error rate by region" items={rows.map((r) => ({ name: r.region, value: r.error_rate }))} format={formatPct} />
+          <BarList
+            label="Error rate by region"
+            items={rows.map((r) => ({ name: r.region, value: r.error_rate }))}
+            format={formatPct}
+          />
         </Card>
       </div>
     </>

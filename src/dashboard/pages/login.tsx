@@ -22,13 +22,32 @@ export function LoginPage() {
   };
   return (
     <main class="login">
-      <form class="card login-card" onSubmit={submit} aria-labelledby="login-title">
+      <form class="card login-card" onSubmit={(e) => void submit(e)} aria-labelledby="login-title">
         <h1 id="login-title">
-          <span class="logo" aria-hidden="true">◉</span> Darshak
+          <span class="logo" aria-hidden="true">
+            ◉
+          </span>{' '}
+          Darshak
         </h1>
         <p class="muted">Sign in to see your viewers, live.</p>
-        <TextField label="E-mail" type="email" name="email" autoComplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
-        <TextField label="Password" type="password" name="password" autoComplete="current-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
+        <TextField
+          label="E-mail"
+          type="email"
+          name="email"
+          autoComplete="username"
+          required
+          value={email}
+          onInput={(e) => setEmail(e.currentTarget.value)}
+        />
+        <TextField
+          label="Password"
+          type="password"
+          name="password"
+          autoComplete="current-password"
+          required
+          value={password}
+          onInput={(e) => setPassword(e.currentTarget.value)}
+        />
         <ErrorNotice error={error} />
         <Button variant="primary" type="submit" busy={busy}>
           Sign in

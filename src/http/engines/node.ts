@@ -4,7 +4,16 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type UpgradeDispatch, type WireReply, type WsSession } from '../types.js';
+import {
+  FileBody,
+  type BodyResult,
+  type Engine,
+  type EngineServer,
+  type RawRequest,
+  type UpgradeDispatch,
+  type WireReply,
+  type WsSession,
+} from '../types.js';
 import { normaliseAddress } from '../address.js';
 import { fail, ok } from '../../result.js';
 
@@ -77,7 +86,10 @@ function toRaw(req: IncomingMessage, bodyCap: number, isAborted: () => boolean):
 function writeRaw(socket: Duplex, reply: WireReply): void {
   // Refusals are error bodies, never files.
   const body = reply.body instanceof FileBody ? '' : reply.body;
-  const lines = [`HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? 'Unknown'}`, ...reply.headers.map(([k, v]) => `${k}: ${v}`)];
+  const lines = [
+    `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? 'Unknown'}`,
+    ...reply.headers.map(([k, v]) => `${k}: ${v}`),
+  ];
   lines.push(`content-length: ${Buffer.byteLength(body)}`, 'connection: close', '', '');
   socket.end(Buffer.concat([Buffer.from(lines.join('\r\n')), Buffer.from(body)]));
 }

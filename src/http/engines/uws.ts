@@ -6,7 +6,14 @@ import { STATUS_CODES } from 'node:http';
 import type * as Uws from 'uWebSockets.js';
 import { normaliseAddress } from '../address.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
-import { FileBody, type BodyResult, type Engine, type EngineServer, type RawRequest, type WireReply } from '../types.js';
+import {
+  FileBody,
+  type BodyResult,
+  type Engine,
+  type EngineServer,
+  type RawRequest,
+  type WireReply,
+} from '../types.js';
 import { fail, ok, type Result } from '../../result.js';
 
 type UwsModule = typeof Uws;
@@ -36,7 +43,10 @@ function packageDir(): string | null {
  * Load this platform's binary from `dir` only if its sha256 is the one in `pins`. Parameters are for tests (a
  * tampered copy must be refused); `loadUws` uses the installed package and the pins in uws-pins.ts.
  */
-export function tryLoad(dir: string | null = packageDir(), pins: Readonly<Record<string, string>> = uwsBinarySha256): UwsLoad {
+export function tryLoad(
+  dir: string | null = packageDir(),
+  pins: Readonly<Record<string, string>> = uwsBinarySha256,
+): UwsLoad {
   const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
   const expected = pins[binary];
   if (!expected) return fail(`no pinned uWebSockets.js binary for ${binary}`);
@@ -93,7 +103,7 @@ function uwsEngine(uws: UwsModule): Engine {
             return;
           }
           resolve({
-            port: uws.us_socket_local_port(socket as unknown as Uws.us_socket),
+            port: uws.us_socket_local_port(socket),
             stopAccepting() {
               uws.us_listen_socket_close(socket);
             },
@@ -117,7 +127,13 @@ function readHeaders(req: Uws.HttpRequest): Map<string, string> {
   return headers;
 }
 
-function toRaw(res: Uws.HttpResponse, req: Uws.HttpRequest, headers: Map<string, string>, readBody: RawRequest['readBody'], isAborted: () => boolean): RawRequest {
+function toRaw(
+  res: Uws.HttpResponse,
+  req: Uws.HttpRequest,
+  headers: Map<string, string>,
+  readBody: RawRequest['readBody'],
+  isAborted: () => boolean,
+): RawRequest {
   return {
     method: req.getMethod().toUpperCase(),
     path: req.getUrl(),
@@ -142,7 +158,13 @@ function write(res: Uws.HttpResponse, reply: WireReply): void {
  * uWS delivers the body only to a handler attached synchronously, so start buffering at once (up to the cap the
  * dispatcher asks for later).
  */
-function startBody(res: Uws.HttpResponse, headers: Map<string, string>, method: string, onAbort: Array<() => void>, bodyCap: number): (max: number) => Promise<BodyResult> {
+function startBody(
+  res: Uws.HttpResponse,
+  headers: Map<string, string>,
+  method: string,
+  onAbort: Array<() => void>,
+  bodyCap: number,
+): (max: number) => Promise<BodyResult> {
   const hasBody = method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS';
   if (!hasBody) return async () => ok(Buffer.alloc(0));
   const declared = Number(headers.get('content-length') ?? NaN);

@@ -9,7 +9,12 @@ const perSecond = `SELECT toUnixTimestamp(ts) AS s, sessions AS v FROM concurren
   WHERE tenant = {tenant:String} AND ${inRange()} AND sessions != 0`;
 
 /** docs/metrics.md "Concurrency": each point the maximum of its whole seconds; the first second of the peak. */
-export async function concurrencySeries(client: ClickHouseClient, tenant: string, range: Range, intervalMinutes: number): Promise<ConcurrencySeries> {
+export async function concurrencySeries(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  intervalMinutes: number,
+): Promise<ConcurrencySeries> {
   const step = intervalMinutes * 60;
   const params = { ...rangeParams(tenant, range), step };
   // One pass over the seconds gives each point its maximum and the first second that reaches it; the peak is then the
@@ -29,5 +34,10 @@ export async function concurrencySeries(client: ClickHouseClient, tenant: string
   let top: (typeof buckets)[number] | undefined;
   for (const b of buckets) if (Number(b.value) > Number(top?.value ?? 0)) top = b;
   const peak = top ? Number(top.value) : 0;
-  return { interval_minutes: intervalMinutes, points, peak, peak_at: new Date(top ? Number(top.at) * 1000 : range.from).toISOString() };
+  return {
+    interval_minutes: intervalMinutes,
+    points,
+    peak,
+    peak_at: new Date(top ? Number(top.at) * 1000 : range.from).toISOString(),
+  };
 }

@@ -11,6 +11,10 @@ export async function devices(client: ClickHouseClient, tenant: string, range: R
   );
   const total = rows.reduce((s, r) => s + Number(r.sessions), 0);
   return rows
-    .map((r) => ({ device: r.device === '' ? 'unknown' : r.device, sessions: Number(r.sessions), share_pct: total === 0 ? 0 : (Number(r.sessions) / total) * 100 }))
+    .map((r) => ({
+      device: r.device === '' ? 'unknown' : r.device,
+      sessions: Number(r.sessions),
+      share_pct: total === 0 ? 0 : (Number(r.sessions) / total) * 100,
+    }))
     .sort((a, b) => b.sessions - a.sessions || (a.device < b.device ? -1 : 1));
 }

@@ -31,7 +31,8 @@ const revenueSql = `SELECT
  * being under 8, and the kind is the low 3 bits (a user with none before t reads 0: not paid).
  */
 const kindBefore = (p: string): string => `arrayLast(o -> o < {${p}:UInt64}, orders) % 8`;
-const paid = (p: string): string => `countIf(${kindBefore(p)} IN (${subscriptionRank('subscription_started')}, ${subscriptionRank('subscription_renewed')}))`;
+const paid = (p: string): string =>
+  `countIf(${kindBefore(p)} IN (${subscriptionRank('subscription_started')}, ${subscriptionRank('subscription_renewed')}))`;
 const ended = `(${subscriptionRank('subscription_cancelled')}, ${subscriptionRank('subscription_expired')})`;
 const usersSql = `SELECT ${paid('to_order')} AS at_to, ${paid('from_order')} AS at_from, ${paid('week1_order')} AS at_week1,
     countIf(arrayExists(o -> o >= {from_order:UInt64} AND o < {to_order:UInt64} AND o % 8 IN ${ended}, orders)) AS churned

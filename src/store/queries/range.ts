@@ -29,7 +29,11 @@ export const days = (n: number): number => n * day;
  * would give them. Read as one JSONCompact document: the client parses JSONEachRow line by line, which cost 4 of the
  * 10 ms of a 3,000-row answer (bench/RESULTS.md "Eight runs on a 2 × Intel Xeon, and answers read as one document").
  */
-export async function select<T>(client: ClickHouseClient, query: string, params: Record<string, string | number | readonly string[]>): Promise<T[]> {
+export async function select<T>(
+  client: ClickHouseClient,
+  query: string,
+  params: Record<string, string | number | readonly string[]>,
+): Promise<T[]> {
   const result = await client.query({ query, query_params: params, format: 'JSONCompact' });
   const { meta, data } = await result.json<unknown[]>();
   const names = (meta ?? []).map((m) => m.name);
@@ -52,7 +56,10 @@ export interface Query {
  * side on its threads; one statement also pays the per-query cost once (docs/store.md "One statement per answer").
  * Each part's parameters are renamed apart (`{name:Type}` becomes `{p<i>_name:Type}`), so parts may share names.
  */
-export async function selectParts<T extends Record<string, object>>(client: ClickHouseClient, parts: { [K in keyof T]: Query }): Promise<{ [K in keyof T]: T[K][] }> {
+export async function selectParts<T extends Record<string, object>>(
+  client: ClickHouseClient,
+  parts: { [K in keyof T]: Query },
+): Promise<{ [K in keyof T]: T[K][] }> {
   const names = Object.keys(parts) as Array<keyof T>;
   const params: Query['params'] = {};
   const branches = names.map((name, i) => {
@@ -147,7 +154,9 @@ export async function sumsBy(
       params[`b${i}`] = b;
       return `(${inRange(column, `a${i}`, `b${i}`)})`;
     });
-    branches.push(`SELECT ${keys}, ${values.map((v, j) => `sum(${v}) AS v${j}`).join(', ')} FROM ${table} WHERE tenant = {tenant:String} AND (${within.join(' OR ')}) GROUP BY ${keyNames}`);
+    branches.push(
+      `SELECT ${keys}, ${values.map((v, j) => `sum(${v}) AS v${j}`).join(', ')} FROM ${table} WHERE tenant = {tenant:String} AND (${within.join(' OR ')}) GROUP BY ${keyNames}`,
+    );
   }
   if (branches.length === 0) return [];
   const rows = await select<Record<string, unknown>>(
@@ -155,7 +164,10 @@ export async function sumsBy(
     `SELECT ${keyNames}, ${values.map((_, j) => `sum(v${j}) AS v${j}`).join(', ')} FROM (${branches.join(' UNION ALL ')}) GROUP BY ${keyNames}`,
     params,
   );
-  return rows.map((row) => ({ keys: by.map((_, k) => row[`k${k}`]), sums: values.map((_, j) => Number(row[`v${j}`])) }));
+  return rows.map((row) => ({
+    keys: by.map((_, k) => row[`k${k}`]),
+    sums: values.map((_, j) => Number(row[`v${j}`])),
+  }));
 }
 
 /** A bucketed time column within the range (parameters of Unix seconds). */

@@ -46,27 +46,53 @@ type StraddlingRow = CompletionParts['before'][number] & { content_id: string };
  * published one, as read now. The order needs watch time alone, so completion (and
  * the published durations it needs), distinct viewers, titles and types are computed for the page's contents only.
  */
-export async function topContent(client: ClickHouseClient, tenant: string, range: Range, limit = Infinity, offset = 0): Promise<Paged<TopContentItem>> {
+export async function topContent(
+  client: ClickHouseClient,
+  tenant: string,
+  range: Range,
+  limit = Infinity,
+  offset = 0,
+): Promise<Paged<TopContentItem>> {
   const params = rangeParams(tenant, range);
   const [sums, before] = await Promise.all([
-    sumsBy(client, 'content_minute_sums', ['content_id', 'furthest_sec'], ['watch_ms', 'sessions', 'completion_sum'], tenant, range),
+    sumsBy(
+      client,
+      'content_minute_sums',
+      ['content_id', 'furthest_sec'],
+      ['watch_ms', 'sessions', 'completion_sum'],
+      tenant,
+      range,
+    ),
     select<StraddlingRow>(client, straddling, params),
   ]);
   const entries = new Map<string, CompletionParts & { item: TopContentItem }>();
   const entry = (id: string): CompletionParts & { item: TopContentItem } => {
     let e = entries.get(id);
-    if (!e) entries.set(id, (e = { item: { content_id: id, title: '', content_type: '', watch_hours: 0, completion_pct: 0, unique_viewers: 0 }, started: [], before: [] }));
+    if (!e)
+      entries.set(
+        id,
+        (e = {
+          item: { content_id: id, title: '', content_type: '', watch_hours: 0, completion_pct: 0, unique_viewers: 0 },
+          started: [],
+          before: [],
+        }),
+      );
     return e;
   };
   const watchMs = new Map<string, number>();
-  for (const { keys, sums: [ms, n, sum] } of sums) {
+  for (const {
+    keys,
+    sums: [ms, n, sum],
+  } of sums) {
     const id = String(keys[0]);
     if (ms !== 0) watchMs.set(id, (watchMs.get(id) ?? 0) + ms!);
     if (n !== 0) entry(id).started.push([Number(keys[1]), n!, sum!]);
   }
   for (const [id, ms] of watchMs) if (ms !== 0) entry(id).item.watch_hours = hours(ms);
   for (const s of before) entry(s.content_id).before.push(s);
-  const list = [...entries.values()].map((e) => e.item).sort((a, b) => b.watch_hours - a.watch_hours || (a.content_id < b.content_id ? -1 : 1));
+  const list = [...entries.values()]
+    .map((e) => e.item)
+    .sort((a, b) => b.watch_hours - a.watch_hours || (a.content_id < b.content_id ? -1 : 1));
   const page = list.slice(offset, offset + limit);
   const ids = page.map((it) => it.content_id);
   const [viewers, catalog] = await Promise.all([
@@ -74,8 +100,13 @@ export async function topContent(client: ClickHouseClient, tenant: string, range
     ids.length === 0 ? [] : select<CatalogRow>(client, catalogue, { tenant, ids }),
   ]);
   for (const [id, n] of viewers) entries.get(id)!.item.unique_viewers = n;
-  const publishedDuration = new Map(catalog.filter((c) => Number(c.published) === 1 && c.duration !== null).map((c) => [c.content_id, Number(c.duration)]));
-  for (const it of page) it.completion_pct = completionPct(entries.get(it.content_id)!, publishedDuration.get(it.content_id) ?? null);
+  const publishedDuration = new Map(
+    catalog
+      .filter((c) => Number(c.published) === 1 && c.duration !== null)
+      .map((c) => [c.content_id, Number(c.duration)]),
+  );
+  for (const it of page)
+    it.completion_pct = completionPct(entries.get(it.content_id)!, publishedDuration.get(it.content_id) ?? null);
   // A content's title and type come from its latest content_published, else from the latest event carrying each.
   const isPublished = new Set(catalog.filter((c) => Number(c.published) === 1).map((c) => c.content_id));
   for (const c of catalog) {
@@ -108,6 +139,7 @@ function completionPct(parts: CompletionParts, publishedDuration: number | null)
       add(k, c === null ? null : k * c);
     }
   }
-  for (const s of parts.before) add(1, completion(Number(s.ended) === 1, s.furthest_sec, s.duration_sec ?? publishedDuration));
+  for (const s of parts.before)
+    add(1, completion(Number(s.ended) === 1, s.furthest_sec, s.duration_sec ?? publishedDuration));
   return n > 0 ? total / n : 0;
 }

@@ -38,17 +38,34 @@ export const viewerCounts = (rows: readonly ViewerRow[], ranges: readonly Range[
   new Map(rows.map((row) => [String(row.value), ranges.map((_, i) => Number(row[`n${i}`]))]));
 
 /** The query of `viewersBy`, or null when the window cannot answer (see there). */
-export function viewersQuery(tenant: string, dim: Dim, ranges: readonly Range[], values?: readonly string[]): Query | null {
+export function viewersQuery(
+  tenant: string,
+  dim: Dim,
+  ranges: readonly Range[],
+  values?: readonly string[],
+): Query | null {
   const hourOf = (ms: number): number => Math.floor(ms / hourMs) * hourMs;
   const w = Math.floor(Math.min(...ranges.map((r) => hourOf(r.from))) / 1000 / windowStepS) * windowStepS;
-  if (ranges.some((r) => hourOf(r.to) / 1000 >= w + windowSpanS || Math.ceil(r.from / hourMs) >= Math.floor(r.to / hourMs))) return null;
+  if (
+    ranges.some(
+      (r) => hourOf(r.to) / 1000 >= w + windowSpanS || Math.ceil(r.from / hourMs) >= Math.floor(r.to / hourMs),
+    )
+  )
+    return null;
   const offset = (ms: number): number => (hourOf(ms) / 1000 - w) / 3600;
   const params: Query['params'] = { tenant, dim, w, ...(values && { values }) };
   const counts = ranges.map((r, i) => {
-    Object.assign(params, { [`a${i}`]: offset(r.from + hourMs - 1), [`b${i}`]: offset(r.to), [`f${i}`]: r.from, [`t${i}`]: r.to });
+    Object.assign(params, {
+      [`a${i}`]: offset(r.from + hourMs - 1),
+      [`b${i}`]: offset(r.to),
+      [`f${i}`]: r.from,
+      [`t${i}`]: r.to,
+    });
     // FINAL sums the map only when the query reads all of its columns: `n` is read for that (docs/store.md).
     const whole = `arrayExists((h, n) -> n > 0 AND h >= {a${i}:UInt16} AND h < {b${i}:UInt16}, hourMap.hour, hourMap.sessions)`;
-    const partial = [r.from % hourMs === 0 ? null : hourOf(r.from), r.to % hourMs === 0 ? null : hourOf(r.to)].filter((h): h is number => h !== null);
+    const partial = [r.from % hourMs === 0 ? null : hourOf(r.from), r.to % hourMs === 0 ? null : hourOf(r.to)].filter(
+      (h): h is number => h !== null,
+    );
     if (partial.length === 0) return `countIf(${whole}) AS n${i}`;
     const edgeSessions = `SELECT cityHash64({dim:String}, ${sessionValue[dim]}, viewer) FROM session_hours FINAL
       PREWHERE hour IN (${partial.map((h) => `toDateTime(${h / 1000}, 'UTC')`).join(', ')})
@@ -76,9 +93,16 @@ const windowedFromMs = 3 * 86_400_000;
  * Distinct viewers per value of `dim` in one range (of `values` only, when given): from `viewer_windows` for long
  * ranges, else from its sessions.
  */
-export async function viewersIn(client: ClickHouseClient, tenant: string, dim: Dim, range: Range, values?: readonly string[]): Promise<Map<string, number>> {
+export async function viewersIn(
+  client: ClickHouseClient,
+  tenant: string,
+  dim: Dim,
+  range: Range,
+  values?: readonly string[],
+): Promise<Map<string, number>> {
   if (values?.length === 0) return new Map();
-  const windowed = range.to - range.from >= windowedFromMs ? await viewersBy(client, tenant, dim, [range], values) : null;
+  const windowed =
+    range.to - range.from >= windowedFromMs ? await viewersBy(client, tenant, dim, [range], values) : null;
   // A window also holds values seen only outside the range: listed here, they would appear in geo and top content.
   if (windowed) return new Map([...windowed].filter(([, [n]]) => n! > 0).map(([value, [n]]) => [value, n!]));
   const rows = await select<{ value: string; n: string }>(
