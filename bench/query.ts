@@ -417,8 +417,8 @@ async function timeHttp(): Promise<Map<string, Timing>> {
         'enterprise',
         '--owner-email',
         email,
-        '--owner-password',
-        password,
+        // The = form: a random password may begin with a dash, which would read as an option.
+        `--owner-password=${password}`,
       ],
       { env, encoding: 'utf8' },
     );

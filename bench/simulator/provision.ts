@@ -37,8 +37,8 @@ export async function provision(
     'enterprise',
     '--owner-email',
     email,
-    '--owner-password',
-    password,
+    // The = form: a random password may begin with a dash, which would read as an option.
+    `--owner-password=${password}`,
   ]);
   const key = await run(['apikey', 'create', '--tenant', tenant, '--name', 'simulator', '--environment', 'production']);
   return { tenant, apiKey: String(key.key), email, password };
