@@ -1,3 +1,5 @@
+import type { ExportService } from './api/exports.js';
+import type { TokenService } from './api/tokens.js';
 import type { Bus } from './bus/bus.js';
 import type { Config } from './config/schema.js';
 import type { ControlPlane } from './control/control-plane.js';
@@ -20,6 +22,8 @@ export interface ServiceTypes {
   usage: UsageCounters;
   keyUsage: KeyUsage;
   store: Store;
+  tokens: TokenService;
+  exports: ExportService;
 }
 
 export class Services {

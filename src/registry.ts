@@ -6,8 +6,8 @@ import { KeyUsage } from './control/key-usage.js';
 import { WatchedMap } from './control/watched-map.js';
 import { aggregateRole } from './aggregate/role.js';
 import { alertsRole } from './alerts/role.js';
-import { apiRole } from './api/role.js';
-import { flushRole } from './flush/role.js';
+import { apiRole, exportsModule, tokensModule } from './api/role.js';
+import { alertWriterModule, flushRole, flusherModule, historyModule, replayModule } from './flush/role.js';
 import { ingestRole } from './ingest/role.js';
 import { Store } from './store/store.js';
 import { webhooksRole } from './webhooks/role.js';
@@ -94,6 +94,12 @@ export const registry: ModuleRegistry = {
       };
     },
   },
+  flusher: flusherModule,
+  alertWriter: alertWriterModule,
+  replay: replayModule,
+  history: historyModule,
+  tokens: tokensModule,
+  exports: exportsModule,
   ingest: ingestRole,
   aggregate: aggregateRole,
   flush: flushRole,

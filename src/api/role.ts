@@ -55,8 +55,42 @@ export function apiRoutes(deps: ApiRouteDeps): Route[] {
   ];
 }
 
+/** The signing key and the published JWKS: tokens issued and checked. */
+export const tokensModule: ModuleDef = {
+  deps: ['bus'],
+  role: false,
+  async start(services) {
+    const tokens = await TokenService.open(
+      services.config,
+      services.get('bus'),
+      services.log.child({ module: 'tokens' }),
+    );
+    services.set('tokens', tokens);
+    return { stop: async () => tokens.stop() };
+  },
+};
+
+/** Export jobs and their files (or S3 objects), swept for stale jobs and expired files. */
+export const exportsModule: ModuleDef = {
+  deps: ['bus', 'store'],
+  role: false,
+  async start(services) {
+    const { config } = services;
+    const exports = await ExportService.open(
+      services.get('bus'),
+      services.get('store').client,
+      config.data_dir,
+      config.export_s3_url,
+      services.log.child({ module: 'export' }),
+    );
+    exports.start();
+    services.set('exports', exports);
+    return { stop: () => exports.stop() };
+  },
+};
+
 export const apiRole: ModuleDef = {
-  deps: ['bus', 'control', 'store'],
+  deps: ['bus', 'control', 'store', 'tokens', 'exports'],
   role: true,
   async start(services) {
     const { config } = services;
@@ -64,7 +98,8 @@ export const apiRole: ModuleDef = {
     const bus = services.get('bus');
     const control = services.get('control');
     const store = services.get('store');
-    const tokens = await TokenService.open(config, bus, log);
+    const tokens = services.get('tokens');
+    const exports = services.get('exports');
     // The deliveries list and the test ping work even where no webhooks role runs yet.
     await ensureWebhookStreams(bus);
     const [serviceAccounts, users, tenants, failures, revoked] = await Promise.all([
@@ -88,13 +123,6 @@ export const apiRole: ModuleDef = {
     );
     const login = await Login.create(control, new LoginAttempts(failures), tokens, (tenant) => auth.suspended(tenant));
     const live = new LiveFeed(auth, store.client, bus, log.child({ module: 'live' }));
-    const exports = await ExportService.open(
-      bus,
-      store.client,
-      config.data_dir,
-      config.export_s3_url,
-      log.child({ module: 'export' }),
-    );
     const app = dashboard(log.child({ module: 'dashboard' }));
     const server = await createHttpServer({
       listener: 'base',
@@ -127,17 +155,14 @@ export const apiRole: ModuleDef = {
       log,
     });
     live.start();
-    exports.start();
     services.listeners.set('base', { port: server.port, engine: server.engine });
     return {
       async stop() {
         live.stop();
         await server.close(5000);
-        await exports.stop();
         serviceAccounts.stop();
         users.stop();
         tenants.stop();
-        tokens.stop();
         revoked.stop();
         await requests.close();
       },

@@ -4,25 +4,57 @@ import { Flusher } from './flusher.js';
 import { serveHistory } from './history-service.js';
 import { serveReplay } from './replay-service.js';
 
-export const flushRole: ModuleDef = {
+// The flush role is a group of modules, each with its own consumer or subject; run apart or together, they stop in
+// the reverse of their start: the request services drain before the writers stop.
+
+/** The raw stream into the snapshot tables, and the events it names into `events`. */
+export const flusherModule: ModuleDef = {
   deps: ['bus', 'store'],
-  role: true,
+  role: false,
   async start(services) {
-    const bus = services.get('bus');
-    const store = services.get('store');
-    const flusher = new Flusher(bus, store, services.log, { minIntervalMs: services.config.flush_interval_ms });
+    const flusher = new Flusher(services.get('bus'), services.get('store'), services.log, {
+      minIntervalMs: services.config.flush_interval_ms,
+    });
     await flusher.start();
-    const alerts = new AlertWriter(bus, store, services.log);
-    await alerts.start();
-    const replay = serveReplay(bus, store, services.log);
-    const history = serveHistory(bus, store, services.log);
-    return {
-      async stop() {
-        await replay.drain();
-        await history.drain();
-        await flusher.stop();
-        await alerts.stop();
-      },
-    };
+    return { stop: () => flusher.stop() };
+  },
+};
+
+/** Alert versions (contracts/alert-rows.ts) into the `alerts` table. */
+export const alertWriterModule: ModuleDef = {
+  deps: ['bus', 'store'],
+  role: false,
+  async start(services) {
+    const writer = new AlertWriter(services.get('bus'), services.get('store'), services.log);
+    await writer.start();
+    return { stop: () => writer.stop() };
+  },
+};
+
+/** `darshak replay` requests: a span of the raw stream written again. */
+export const replayModule: ModuleDef = {
+  deps: ['bus', 'store'],
+  role: false,
+  async start(services) {
+    const sub = serveReplay(services.get('bus'), services.get('store'), services.log);
+    return { stop: () => sub.drain() };
+  },
+};
+
+/** Stored sessions for aggregators rebuilding a shard (contracts/history.ts). */
+export const historyModule: ModuleDef = {
+  deps: ['bus', 'store'],
+  role: false,
+  async start(services) {
+    const sub = serveHistory(services.get('bus'), services.get('store'), services.log);
+    return { stop: () => sub.drain() };
+  },
+};
+
+export const flushRole: ModuleDef = {
+  deps: ['flusher', 'alertWriter', 'replay', 'history'],
+  role: true,
+  async start() {
+    return { stop: async () => undefined };
   },
 };

@@ -34,8 +34,13 @@ t.test('dependencies start first, once each; cycles are refused', async (t) => {
   t.same(startOrder(registry, ['aggregate']), ['bus', 'aggregate'], 'aggregators need no store: they run anywhere');
   t.same(
     startOrder(registry, ['aggregate', 'flush']),
-    ['bus', 'store', 'flush', 'aggregate'],
+    ['bus', 'store', 'flusher', 'alertWriter', 'replay', 'history', 'flush', 'aggregate'],
     'in one process, flush first: a rebuilding shard may ask it for stored sessions',
+  );
+  t.same(
+    startOrder(registry, ['api']),
+    ['bus', 'control', 'store', 'tokens', 'exports', 'api'],
+    'a role is a group of modules: the api starts its token and export services first',
   );
   t.throws(() => startOrder({ x: fake(['y']), y: fake(['x']) }, ['x']), /cycle/);
 });
