@@ -33,7 +33,7 @@ interface Refusal {
   message?: string;
   details?: unknown[];
 }
-/** Each step answers its value or a refusal; `runIngest` is the one place that turns a refusal into an answer. */
+/** Each step answers its value or a refusal; `Ingest.run` is the one place that turns a refusal into an answer. */
 type Step<T> = Result<T, Refusal>;
 
 const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> =>

@@ -1,4 +1,4 @@
-// A deterministic traffic scenario for comparing the service with the oracle (test/helpers/oracle.ts). Everything
+// A deterministic traffic scenario for comparing the service with the oracle (bench/simulator/oracle.ts). Everything
 // comes from a seeded PRNG and the given `now`: the same options always give the same events, ids and batches.
 //
 // Each tenant gets viewers (logged in and anonymous, some with two devices), a small catalogue, playback sessions

@@ -1,4 +1,4 @@
-// Pins the test oracle (test/helpers/oracle.ts) to docs/metrics.md on tiny examples whose numbers are worked out
+// Pins the test oracle (bench/simulator/oracle.ts) to docs/metrics.md on tiny examples whose numbers are worked out
 // by hand in the comments, and checks the scenario generator (test/helpers/scenario.ts).
 import t from 'tap';
 import { Oracle, resolveRange, tieRank, type OracleEvent } from '../../bench/simulator/oracle.js';
