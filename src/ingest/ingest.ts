@@ -6,19 +6,28 @@ import { clientAddress } from '../http/address.js';
 import type { HttpRequest } from '../http/types.js';
 import { secondsToNextMinute, type RateState } from '../http/rate-limit.js';
 import { registry } from '../metrics.js';
-import { fail, ok, type Result } from '../result.js';
+import { ok } from '../result.js';
 import { sha256Hex } from '../control/kv-records.js';
 import { defaultRatePerMinute, plans } from '../control/plans.js';
 import { suspended, type ApiKeyRecord, type TenantRecord } from '../control/records.js';
 import type { UsageCounters } from '../control/usage.js';
 import type { KeyUsage } from '../control/key-usage.js';
 import type { WatchedMap } from '../control/watched-map.js';
+import {
+  parseBatch,
+  reject,
+  shapeBatch,
+  utf8,
+  type AnswerError,
+  type Batch,
+  type LineError,
+  type Step,
+} from './batch.js';
 import { decodeReport, reportEvent } from './cmcd.js';
 import type { Enricher } from './enrich.js';
 import type { LoadShedder } from './load-shedder.js';
-import { eventLimits } from './taxonomy.js';
 import { stampTimes } from './timestamps.js';
-import { isoTimestamp, surrogateEscape, validateEvent, type ClientEvent, type EventError } from './validate.js';
+import { surrogateEscape, validateEvent, type ClientEvent } from './validate.js';
 
 const ingested = new Counter({
   name: 'darshak_ingest_events_total',
@@ -27,24 +36,8 @@ const ingested = new Counter({
   registers: [registry],
 });
 
-/** Why a request is refused: an error code of the registry, and what to tell the client beyond its message. */
-interface Refusal {
-  code: RequestErrorCode;
-  message?: string;
-  details?: unknown[];
-}
-/** Each step answers its value or a refusal; `Ingest.run` is the one place that turns a refusal into an answer. */
-type Step<T> = Result<T, Refusal>;
-
-const reject = (code: RequestErrorCode, message?: string, details?: unknown[]): Step<never> =>
-  fail({ code, message, details });
-
 /** Where an ingest request comes from; each reads its body its own way and answers through its own route. */
 export type IngestSource = 'events' | 'beacon' | 'cmcd';
-
-type AnswerError = EventError | { index: number; code: 'ingest_degraded'; message: string };
-/** A CMCD answer names the report's line (from 1), not an index. */
-type LineError = Omit<AnswerError, 'index'> & { line: number };
 
 export interface IngestAnswer {
   accepted: number;
@@ -85,14 +78,6 @@ interface Caller {
   tenant: TenantRecord;
 }
 
-interface Batch {
-  events: unknown[];
-  sentAt: number | null;
-  mayHaveSurrogates: boolean;
-  /** CMCD: the line of each event, the lines that failed before becoming events, and the reports ignored. */
-  cmcd?: { lines: number[]; errors: LineError[]; reports: number; ignored: number };
-}
-
 // Only fields the client sent are copied: absent stays absent on the wire, rather than becoming undefined.
 function copyField<K extends keyof PassedFields>(from: PassedFields, to: PassedFields, field: K): void {
   if (from[field] !== undefined) to[field] = from[field];
@@ -104,7 +89,6 @@ export function rateOf(tenant: TenantRecord | null, used: number, now: number): 
 }
 
 // Decoding is stateless between whole-buffer calls: one decoder serves every request.
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /**
  * SHA-256 of keys that matched a record, so a client sending the same key on every request costs one Map lookup
@@ -161,50 +145,6 @@ export class Ingest {
         `Rate limit of ${rate.limit} events per minute reached; retry in ${rate.resetSeconds} s`,
       );
     return ok(rate);
-  }
-
-  parse(bytes: Buffer): Step<Batch> {
-    let text: string;
-    try {
-      text = utf8.decode(bytes);
-    } catch {
-      return reject('invalid_json', 'Request body is not valid UTF-8');
-    }
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      return reject('invalid_json', `Request body is not valid JSON: ${(err as Error).message.slice(0, 200)}`);
-    }
-    return this.shape(value, surrogateEscape.test(text));
-  }
-
-  shape(value: unknown, mayHaveSurrogates: boolean): Step<Batch> {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return reject('invalid_body');
-    const body = value as Record<string, unknown>;
-    for (const k of Object.keys(body)) {
-      if (k !== 'events' && k !== 'sent_at')
-        return reject(
-          'invalid_body',
-          `Unknown top-level field ${JSON.stringify(k.slice(0, 64))}; a batch has "events" and optional "sent_at"`,
-        );
-    }
-    if (!Array.isArray(body.events)) return reject('invalid_body');
-    if (body.events.length === 0) return reject('invalid_body', '"events" is empty');
-    if (body.events.length > eventLimits.batchMax)
-      return reject(
-        'too_many_events',
-        `A batch holds at most ${eventLimits.batchMax} events; this one has ${body.events.length}`,
-      );
-    let sentAt: number | null = null;
-    if (body.sent_at !== undefined) {
-      const parsed =
-        typeof body.sent_at === 'string' && isoTimestamp.test(body.sent_at) ? Date.parse(body.sent_at) : NaN;
-      if (Number.isNaN(parsed))
-        return reject('invalid_body', '"sent_at" must be an ISO 8601 timestamp with a time zone');
-      sentAt = parsed;
-    }
-    return ok({ events: body.events, sentAt, mayHaveSurrogates });
   }
 
   clientIp(req: HttpRequest): string {
@@ -464,7 +404,7 @@ export class Ingest {
         } catch (err) {
           return reject('invalid_json', `"adata" is not valid JSON: ${(err as Error).message.slice(0, 200)}`);
         }
-        return this.shape(value, surrogateEscape.test(adata));
+        return shapeBatch(value, surrogateEscape.test(adata));
       }
     }
     const body = await req.body();
@@ -472,6 +412,6 @@ export class Ingest {
       return body.error === 'too_large'
         ? reject('payload_too_large')
         : reject('invalid_body', 'The request body ended early');
-    return this.parse(body.value);
+    return parseBatch(body.value);
   }
 }

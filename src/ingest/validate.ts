@@ -200,7 +200,11 @@ export function validateEvent(
   const type = typeof rawType === 'string' ? rawType : '';
   const validate = validators.get(type) ?? customValidator;
   if (!validate(value)) {
-    const err = (validate.errors as ErrorObject[])[0] as ErrorObject;
+    // A failed anyOf (an identity: anonymous_id or user_id) comes after its branches' errors; it is the one that says
+    // what the event needs, where the first branch's alone would claim anonymous_id is required.
+    const errors = validate.errors as ErrorObject[];
+    const last = errors[errors.length - 1];
+    const err = last?.keyword === 'anyOf' ? last : (errors[0] as ErrorObject);
     return fail({ index, ...describe(err, type || 'an event') });
   }
   // The pattern admits impossible times (month 13, hour 99): refuse what does not parse, as `sent_at` is refused.
