@@ -31,25 +31,21 @@ export const alertWriterModule: ModuleDef = {
   },
 };
 
-/** `darshak replay` requests: a span of the raw stream written again. */
-export const replayModule: ModuleDef = {
+/** A request-reply service of the flush role: it answers on its subject until drained. */
+const answering = (serve: typeof serveReplay): ModuleDef => ({
   deps: ['bus', 'store'],
   role: false,
   async start(services) {
-    const sub = serveReplay(services.get('bus'), services.get('store'), services.log);
+    const sub = serve(services.get('bus'), services.get('store'), services.log);
     return { stop: () => sub.drain() };
   },
-};
+});
+
+/** `darshak replay` requests: a span of the raw stream written again. */
+export const replayModule = answering(serveReplay);
 
 /** Stored sessions for aggregators rebuilding a shard (contracts/history.ts). */
-export const historyModule: ModuleDef = {
-  deps: ['bus', 'store'],
-  role: false,
-  async start(services) {
-    const sub = serveHistory(services.get('bus'), services.get('store'), services.log);
-    return { stop: () => sub.drain() };
-  },
-};
+export const historyModule = answering(serveHistory);
 
 export const flushRole: ModuleDef = {
   deps: ['flusher', 'alertWriter', 'replay', 'history'],
