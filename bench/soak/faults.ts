@@ -73,7 +73,8 @@ export class FaultRunner {
   private readonly underway = new Set<Promise<void>>();
   /** Roles, and `nats` (any server of a cluster: two down would leave no quorum), that a fault has down now: another fault on them is skipped. */
   private readonly down = new Set<string>();
-  readonly done: Array<Fault & { skipped: boolean }> = [];
+  /** Each fault as applied, with the real time it was (ms since the epoch). */
+  readonly done: Array<Fault & { skipped: boolean; appliedAt: number }> = [];
 
   constructor(
     private readonly faults: readonly Fault[],
@@ -106,7 +107,7 @@ export class FaultRunner {
   private start(f: Fault): void {
     const key = f.kind === 'kill' || f.kind === 'term' ? f.role : f.kind;
     const skipped = this.down.has(key);
-    this.done.push({ ...f, skipped });
+    this.done.push({ ...f, skipped, appliedAt: Date.now() });
     this.say(
       `fault ${this.done.length} at ${(f.at / 1000).toFixed(1)} s: ${describe(f)}${skipped ? ' (skipped: already down)' : ''}`,
     );

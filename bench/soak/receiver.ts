@@ -11,6 +11,15 @@ export interface Receipt {
   data: Record<string, unknown>;
   /** What the receiver answered: 200, 503, or 0 for a dropped connection. */
   answered: number;
+  /** When it arrived (ms since the epoch). */
+  at: number;
+}
+
+/** A delivery answered 200 and then received again. */
+export interface Repeat {
+  delivery: string;
+  succeededAt: number;
+  repeatedAt: number;
 }
 
 export class SoakReceiver {
@@ -49,19 +58,22 @@ export class SoakReceiver {
         type: body.type ?? '',
         data: body.data ?? {},
         answered: r.answered ?? 0,
+        at: r.at,
       };
     });
   }
 
   /** Deliveries answered 200 and then sent again: what a receiver that does not de-duplicate would count twice. */
-  repeatedAfterSuccess(): string[] {
-    const succeeded = new Set<string>();
-    const repeated = new Set<string>();
+  repeatedAfterSuccess(): Repeat[] {
+    const succeeded = new Map<string, number>();
+    const repeated = new Map<string, Repeat>();
     for (const r of this.receipts()) {
-      if (succeeded.has(r.delivery)) repeated.add(r.delivery);
-      if (r.answered === 200) succeeded.add(r.delivery);
+      const at = succeeded.get(r.delivery);
+      if (at !== undefined && !repeated.has(r.delivery))
+        repeated.set(r.delivery, { delivery: r.delivery, succeededAt: at, repeatedAt: r.at });
+      if (r.answered === 200 && at === undefined) succeeded.set(r.delivery, r.at);
     }
-    return [...repeated];
+    return [...repeated.values()];
   }
 
   close(): Promise<void> {

@@ -16,7 +16,7 @@ import { login, simulate } from '../simulator/run.js';
 import type { SendStats } from '../simulator/sender.js';
 import { FaultRunner, schedule, type Fault } from './faults.js';
 import { Layout } from './layout.js';
-import { SoakReceiver } from './receiver.js';
+import { SoakReceiver, type Repeat } from './receiver.js';
 
 export interface SoakOptions {
   /** Traffic time in all, shared by the segments. */
@@ -46,7 +46,17 @@ export interface SoakResult {
   /** Sessions with acknowledged events and no `session_hours` row. */
   sessionsWithoutRow: string[];
   alerts: { expected: number; lost: string[]; duplicated: string[] };
-  webhooks: { expected: number; undelivered: string[]; repeatedAfterSuccess: string[] };
+  webhooks: {
+    expected: number;
+    undelivered: string[];
+    /** Sent again after a 200 with nothing to explain it: a defect. */
+    repeatedAfterSuccess: string[];
+    /**
+     * Sent again after a 200 because the webhooks process was stopped before it could record the attempt: killed, or
+     * stopped while NATS was down (docs/webhooks.md, "Crash safety": at least once). Listed, not failed.
+     */
+    resentAfterSenderStopped: string[];
+  };
   stuckConsumers: string[];
   crashes: string[];
   slowStops: string[];
@@ -150,7 +160,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         if (!a.exact) answers.push(`end (${s.account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
     }
     const alerts = await countAlerts(segments, api);
-    const webhooks = await countDeliveries(segments, receiver);
+    const webhooks = await countDeliveries(segments, receiver, runner.done);
     const stuckConsumers = await stuck(layout);
     // The store is the flush process's: stopped (drained) so this process can open it and count rows.
     await layout.stop('flush-api', 'SIGTERM');
@@ -234,7 +244,37 @@ async function countAlerts(
   return { expected, lost, duplicated };
 }
 
-async function countDeliveries(segments: readonly Segment[], receiver: SoakReceiver): Promise<SoakResult['webhooks']> {
+/** A stopped process has this long to write down the attempts under way (src/webhooks/service.ts, untilWritten). */
+const stoppingWriteMs = 10_000;
+
+/**
+ * Why a delivery was sent again after its 200, if a fault explains it: the webhooks process killed between the 200
+ * and the repeat, or stopped (SIGTERM) then while a nats-server was down for its 10 s of writing; null otherwise.
+ */
+export function senderStopped(
+  r: Repeat,
+  faults: readonly (Fault & { skipped: boolean; appliedAt: number })[],
+): string | null {
+  const applied = faults.filter((f) => !f.skipped);
+  const natsDown = (from: number, to: number): boolean =>
+    // A killed server is down for `down`, then takes a few seconds to start on its store.
+    applied.some((f) => f.kind === 'nats' && f.appliedAt < to && f.appliedAt + f.down + 5000 > from);
+  for (const f of applied) {
+    if ((f.kind !== 'kill' && f.kind !== 'term') || f.role !== 'webhooks') continue;
+    if (f.appliedAt <= r.succeededAt || f.appliedAt >= r.repeatedAt) continue;
+    const after = `${((f.appliedAt - r.succeededAt) / 1000).toFixed(1)} s after its 200`;
+    if (f.kind === 'kill') return `${r.delivery}: kill -9 of webhooks ${after}`;
+    if (natsDown(f.appliedAt, f.appliedAt + stoppingWriteMs))
+      return `${r.delivery}: SIGTERM of webhooks ${after}, with a nats-server down`;
+  }
+  return null;
+}
+
+async function countDeliveries(
+  segments: readonly Segment[],
+  receiver: SoakReceiver,
+  faults: readonly (Fault & { skipped: boolean; appliedAt: number })[],
+): Promise<SoakResult['webhooks']> {
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
   const delivered = (): Set<string> =>
     new Set(
@@ -246,10 +286,12 @@ async function countDeliveries(segments: readonly Segment[], receiver: SoakRecei
   // A delivery that failed in an outage is retried 30 s later, and 2 min after that if it failed again.
   await poll(async () => want.every((w) => delivered().has(w)), 200_000, 500);
   const got = delivered();
+  const repeats = receiver.repeatedAfterSuccess();
   return {
     expected: want.length,
     undelivered: want.filter((w) => !got.has(w)),
-    repeatedAfterSuccess: receiver.repeatedAfterSuccess(),
+    repeatedAfterSuccess: repeats.filter((r) => senderStopped(r, faults) === null).map((r) => r.delivery),
+    resentAfterSenderStopped: repeats.map((r) => senderStopped(r, faults)).filter((why) => why !== null),
   };
 }
 

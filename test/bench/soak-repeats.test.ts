@@ -1,0 +1,44 @@
+import t from 'tap';
+import type { Fault } from '../../bench/soak/faults.js';
+import { senderStopped } from '../../bench/soak/run.js';
+
+// The soak fails a run for a delivery sent again after its 200 unless a fault explains it: the webhooks process
+// stopped before it could record the attempt (docs/webhooks.md, "Crash safety"). Nothing else may explain one.
+
+const at = 1_000_000;
+const repeat = { delivery: 'dlv_1', succeededAt: at, repeatedAt: at + 40_000 };
+const applied = (f: Fault, appliedAt: number, skipped = false) => ({ ...f, appliedAt, skipped });
+
+t.test('a kill -9 of the webhooks process between the 200 and the repeat explains it', async (t) => {
+  t.match(
+    senderStopped(repeat, [applied({ at: 0, kind: 'kill', role: 'webhooks', down: 1000 }, at + 50)]),
+    /kill -9 of webhooks 0.1 s after its 200/,
+  );
+});
+
+t.test('a SIGTERM explains it only with a nats-server down while the process had time to write', async (t) => {
+  const term = applied({ at: 0, kind: 'term', role: 'webhooks', down: 1000 }, at + 2000);
+  t.equal(senderStopped(repeat, [term]), null, 'a drained stop writes its attempts down');
+  t.match(
+    senderStopped(repeat, [term, applied({ at: 0, kind: 'nats', server: 0, down: 3000 }, at + 1000)]),
+    /SIGTERM of webhooks 2.0 s after its 200, with a nats-server down/,
+  );
+  t.equal(
+    senderStopped(repeat, [term, applied({ at: 0, kind: 'nats', server: 0, down: 3000 }, at + 20_000)]),
+    null,
+    'a server down after the stop is not it',
+  );
+});
+
+t.test('nothing else explains it', async (t) => {
+  for (const [why, faults] of [
+    ['no fault', []],
+    ['another role killed', [applied({ at: 0, kind: 'kill', role: 'alerts', down: 1000 }, at + 50)]],
+    ['killed before the 200', [applied({ at: 0, kind: 'kill', role: 'webhooks', down: 1000 }, at - 50)]],
+    ['killed after the repeat', [applied({ at: 0, kind: 'kill', role: 'webhooks', down: 1000 }, at + 50_000)]],
+    ['a kill skipped (already down)', [applied({ at: 0, kind: 'kill', role: 'webhooks', down: 1000 }, at + 50, true)]],
+    ['NATS down alone', [applied({ at: 0, kind: 'nats', server: 0, down: 5000 }, at + 50)]],
+  ] as const) {
+    t.equal(senderStopped(repeat, faults), null, why);
+  }
+});
