@@ -248,20 +248,26 @@ async function countAlerts(
 const stoppingWriteMs = 10_000;
 
 /**
- * Why a delivery was sent again after its 200, if a fault explains it: the webhooks process killed between the 200
- * and the repeat, or stopped (SIGTERM) then while a nats-server was down for its 10 s of writing; null otherwise.
+ * Why a delivery was sent again after its 200, if a fault explains it: the webhooks process killed after the 200 and
+ * before the attempt could be recorded, or stopped (SIGTERM) then while a nats-server was down for its 10 s of
+ * writing; null otherwise. An attempt is recorded within a second of its 200 while NATS answers; through an outage,
+ * within a second of NATS being back (a killed server is down for `down`, then takes a few seconds on its store).
  */
 export function senderStopped(
   r: Repeat,
   faults: readonly (Fault & { skipped: boolean; appliedAt: number })[],
 ): string | null {
-  const applied = faults.filter((f) => !f.skipped);
-  const natsDown = (from: number, to: number): boolean =>
-    // A killed server is down for `down`, then takes a few seconds to start on its store.
-    applied.some((f) => f.kind === 'nats' && f.appliedAt < to && f.appliedAt + f.down + 5000 > from);
-  for (const f of applied) {
-    if ((f.kind !== 'kill' && f.kind !== 'term') || f.role !== 'webhooks') continue;
-    if (f.appliedAt <= r.succeededAt || f.appliedAt >= r.repeatedAt) continue;
+  const outages = faults
+    .filter((f) => !f.skipped && f.kind === 'nats')
+    .map((f) => [f.appliedAt, f.appliedAt + f.down + 5000] as const)
+    .sort((a, b) => a[0] - b[0]);
+  let recordedBy = r.succeededAt + 1000;
+  for (const [from, to] of outages)
+    if (from <= recordedBy && to > r.succeededAt) recordedBy = Math.max(recordedBy, to + 1000);
+  const natsDown = (from: number, to: number): boolean => outages.some(([a, b]) => a < to && b > from);
+  for (const f of faults) {
+    if (f.skipped || (f.kind !== 'kill' && f.kind !== 'term') || f.role !== 'webhooks') continue;
+    if (f.appliedAt <= r.succeededAt || f.appliedAt >= Math.min(recordedBy, r.repeatedAt)) continue;
     const after = `${((f.appliedAt - r.succeededAt) / 1000).toFixed(1)} s after its 200`;
     if (f.kind === 'kill') return `${r.delivery}: kill -9 of webhooks ${after}`;
     if (natsDown(f.appliedAt, f.appliedAt + stoppingWriteMs))

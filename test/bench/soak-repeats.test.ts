@@ -30,6 +30,16 @@ t.test('a SIGTERM explains it only with a nats-server down while the process had
   );
 });
 
+t.test('a kill explains it only while the attempt could not be recorded yet', async (t) => {
+  const kill = applied({ at: 0, kind: 'kill', role: 'webhooks', down: 1000 }, at + 8000);
+  t.equal(senderStopped(repeat, [kill]), null, 'with NATS up, the attempt was recorded within a second of its 200');
+  t.match(
+    senderStopped(repeat, [kill, applied({ at: 0, kind: 'nats', server: 0, down: 4000 }, at - 500)]),
+    /kill -9 of webhooks 8.0 s after its 200/,
+    'with NATS down at the 200, not before it was back',
+  );
+});
+
 t.test('nothing else explains it', async (t) => {
   for (const [why, faults] of [
     ['no fault', []],
