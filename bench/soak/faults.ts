@@ -64,6 +64,9 @@ export interface FaultTarget {
   failWebhooks(until: number): void;
 }
 
+/** A fault as the runner met it: skipped (its part already down), and the real time it was (ms since the epoch). */
+export type AppliedFault = Fault & { skipped: boolean; appliedAt: number };
+
 /** Plays a schedule: `resume` while traffic flows, `pause` to stop the clock with every part up again. */
 export class FaultRunner {
   private next = 0;
@@ -73,8 +76,7 @@ export class FaultRunner {
   private readonly underway = new Set<Promise<void>>();
   /** Roles, and `nats` (any server of a cluster: two down would leave no quorum), that a fault has down now: another fault on them is skipped. */
   private readonly down = new Set<string>();
-  /** Each fault as applied, with the real time it was (ms since the epoch). */
-  readonly done: Array<Fault & { skipped: boolean; appliedAt: number }> = [];
+  readonly done: AppliedFault[] = [];
 
   constructor(
     private readonly faults: readonly Fault[],

@@ -14,7 +14,7 @@ import { provision, type Account } from '../simulator/provision.js';
 import { checkAnswers, type Alert } from '../simulator/report.js';
 import { login, simulate } from '../simulator/run.js';
 import type { SendStats } from '../simulator/sender.js';
-import { FaultRunner, schedule, type Fault } from './faults.js';
+import { FaultRunner, schedule, type AppliedFault, type Fault } from './faults.js';
 import { Layout } from './layout.js';
 import { SoakReceiver, type Repeat } from './receiver.js';
 
@@ -253,10 +253,7 @@ const stoppingWriteMs = 10_000;
  * writing; null otherwise. An attempt is recorded within a second of its 200 while NATS answers; through an outage,
  * within a second of NATS being back (a killed server is down for `down`, then takes a few seconds on its store).
  */
-export function senderStopped(
-  r: Repeat,
-  faults: readonly (Fault & { skipped: boolean; appliedAt: number })[],
-): string | null {
+export function senderStopped(r: Repeat, faults: readonly AppliedFault[]): string | null {
   const outages = faults
     .filter((f) => !f.skipped && f.kind === 'nats')
     .map((f) => [f.appliedAt, f.appliedAt + f.down + 5000] as const)
@@ -279,7 +276,7 @@ export function senderStopped(
 async function countDeliveries(
   segments: readonly Segment[],
   receiver: SoakReceiver,
-  faults: readonly (Fault & { skipped: boolean; appliedAt: number })[],
+  faults: readonly AppliedFault[],
 ): Promise<SoakResult['webhooks']> {
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
   const delivered = (): Set<string> =>
