@@ -27,7 +27,7 @@ function summary(r: SoakResult): string {
     `events acknowledged ${r.events.accepted}: lost ${r.events.lost}, stored twice ${r.events.storedTwice}; sessions without a session_hours row ${list(r.sessionsWithoutRow)}`,
     `answers unlike the oracle: ${list(r.answers)}`,
     `alerts expected ${r.alerts.expected}: lost ${list(r.alerts.lost)}, duplicated ${list(r.alerts.duplicated)}`,
-    `webhook deliveries expected ${r.webhooks.expected}: undelivered ${list(r.webhooks.undelivered)}, repeated after a success ${list(r.webhooks.repeatedAfterSuccess)}; sent again because their sender was stopped before recording them (at least once) ${list(r.webhooks.resentAfterSenderStopped)}`,
+    `webhook deliveries expected ${r.webhooks.expected}: undelivered ${list(r.webhooks.undelivered)}, waiting for their next attempt ${list(r.webhooks.waitingForRetry)}, repeated after a success ${list(r.webhooks.repeatedAfterSuccess)}; sent again because their sender was stopped before recording them (at least once) ${list(r.webhooks.resentAfterSenderStopped)}`,
     `stuck consumers ${list(r.stuckConsumers)}; processes that exited on their own ${list(r.crashes.map((c) => c.split('\n')[0]!))}`,
     `roles that did not stop within the grace period after SIGTERM ${list(r.slowStops.map((c) => c.split('\n')[0]!))}`,
     r.ok ? 'OK: nothing lost, nothing counted twice, nothing stuck' : 'FAILED',

@@ -49,6 +49,11 @@ export interface SoakResult {
   webhooks: {
     expected: number;
     undelivered: string[];
+    /**
+     * Not received, whose last attempt failed and whose next one is due after the run (the retry schedule's 1 h
+     * step, say): waiting, not lost. Listed with when; not failed.
+     */
+    waitingForRetry: string[];
     /** Sent again after a 200 with nothing to explain it: a defect. */
     repeatedAfterSuccess: string[];
     /**
@@ -69,6 +74,8 @@ interface Segment {
   account: Account;
   send: SendStats;
   token: string;
+  /** The tenant's webhook endpoint, at the soak's receiver. */
+  webhookId: string;
   accepted: readonly OracleEvent[];
   oracle: Oracle;
   sessions: number;
@@ -119,10 +126,10 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     for (let k = 0; k < o.segments; k++) {
       const account = await provision(`soak-${k}`, `Soak match ${k}`, layout.cliEnv);
       const token = await login(layout.apiUrl, account.email, account.password);
-      await api(token)('/v1/webhooks', {
+      const hook = (await api(token)('/v1/webhooks', {
         method: 'POST',
         body: JSON.stringify({ url: `${receiver.url}/${account.tenant}`, categories: [category] }),
-      });
+      })) as { id: string };
       runner.resume();
       const r = await simulate({
         ingestUrls: layout.ingestUrls,
@@ -151,7 +158,15 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         `checkpoint ${k}: ${account.tenant}, ${r.events} events acknowledged (retries: ${retries}), ${r.answers.filter((a) => a.exact).length}/${r.answers.length} answers exact`,
       );
       for (const a of r.answers) if (!a.exact) say(`  ${a.answer} differs: ${a.differences.slice(0, 3).join('; ')}`);
-      segments.push({ account, token, accepted: r.accepted, oracle: r.oracle, sessions: r.sessions, send: r.send });
+      segments.push({
+        account,
+        token,
+        webhookId: hook.id,
+        accepted: r.accepted,
+        oracle: r.oracle,
+        sessions: r.sessions,
+        send: r.send,
+      });
     }
 
     say('traffic over: comparing every tenant again, then alerts, deliveries, consumers and the store');
@@ -160,8 +175,9 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         if (!a.exact) answers.push(`end (${s.account.tenant}) ${a.answer}: ${a.differences.slice(0, 5).join('; ')}`);
     }
     const alerts = await countAlerts(segments, api);
-    const webhooks = await countDeliveries(segments, receiver, runner.done);
-    const stuckConsumers = await stuck(layout);
+    const webhooks = await countDeliveries(segments, receiver, runner.done, api);
+    // A retry parked until its next attempt is an unacknowledged message of the retry consumer, not a stuck one.
+    const stuckConsumers = await stuck(layout, webhooks.waitingForRetry.length);
     // The store is the flush process's: stopped (drained) so this process can open it and count rows.
     await layout.stop('flush-api', 'SIGTERM');
     const { events, sessionsWithoutRow } = await countRows(join(o.dir, 'store'), segments);
@@ -273,10 +289,29 @@ export function senderStopped(r: Repeat, faults: readonly AppliedFault[]): strin
   return null;
 }
 
+/** The attempts of a delivery, as the API's delivery log shows them (newest first). */
+export interface LoggedAttempt {
+  attempt: number;
+  status: string;
+  created_at: string;
+  next_attempt_at: string | null;
+  request_body: string;
+}
+
+/** Why an undelivered delivery is waiting for its next attempt, from its logged attempts; null if it is not. */
+export function waitingWhy(key: string, attempts: readonly LoggedAttempt[], now: number): string | null {
+  const last = attempts[0];
+  if (!last || last.status !== 'failed' || last.next_attempt_at === null) return null;
+  const next = Date.parse(last.next_attempt_at);
+  if (!(next > now)) return null;
+  return `${key}: attempt ${last.attempt} failed at ${last.created_at}, the next is due at ${last.next_attempt_at}`;
+}
+
 async function countDeliveries(
   segments: readonly Segment[],
   receiver: SoakReceiver,
   faults: readonly AppliedFault[],
+  api: (token: string) => (path: string) => Promise<unknown>,
 ): Promise<SoakResult['webhooks']> {
   const want = segments.flatMap((s) => releases(s).map((c) => `${s.account.tenant}/${c}`));
   const delivered = (): Set<string> =>
@@ -290,16 +325,38 @@ async function countDeliveries(
   await poll(async () => want.every((w) => delivered().has(w)), 200_000, 500);
   const got = delivered();
   const repeats = receiver.repeatedAfterSuccess();
+  const waiting: string[] = [];
+  const undelivered: string[] = [];
+  for (const s of segments) {
+    const missing = releases(s).filter((c) => !got.has(`${s.account.tenant}/${c}`));
+    if (missing.length === 0) continue;
+    // The endpoint's last 200 attempts, newest first: far more than a soak's deliveries to it.
+    const log = (await api(s.token)(`/v1/webhooks/${s.webhookId}/deliveries?limit=200`)) as LoggedAttempt[];
+    for (const c of missing) {
+      const key = `${s.account.tenant}/${c}`;
+      const mine = log.filter((a) => {
+        const body = JSON.parse(a.request_body) as { type?: string; data?: { content_id?: string } };
+        return body.type === category && body.data?.content_id === c;
+      });
+      const why = waitingWhy(key, mine, Date.now());
+      if (why) waiting.push(why);
+      else undelivered.push(key);
+    }
+  }
   return {
     expected: want.length,
-    undelivered: want.filter((w) => !got.has(w)),
+    undelivered,
+    waitingForRetry: waiting,
     repeatedAfterSuccess: repeats.filter((r) => senderStopped(r, faults) === null).map((r) => r.delivery),
     resentAfterSenderStopped: repeats.map((r) => senderStopped(r, faults)).filter((why) => why !== null),
   };
 }
 
-/** Durable consumers of the soak's streams with messages still pending a minute after the traffic ended. */
-async function stuck(layout: Layout): Promise<string[]> {
+/**
+ * Durable consumers of the soak's streams with messages still pending a minute after the traffic ended; `parked`
+ * unacknowledged messages of the retry consumer are deliveries waiting for their next attempt.
+ */
+async function stuck(layout: Layout, parked: number): Promise<string[]> {
   const nc = await connect({ servers: layout.natsUrl });
   try {
     const jsm = await nc.jetstreamManager();
@@ -311,7 +368,7 @@ async function stuck(layout: Layout): Promise<string[]> {
           if (!stream.config.name.startsWith(layout.prefix)) continue;
           for (const c of await jsm.consumers.list(stream.config.name).next()) {
             if (!c.config.durable_name) continue;
-            const pending = c.num_pending + c.num_ack_pending;
+            const pending = c.num_pending + c.num_ack_pending - (c.name === 'webhooks-retry' ? parked : 0);
             if (pending > 0)
               behind.push(
                 `${stream.config.name}/${c.name}: ${c.num_pending} pending, ${c.num_ack_pending} unacknowledged`,

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Fault } from '../../bench/soak/faults.js';
-import { senderStopped } from '../../bench/soak/run.js';
+import { senderStopped, waitingWhy } from '../../bench/soak/run.js';
 
 // The soak fails a run for a delivery sent again after its 200 unless a fault explains it: the webhooks process
 // stopped before it could record the attempt (docs/webhooks.md, "Crash safety"). Nothing else may explain one.
@@ -52,3 +52,28 @@ t.test('nothing else explains it', async (t) => {
     t.equal(senderStopped(repeat, faults), null, why);
   }
 });
+
+t.test(
+  'a delivery not received waits for its next attempt only when its last one failed and the next is still due',
+  async (t) => {
+    const failed = (attempt: number, next: number | null) => ({
+      attempt,
+      status: 'failed',
+      created_at: new Date(at).toISOString(),
+      next_attempt_at: next === null ? null : new Date(next).toISOString(),
+      request_body: '{}',
+    });
+    t.match(
+      waitingWhy('acme/final', [failed(4, at + 3_600_000), failed(3, at - 1)], at + 60_000),
+      /attempt 4 failed at .*, the next is due at/,
+    );
+    t.equal(waitingWhy('acme/final', [], at), null, 'never attempted: lost');
+    t.equal(
+      waitingWhy('acme/final', [failed(2, at + 30_000)], at + 60_000),
+      null,
+      'its next attempt was due and did not come',
+    );
+    t.equal(waitingWhy('acme/final', [failed(7, null)], at), null, 'no next attempt: exhausted');
+    t.equal(waitingWhy('acme/final', [{ ...failed(1, null), status: 'succeeded' }], at), null);
+  },
+);
