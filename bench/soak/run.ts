@@ -343,12 +343,13 @@ async function countDeliveries(
       else undelivered.push(key);
     }
   }
+  const explained = repeats.map((r) => ({ delivery: r.delivery, why: senderStopped(r, faults) }));
   return {
     expected: want.length,
     undelivered,
     waitingForRetry: waiting,
-    repeatedAfterSuccess: repeats.filter((r) => senderStopped(r, faults) === null).map((r) => r.delivery),
-    resentAfterSenderStopped: repeats.map((r) => senderStopped(r, faults)).filter((why) => why !== null),
+    repeatedAfterSuccess: explained.filter((r) => r.why === null).map((r) => r.delivery),
+    resentAfterSenderStopped: explained.flatMap((r) => (r.why === null ? [] : [r.why])),
   };
 }
 
