@@ -1,6 +1,15 @@
 import type { WireEvent } from '../bus/wire.js';
 import type { Marks, Pipeline, Segment, SessionAttrs } from '../metric/pipeline.js';
-import { forEachSegment, insertEvent, rank, rankOf, tsOf, rankOfPacked, type SegmentSink } from './session.js';
+import {
+  forEachSegment,
+  insertEvent,
+  rank,
+  rankOf,
+  tsOf,
+  rankOfPacked,
+  type SegmentSink,
+  type Timeline,
+} from './session.js';
 import { EvictedSessions, type SavedEvicted } from './evicted.js';
 import { Accumulator, type EncodedOutput, type Output } from './accumulator.js';
 import { contextAttr } from '../bus/event-reader.js';
@@ -23,13 +32,12 @@ const attrCount = 10;
 /** SessionAttrs as the runtime holds them: it alone writes them, in place (pipelines see them read-only). */
 type MutableAttrs = { -readonly [K in keyof SessionAttrs]: SessionAttrs[K] };
 
-interface Session {
+interface Session extends Timeline {
   attrs: MutableAttrs;
   /** Order key (packed ts and rank) of the event each attribute came from; Infinity before one did. */
   at: number[];
   user: string;
   anon: string;
-  tl: number[];
   lastReceived: number;
   dirty: boolean;
   /** Detector marks: per kind, the last minute this session was counted in. */
@@ -88,6 +96,7 @@ type SavedSession = [
   user: string,
   anon: string,
   tl: number[],
+  vals: number[] | null,
   lastReceived: number,
   marks: Record<string, number>,
 ];
@@ -96,7 +105,7 @@ export interface SavedState {
   watermark: number;
   next_sweep: number;
   sessions: SavedSession[];
-  evicted?: SavedEvicted;
+  evicted: SavedEvicted;
 }
 
 /** A session's attributes before any of its events says anything. */
@@ -163,7 +172,7 @@ export class Aggregation implements SegmentSink {
   private readonly before: MutableAttrs = noAttrs('', '');
   private readonly marks = new SessionMarks();
   /** The segment given to pipelines (one object, filled for each call), and the attributes it is keyed by. */
-  private readonly seg: Segment = { from: 0, to: null, state: 0 };
+  private readonly seg: Segment = { from: 0, to: null, state: 0, bitrate_kbps: null };
   private retracting: SessionAttrs = this.before;
   private adding: SessionAttrs = this.before;
   /** Sessions changed since the last drain, each once. */
@@ -210,6 +219,7 @@ export class Aggregation implements SegmentSink {
         user: '',
         anon: '',
         tl: [],
+        vals: null,
         lastReceived: 0,
         dirty: false,
         marks: {},
@@ -223,12 +233,12 @@ export class Aggregation implements SegmentSink {
     this.retracting = before;
     this.adding = after;
     if (before === after || sameDims(before, after)) {
-      insertEvent(s.tl, e.ts, r, this);
+      insertEvent(s, e.ts, r, e.bitrate_kbps, this);
     } else {
       // Every segment is keyed by the old attributes: move them all (rare: a late event carried an earlier value).
-      forEachSegment(s.tl, -1, this);
-      insertEvent(s.tl, e.ts, r, null);
-      forEachSegment(s.tl, 1, this);
+      forEachSegment(s, -1, this);
+      insertEvent(s, e.ts, r, e.bitrate_kbps, null);
+      forEachSegment(s, 1, this);
     }
     if (r === rank.play_start || r === rank.first_frame) this.withStartup(s);
     const changed = this.changed;
@@ -304,11 +314,12 @@ export class Aggregation implements SegmentSink {
   }
 
   /** A segment of the session being applied: retracted ones keyed by its attributes before the event, added ones after. */
-  onSegment(from: number, to: number | null, state: number, sign: 1 | -1): void {
+  onSegment(from: number, to: number | null, state: number, value: number | null, sign: 1 | -1): void {
     const seg = this.seg;
     seg.from = from;
     seg.to = to;
     seg.state = state;
+    seg.bitrate_kbps = value;
     const attrs = sign === 1 ? this.adding : this.retracting;
     for (const p of this.segmentPipes) p.segment!(attrs, seg, sign, this.acc);
   }
@@ -466,6 +477,7 @@ export class Aggregation implements SegmentSink {
         s.user,
         s.anon,
         s.tl,
+        s.vals,
         s.lastReceived,
         s.marks,
       ]),
@@ -480,20 +492,10 @@ export class Aggregation implements SegmentSink {
     this.dirty = [];
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
-    // Checkpoints from before sessions were remembered after leaving memory hold none.
-    this.evicted.load(state.evicted ?? []);
+    this.evicted.load(state.evicted);
     // A session's key is also in its attributes.
-    for (const [, saved, at, user, anon, tl, lastReceived, marks] of state.sessions) {
-      // Checkpoints from before the span attributes: derived from the timeline, as if they had always been there; from
-      // before app_version and player: unknown, as for a session whose events do not say.
-      const attrs: MutableAttrs = { ...saved, app_version: saved.app_version ?? '', player: saved.player ?? '' };
-      if (saved.first_minute === undefined) {
-        attrs.first_minute = minuteStart(tsOf(tl[0]!));
-        attrs.last_hour = hourStart(tsOf(tl[tl.length - 1]!));
-      }
-      while (at.length < attrCount) at.push(Infinity);
-      this.sessions.add({ attrs, at, user, anon, tl, lastReceived, dirty: false, marks });
-    }
+    for (const [, attrs, at, user, anon, tl, vals, lastReceived, marks] of state.sessions)
+      this.sessions.add({ attrs: { ...attrs }, at, user, anon, tl, vals, lastReceived, dirty: false, marks });
   }
 
   /** Drop output not yet drained (a replay rebuilding state whose output was already published). */

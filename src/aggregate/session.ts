@@ -77,62 +77,115 @@ export const tsOf = (v: number): number => Math.floor(v / 128);
 export const rankOfPacked = (v: number): number => Math.floor(v / 8) % 16;
 export const stateOf = (v: number): number => v % 8;
 
-/** One interval of a session: from an event to the next (`to` null after the last), in the state after the first. */
 /**
- * Told each segment that stops being true (-1), then each that becomes true (+1). Segments come as numbers, not
- * objects: every event changes two or three, and an object each was garbage made per event.
+ * A session's events: `tl` packed as above, and `vals` beside it once any event carried a segment value (bitrate),
+ * null before. A value is `v + 1` when the event carried `v` itself, `-(v + 1)` when it inherited `v` from the event
+ * before it, and 0 before any event carried one: a segment's value is its first event's, own or inherited.
+ */
+export interface Timeline {
+  tl: number[];
+  vals: number[] | null;
+}
+
+/**
+ * Told each segment that stops being true (-1), then each that becomes true (+1): from an event to the next (`to`
+ * null after the last), in the state after the first, with its value (null when none is known). Segments come as
+ * numbers, not objects: every event changes two or three, and an object each was garbage made per event.
  */
 export interface SegmentSink {
-  onSegment(from: number, to: number | null, state: number, sign: 1 | -1): void;
+  onSegment(from: number, to: number | null, state: number, value: number | null, sign: 1 | -1): void;
 }
 
-function emit(tl: readonly number[], j: number, sign: 1 | -1, sink: SegmentSink): void {
+const valueOf = (x: number): number | null => (x === 0 ? null : Math.abs(x) - 1);
+/** What an event's value is when it carries none: the one before it, as inherited. */
+const inherit = (vals: readonly number[], j: number): number => (j === 0 ? 0 : -Math.abs(vals[j - 1]!));
+
+function emit(t: Timeline, j: number, sign: 1 | -1, sink: SegmentSink): void {
+  const tl = t.tl;
   const v = tl[j]!;
-  sink.onSegment(tsOf(v), j + 1 < tl.length ? tsOf(tl[j + 1]!) : null, stateOf(v), sign);
+  const to = j + 1 < tl.length ? tsOf(tl[j + 1]!) : null;
+  sink.onSegment(tsOf(v), to, stateOf(v), t.vals === null ? null : valueOf(t.vals[j]!), sign);
 }
 
 /**
- * Insert an event into a timeline, keep every state right, and report exactly the segments that changed: the one
- * before the insert (its end moves), and the run of state-keeping events after it, up to the next event that sets
- * the state by itself. Appending, the usual case, touches two segments.
+ * Where an event goes among those of its own (ts, rank), which share one packed number: those carrying a value first,
+ * by value, then those carrying none (inheriting). The value after the group is then its largest, whatever the
+ * arrival order; an event without one goes last, as before values existed.
  */
-export function insertEvent(tl: number[], ts: number, r: number, sink: SegmentSink | null): number {
+function placeInGroup(vals: readonly number[] | null, lo: number, hi: number, value: number | undefined): number {
+  if (value === undefined || vals === null) return hi;
+  let k = lo;
+  while (k < hi && vals[k]! > 0 && vals[k]! - 1 <= value) k++;
+  return k;
+}
+
+/**
+ * Insert an event (carrying `value`, or none) into a timeline, keep every state and value right, and report exactly
+ * the segments that changed: the one before the insert (its end moves), the run of state-keeping events after it, up
+ * to the next event that sets the state by itself, and, when the event carries a value, the run after it that
+ * inherited the one before. Appending, the usual case, touches two segments.
+ */
+export function insertEvent(
+  t: Timeline,
+  ts: number,
+  r: number,
+  value: number | undefined,
+  sink: SegmentSink | null,
+): number {
+  const tl = t.tl;
   const base = ts * 128 + r * 8;
   const n = tl.length;
-  if (n === 0 || tl[n - 1]! < base + 8) {
+  if (value !== undefined && t.vals === null) t.vals = new Array<number>(n).fill(0);
+  const vals = t.vals;
+  if (n === 0 || tl[n - 1]! < base) {
     // After every event so far (the usual case): the last segment gets an end, and a new last one opens.
-    if (n > 0 && sink) emit(tl, n - 1, -1, sink);
+    if (n > 0 && sink) emit(t, n - 1, -1, sink);
     tl.push(base + nextState(n === 0 ? State.none : stateOf(tl[n - 1]!), r));
+    if (vals) vals.push(value === undefined ? inherit(vals, n) : value + 1);
     if (sink) {
-      if (n > 0) emit(tl, n - 1, 1, sink);
-      emit(tl, n, 1, sink);
+      if (n > 0) emit(t, n - 1, 1, sink);
+      emit(t, n, 1, sink);
     }
     return n;
   }
-  // Upper bound: after every event with the same (ts, rank).
+  // The group of events with the same (ts, rank): [lo, hi).
   let lo = 0;
   let hi = n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (tl[mid]! < base + 8) lo = mid + 1;
+    if (tl[mid]! < base) lo = mid + 1;
     else hi = mid;
   }
-  const k = lo;
+  hi = lo;
+  while (hi < n && tl[hi]! < base + 8) hi++;
+  const k = placeInGroup(vals, lo, hi, value);
+  // The changed run, in indices before the insert: state-keeping events after it, and those inheriting a value.
   let c = k;
-  while (c < tl.length && keepsState(rankOfPacked(tl[c]!))) c++;
+  while (c < n && keepsState(rankOfPacked(tl[c]!))) c++;
+  let end = c;
+  if (vals && value !== undefined) {
+    let v = k;
+    while (v < n && vals[v]! <= 0) v++;
+    if (v > end) end = v;
+  }
   const first = Math.max(k - 1, 0);
-  if (sink) for (let j = first; j <= c - 1; j++) emit(tl, j, -1, sink);
+  if (sink) for (let j = first; j <= end - 1; j++) emit(t, j, -1, sink);
   tl.splice(k, 0, base);
   for (let j = k; j <= c && j < tl.length; j++) {
     const before = j === 0 ? State.none : stateOf(tl[j - 1]!);
     const v = tl[j]!;
     tl[j] = v - stateOf(v) + nextState(before, rankOfPacked(v));
   }
-  if (sink) for (let j = first; j <= c && j < tl.length; j++) emit(tl, j, 1, sink);
+  if (vals) {
+    vals.splice(k, 0, value === undefined ? inherit(vals, k) : value + 1);
+    if (value !== undefined)
+      for (let j = k + 1; j <= end && j < vals.length && vals[j]! <= 0; j++) vals[j] = -value - 1;
+  }
+  if (sink) for (let j = first; j <= end && j < tl.length; j++) emit(t, j, 1, sink);
   return k;
 }
 
 /** Every segment of a timeline, with one sign. */
-export function forEachSegment(tl: readonly number[], sign: 1 | -1, sink: SegmentSink): void {
-  for (let j = 0; j < tl.length; j++) emit(tl, j, sign, sink);
+export function forEachSegment(t: Timeline, sign: 1 | -1, sink: SegmentSink): void {
+  for (let j = 0; j < t.tl.length; j++) emit(t, j, sign, sink);
 }

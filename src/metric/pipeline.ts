@@ -8,6 +8,8 @@ export interface Segment {
   from: number;
   to: number | null;
   state: number;
+  /** The rendition's bitrate over the segment: its first event's `bitrate_kbps`, or the last one before it; or null. */
+  bitrate_kbps: number | null;
 }
 
 export type ColumnType =
