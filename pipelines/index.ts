@@ -1,6 +1,7 @@
 import type { Pipeline, TableSpec } from '../src/metric/pipeline.js';
 import { audience } from './audience.js';
 import { billing } from './billing.js';
+import { bitrate } from './bitrate/pipeline.js';
 import { concurrency } from './concurrency.js';
 import { content } from './content.js';
 import { qos } from './qos.js';
@@ -8,7 +9,17 @@ import { quota } from './quota.js';
 import { viewers } from './viewers.js';
 import { watchTime } from './watch-time.js';
 
-/** Every pipeline the aggregator runs. A new metric is a new file here and one line in this list. */
-export const pipelines: readonly Pipeline[] = [concurrency, watchTime, qos, content, audience, viewers, billing, quota];
+/** Every pipeline the aggregator runs. A new metric is a new folder here and one line in this list. */
+export const pipelines: readonly Pipeline[] = [
+  concurrency,
+  watchTime,
+  qos,
+  content,
+  audience,
+  viewers,
+  billing,
+  quota,
+  bitrate,
+];
 
 export const snapshotTables: readonly TableSpec[] = pipelines.flatMap((p) => p.tables);

@@ -4,6 +4,7 @@
 // shapes, a module of types): when the service and this file disagree, one of them misreads docs/metrics.md, and the
 // test (or the accuracy report) says which number.
 
+import type { BitrateItem } from '../../pipelines/bitrate/answer.js';
 import type {
   ConcurrencySeries,
   DeviceItem,
@@ -164,6 +165,8 @@ interface Session {
   device: string;
   viewer: string | null;
   watch: WatchPiece[];
+  /** The same watch time, each piece with the bitrate it played at (null: not known yet). */
+  renditions: Array<{ at: number; ms: number; kbps: number | null }>;
   reachedEnded: boolean;
   /** The largest position_sec of any of its events (0 when none carries one). */
   furthestPosition: number;
@@ -201,6 +204,22 @@ function buildSession(id: string, unsorted: OracleEvent[]): Session {
     const ms = Math.min(e2.ts - (events[i] as OracleEvent).ts, WATCH_CAP_MS);
     watch.push({ at: e2.ts, ms, rebufferingMs: s === 'rebuffering' ? ms : 0 });
   }
+  // docs/metrics.md "Bitrate": at equal ts and rank, events with a bitrate first, lowest first, then those without.
+  const byRendition = [...events].sort(
+    (a, b) =>
+      a.ts - b.ts || tieRank(a) - tieRank(b) || (a.bitrate_kbps ?? Infinity) - (b.bitrate_kbps ?? Infinity) || 0,
+  );
+  const renditions: Session['renditions'] = [];
+  let kbps: number | null = null;
+  let played: State | null = null;
+  for (let i = 0; i + 1 < byRendition.length; i++) {
+    const e1 = byRendition[i] as OracleEvent;
+    played = stateAfter(played, e1);
+    if (e1.bitrate_kbps !== undefined) kbps = e1.bitrate_kbps;
+    if (played !== 'playing' && played !== 'rebuffering') continue;
+    const at = (byRendition[i + 1] as OracleEvent).ts;
+    renditions.push({ at, ms: Math.min(at - e1.ts, WATCH_CAP_MS), kbps });
+  }
   const user = firstNonEmpty(events, (e) => e.user_id);
   const anonymous = firstNonEmpty(events, (e) => e.anonymous_id);
   let startDuration: number | null = null;
@@ -225,6 +244,7 @@ function buildSession(id: string, unsorted: OracleEvent[]): Session {
     device: firstNonEmpty(events, (e) => e.context?.device_type),
     viewer: user !== '' ? user : anonymous !== '' ? anonymous : null,
     watch,
+    renditions,
     reachedEnded: events.some((e) => e.event_type === 'ended'),
     furthestPosition: furthest,
     startDuration,
@@ -585,6 +605,50 @@ export class Oracle {
       error_rate: started === 0 ? 0 : (fatal / started) * 100,
       startup_ms: startup.sort((a, b) => a - b),
     };
+  }
+
+  /** `GET /v1/analytics/bitrate`: watch time per rendition bucket, per session region and device. */
+  bitrate(tenant: string, range: Range, now: number): BitrateItem[] {
+    const { from, to } = resolveRange(range, now);
+    const edges = [0, 500, 1000, 2000, 4000, 8000, 16_000, Infinity];
+    const groups = new Map<string, { region: string; device: string; ms: number[]; kbpsMs: number }>();
+    for (const s of this.data(tenant).sessions) {
+      const region = s.region === '' ? 'unknown' : s.region;
+      const device = s.device === '' ? 'unknown' : s.device;
+      const id = JSON.stringify([region, device]);
+      for (const w of s.renditions) {
+        if (w.at < from || w.at >= to || w.ms === 0) continue;
+        let g = groups.get(id);
+        if (!g) groups.set(id, (g = { region, device, ms: new Array<number>(8).fill(0), kbpsMs: 0 }));
+        // Index 0 to 6 by the edges, 7 for unknown.
+        const b = w.kbps === null ? 7 : edges.findIndex((e, i) => w.kbps! >= e && w.kbps! < edges[i + 1]!);
+        g.ms[b] = g.ms[b]! + w.ms;
+        if (w.kbps !== null) g.kbpsMs += w.kbps * w.ms;
+      }
+    }
+    const rows: BitrateItem[] = [];
+    for (const g of groups.values()) {
+      const total = g.ms.reduce((a, b) => a + b, 0);
+      const known = total - g.ms[7]!;
+      rows.push({
+        region: g.region,
+        device: g.device,
+        watch_hours: total / HOUR,
+        avg_bitrate_kbps: known === 0 ? null : g.kbpsMs / known,
+        renditions: g.ms.flatMap((ms, b) => {
+          if (ms === 0) return [];
+          const min = b === 7 ? null : edges[b]!;
+          const max = b === 7 || b === 6 ? null : edges[b + 1]!;
+          const bucket = (
+            b === 7 ? 'unknown' : max === null ? `${min}+` : `${min}-${max}`
+          ) as BitrateItem['renditions'][number]['bucket'];
+          return [{ bucket, min_kbps: min, max_kbps: max, watch_hours: ms / HOUR, share_pct: (ms / total) * 100 }];
+        }),
+      });
+    }
+    return rows.sort(
+      (a, b) => b.watch_hours - a.watch_hours || compareText(a.region, b.region) || compareText(a.device, b.device),
+    );
   }
 
   devices(tenant: string, range: Range, now: number): DeviceItem[] {

@@ -51,6 +51,7 @@ const truths: Record<string, (oracle: Oracle, tenant: string, now: number) => un
   geo: (o, tenant, now) => o.geo(tenant, '24h', now),
   devices: (o, tenant, now) => o.devices(tenant, '24h', now),
   qos: (o, tenant, now) => o.qosByRegion(tenant, '24h', now),
+  bitrate: (o, tenant, now) => o.bitrate(tenant, '24h', now),
 };
 
 /** The analytics answers over 24 h (the simulated match lies inside it), as the oracle computes them at `now`. */
@@ -71,6 +72,7 @@ export const answerPaths: Record<string, string> = {
   geo: '/v1/analytics/geo?range=24h&limit=200',
   devices: '/v1/analytics/devices?range=24h',
   qos: '/v1/analytics/qos?range=24h&limit=200',
+  bitrate: '/v1/analytics/bitrate?range=24h&limit=200',
 };
 
 /** Wait out the last 3 s of a minute, so the API and the oracle resolve the range to the same minutes. */

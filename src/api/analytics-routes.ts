@@ -1,4 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
+import { endpoints } from '../../pipelines/endpoints.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { acknowledgeAlert, listAlerts, severities } from '../store/alerts.js';
@@ -104,6 +105,13 @@ export function analyticsRoutes(auth: Authenticator, client: ClickHouseClient, n
         page(await devices(client, who.tenant, range(p.range))),
       ),
     },
+    ...endpoints.map((e): Route => ({
+      method: 'GET',
+      path: e.path,
+      handler: withParams(auth, 'analytics:read', list, async (p, who) =>
+        page(await e.list(client, who.tenant, range(p.range)), p.limit, p.offset),
+      ),
+    })),
     {
       method: 'GET',
       path: '/v1/analytics/alerts',

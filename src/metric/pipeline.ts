@@ -86,6 +86,19 @@ export interface TableSpec {
   derivedFrom?: { table: string; by: string; refresh: string; fill: string };
 }
 
+type ColumnName<T extends TableSpec> = T['key'][number][0] | T['values'][number][0];
+
+/**
+ * A table's column names, for its read side to build queries from (`c.watch_ms`): a renamed or removed column is then a
+ * type error in every query, rather than SQL that fails at run time. The spec must be declared `as const satisfies
+ * TableSpec`, so its names stay literal.
+ */
+export function columns<T extends TableSpec>(spec: T): { readonly [K in ColumnName<T>]: K } {
+  return Object.fromEntries([...spec.key, ...spec.values].map(([name]) => [name, name])) as {
+    readonly [K in ColumnName<T>]: K;
+  };
+}
+
 /**
  * Hourly and daily sums of a `sum` table's values by `by` (projections `hours` and `days`), for long ranges: a query
  * reads whole days, then whole hours, from them and only the edge minutes from the rows (queries/range.ts `tiers`).

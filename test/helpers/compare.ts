@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Test } from 'tap';
 import * as q from '../../src/store/queries/index.js';
+import { bitrateByRegionDevice } from '../../pipelines/bitrate/read.js';
 import { Oracle, resolveRange, type OracleEvent, type Range } from '../../bench/simulator/oracle.js';
 import { awayFromMinuteEdge, settle } from '../../bench/simulator/report.js';
 import { call } from './api.js';
@@ -27,6 +28,7 @@ export interface Answers {
   geo(tenant: string, range: Range): Promise<unknown>;
   devices(tenant: string, range: Range): Promise<unknown>;
   qos(tenant: string, range: Range): Promise<unknown>;
+  bitrate(tenant: string, range: Range): Promise<unknown>;
   concurrency(tenant: string, range: Range, interval: number): Promise<unknown>;
 }
 
@@ -38,6 +40,7 @@ export function storeAnswers(client: ClickHouseClient): Answers {
     geo: (tenant, range) => q.geo(client, tenant, r(range)),
     devices: (tenant, range) => q.devices(client, tenant, r(range)),
     qos: (tenant, range) => q.qosByRegion(client, tenant, r(range)),
+    bitrate: (tenant, range) => bitrateByRegionDevice(client, tenant, r(range)),
     concurrency: (tenant, range, interval) => q.concurrencySeries(client, tenant, r(range), interval),
   };
 }
@@ -55,6 +58,7 @@ export function httpAnswers(base: string, tokens: Record<string, string>): Answe
     geo: (tenant, range) => get(tenant, `/v1/analytics/geo?range=${range}&limit=200`),
     devices: (tenant, range) => get(tenant, `/v1/analytics/devices?range=${range}`),
     qos: (tenant, range) => get(tenant, `/v1/analytics/qos?range=${range}&limit=200`),
+    bitrate: (tenant, range) => get(tenant, `/v1/analytics/bitrate?range=${range}&limit=200`),
     concurrency: (tenant, range, interval) =>
       get(tenant, `/v1/analytics/concurrency?range=${range}&interval=${interval}`),
   };
@@ -96,6 +100,11 @@ export async function compareWithOracle(
         settle(await answers.qos(tenant, range)),
         settle(oracle.qosByRegion(tenant, range, now)),
         `${tenant} ${range}: qos by region`,
+      );
+      t.same(
+        settle(await answers.bitrate(tenant, range)),
+        settle(oracle.bitrate(tenant, range, now)),
+        `${tenant} ${range}: bitrate by region and device`,
       );
       for (const interval of range === '24h' ? [1, 5, 15, 60] : [15, 60]) {
         const want = oracle.concurrency(tenant, range, interval, now);

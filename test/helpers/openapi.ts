@@ -29,6 +29,7 @@ export interface ResponseObject {
 
 export interface OperationObject {
   operationId?: string;
+  tags?: string[];
   summary?: string;
   description?: string;
   parameters?: unknown[];
@@ -358,4 +359,51 @@ export function assertValid(t: Pick<Test, 'strictSame'>, method: string, url: st
     [],
     `${method.toUpperCase()} ${path} → ${res.status} matches docs/openapi.json`,
   );
+}
+
+/**
+ * The path item a metric's list endpoint (src/metric/endpoint.ts) must have in docs/openapi.json: the same as the
+ * seed's list answers (range, limit, offset; the list's headers and errors), its words and item from the declaration.
+ */
+export function listPathItem(e: {
+  operationId: string;
+  summary: string;
+  description: string;
+  itemName: string;
+}): PathItem {
+  const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
+  const error = (name: string) => ({ $ref: `#/components/responses/${name}` });
+  return {
+    servers: openapiDocument.paths['/v1/analytics/qos']!.servers,
+    parameters: [{ $ref: '#/components/parameters/RequestId' }],
+    get: {
+      operationId: e.operationId,
+      tags: ['analytics'],
+      summary: e.summary,
+      security: [{ bearerJwt: ['analytics:read'] }],
+      parameters: ['Range', 'Limit', 'Offset'].map((p) => ({ $ref: `#/components/parameters/${p}` })),
+      responses: {
+        '200': {
+          description: 'Items of the list.',
+          headers: {
+            'X-Request-Id': header('XRequestId'),
+            'RateLimit-Limit': header('RateLimitLimit'),
+            'RateLimit-Remaining': header('RateLimitRemaining'),
+            'RateLimit-Reset': header('RateLimitReset'),
+            'X-Total-Count': header('XTotalCount'),
+          },
+          content: {
+            'application/json': { schema: { type: 'array', items: { $ref: `#/components/schemas/${e.itemName}` } } },
+          },
+        },
+        '400': error('BadParameter'),
+        '401': error('Unauthorized'),
+        '403': error('Forbidden'),
+        '429': error('RateLimited'),
+        '500': error('InternalError'),
+        '503': error('ShuttingDown'),
+      },
+      description: e.description,
+    },
+  };
 }

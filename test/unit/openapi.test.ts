@@ -7,8 +7,10 @@ import { errorRegistry, type ErrorSpec } from '../../src/errors.js';
 import { opsRoutes } from '../../src/http/ops.js';
 import type { Ingest } from '../../src/ingest/ingest.js';
 import { ingestRoutes } from '../../src/ingest/routes.js';
+import { endpoints } from '../../pipelines/endpoints.js';
 import {
   compileEverything,
+  listPathItem,
   deref,
   isReference,
   openapiDocument as doc,
@@ -190,6 +192,19 @@ t.test('every route of the api listener is documented', async (t) => {
   ];
   t.ok(routes.length >= 15);
   t.strictSame(undocumentedRoutes(routes), []);
+});
+
+t.test("each metric's endpoint is documented as it declares itself, its item schema included", async (t) => {
+  t.ok(endpoints.length >= 1);
+  for (const e of endpoints) {
+    const item = listPathItem(e);
+    t.strictSame(doc.paths[e.path], item, `${e.path}: docs/openapi.json has ${JSON.stringify(item)}`);
+    t.strictSame(
+      doc.components.schemas[e.itemName],
+      JSON.parse(JSON.stringify(e.schema)),
+      `${e.itemName}: docs/openapi.json has ${JSON.stringify(e.schema)}`,
+    );
+  }
 });
 
 t.test('every route of the ingest listener is documented', async (t) => {

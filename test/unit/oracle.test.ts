@@ -506,6 +506,56 @@ t.test('geo and devices: per session region and device, shares', async (t) => {
   );
 });
 
+t.test('bitrate: watch time per rendition bucket and a time-weighted mean, per region and device', async (t) => {
+  const now = B + 10 * MIN;
+  const context = { region: 'Goa', device_type: 'tv' };
+  const b1 = sessionOf('br', 'b1', { anonymous_id: 'a1', context });
+  const b2 = sessionOf('br', 'b2', { anonymous_id: 'a2', context: { region: 'Goa' } });
+  const o = new Oracle([
+    b1('play_start', B),
+    b1('first_frame', B + 2 * S), //                            2→12: 10 s, bitrate not known yet
+    b1('bitrate_change', B + 12 * S, { bitrate_kbps: 3000 }), //  12→22: 10 s at 3000
+    b1('rebuffer_start', B + 22 * S), //                         22→32: 10 s at 3000, rebuffering counts
+    b1('heartbeat', B + 32 * S, { bitrate_kbps: 800 }), //       32→42: 10 s at 800
+    b1('heartbeat', B + 42 * S),
+    // Two renditions at one instant, the higher given first: the lower is ordered first, the higher plays on.
+    b2('play_start', B, { bitrate_kbps: 400 }),
+    b2('first_frame', B + S),
+    b2('bitrate_change', B + 11 * S, { bitrate_kbps: 16_000 }), // 1→11: 10 s at 400
+    b2('bitrate_change', B + 11 * S, { bitrate_kbps: 1000 }), //   11→41: 30 s at 16000
+    b2('heartbeat', B + 41 * S),
+  ]);
+  // Goa/tv: 40 s, 30 s known: (20 × 3000 + 10 × 800) / 30 ≈ 2266.7 kbps. Goa/unknown: 40 s, (10 × 400 + 30 × 16000) / 40.
+  approx(
+    t,
+    o.bitrate('br', '24h', now),
+    [
+      {
+        region: 'Goa',
+        device: 'tv',
+        watch_hours: 40 / 3600,
+        avg_bitrate_kbps: 68_000 / 30,
+        renditions: [
+          { bucket: '500-1000', min_kbps: 500, max_kbps: 1000, watch_hours: 10 / 3600, share_pct: 25 },
+          { bucket: '2000-4000', min_kbps: 2000, max_kbps: 4000, watch_hours: 20 / 3600, share_pct: 50 },
+          { bucket: 'unknown', min_kbps: null, max_kbps: null, watch_hours: 10 / 3600, share_pct: 25 },
+        ],
+      },
+      {
+        region: 'Goa',
+        device: 'unknown',
+        watch_hours: 40 / 3600,
+        avg_bitrate_kbps: 484_000 / 40,
+        renditions: [
+          { bucket: '0-500', min_kbps: 0, max_kbps: 500, watch_hours: 10 / 3600, share_pct: 25 },
+          { bucket: '16000+', min_kbps: 16_000, max_kbps: null, watch_hours: 30 / 3600, share_pct: 75 },
+        ],
+      },
+    ],
+    'bitrate',
+  );
+});
+
 t.test('makeScenario: deterministic, valid for ingest, late events and duplicates', async (t) => {
   const opts = {
     seed: 7,
