@@ -4,7 +4,7 @@ import { billing } from './billing.js';
 import { bitrate } from './bitrate/pipeline.js';
 import { concurrency } from './concurrency.js';
 import { content } from './content.js';
-import { qos } from './qos.js';
+import { qos } from './qos/pipeline.js';
 import { quota } from './quota.js';
 import { viewers } from './viewers.js';
 import { watchTime } from './watch-time.js';

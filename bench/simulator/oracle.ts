@@ -5,12 +5,12 @@
 // test (or the accuracy report) says which number.
 
 import type { BitrateItem } from '../../pipelines/bitrate/answer.js';
+import type { QosItem } from '../../pipelines/qos/answer.js';
 import type {
   ConcurrencySeries,
   DeviceItem,
   GeoItem,
   Overview,
-  QosItem,
   TopContentItem,
 } from '../../src/store/queries/answers.js';
 

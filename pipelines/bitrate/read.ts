@@ -76,6 +76,7 @@ export const bitrateEndpoint: ListEndpoint<BitrateItem> = {
   description:
     'Watch time per rendition bucket and its time-weighted mean bitrate, per session region and device over the range (docs/metrics.md "Bitrate"), ordered by watch time.',
   itemName: 'BitrateItem',
+  items: 'Region and device pairs.',
   schema: bitrateItemSchema,
   list: bitrateByRegionDevice,
 };

@@ -8,7 +8,6 @@ import {
   devices,
   geo,
   overview,
-  qosByRegion,
   resolveRange,
   topContent,
   type RangeName,
@@ -89,13 +88,6 @@ export function analyticsRoutes(auth: Authenticator, client: ClickHouseClient, n
       path: '/v1/analytics/geo',
       handler: withParams(auth, 'analytics:read', list, async (p, who) =>
         page(await geo(client, who.tenant, range(p.range)), p.limit, p.offset),
-      ),
-    },
-    {
-      method: 'GET',
-      path: '/v1/analytics/qos',
-      handler: withParams(auth, 'analytics:read', list, async (p, who) =>
-        page(await qosByRegion(client, who.tenant, range(p.range)), p.limit, p.offset),
       ),
     },
     {

@@ -14,6 +14,8 @@ export interface ListEndpoint<T> {
   description: string;
   /** The item schema's name in docs/openapi.json's `components.schemas`. */
   itemName: string;
+  /** What the items are, as the 200 answer's description says ("Regions."). */
+  items: string;
   schema: object;
   list(client: ClickHouseClient, tenant: string, range: Range): Promise<T[]>;
 }

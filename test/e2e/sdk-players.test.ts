@@ -4,7 +4,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import t, { type Test } from 'tap';
-import type { ConcurrencySeries, DeviceItem, QosItem } from '../../src/store/queries/answers.js';
+import type { ConcurrencySeries, DeviceItem } from '../../src/store/queries/answers.js';
+import type { QosItem } from '../../pipelines/qos/answer.js';
 import { call, login } from '../helpers/api.js';
 import { drained, eventually, makeTenant, root } from '../helpers/env.js';
 import {

@@ -2,6 +2,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { Test } from 'tap';
 import * as q from '../../src/store/queries/index.js';
 import { bitrateByRegionDevice } from '../../pipelines/bitrate/read.js';
+import { qosByRegion } from '../../pipelines/qos/read.js';
 import { Oracle, resolveRange, type OracleEvent, type Range } from '../../bench/simulator/oracle.js';
 import { awayFromMinuteEdge, settle } from '../../bench/simulator/report.js';
 import { call } from './api.js';
@@ -39,7 +40,7 @@ export function storeAnswers(client: ClickHouseClient): Answers {
     topContent: async (tenant, range) => (await q.topContent(client, tenant, r(range))).items,
     geo: (tenant, range) => q.geo(client, tenant, r(range)),
     devices: (tenant, range) => q.devices(client, tenant, r(range)),
-    qos: (tenant, range) => q.qosByRegion(client, tenant, r(range)),
+    qos: (tenant, range) => qosByRegion(client, tenant, r(range)),
     bitrate: (tenant, range) => bitrateByRegionDevice(client, tenant, r(range)),
     concurrency: (tenant, range, interval) => q.concurrencySeries(client, tenant, r(range), interval),
   };

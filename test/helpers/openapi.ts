@@ -370,6 +370,7 @@ export function listPathItem(e: {
   summary: string;
   description: string;
   itemName: string;
+  items: string;
 }): PathItem {
   const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
   const error = (name: string) => ({ $ref: `#/components/responses/${name}` });
@@ -384,7 +385,7 @@ export function listPathItem(e: {
       parameters: ['Range', 'Limit', 'Offset'].map((p) => ({ $ref: `#/components/parameters/${p}` })),
       responses: {
         '200': {
-          description: 'Items of the list.',
+          description: e.items,
           headers: {
             'X-Request-Id': header('XRequestId'),
             'RateLimit-Limit': header('RateLimitLimit'),

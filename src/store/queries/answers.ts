@@ -44,15 +44,3 @@ export interface DeviceItem {
   sessions: number;
   share_pct: number;
 }
-
-export interface QosItem {
-  region: string;
-  watch_hours: number;
-  rebuffer_rate: number;
-  startups: number;
-  startup_p50_ms: number;
-  startup_p95_ms: number;
-  sessions_started: number;
-  fatal_sessions: number;
-  error_rate: number;
-}

@@ -3,7 +3,6 @@ export { concurrencySeries } from './concurrency.js';
 export { devices } from './devices.js';
 export { geo } from './geo.js';
 export { overview } from './overview.js';
-export { qosByRegion } from './qos.js';
 export { resolveRange, ranges, type Range, type RangeName } from './range.js';
 export { topContent } from './top-content.js';
-export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Paged, QosItem, TopContentItem } from './answers.js';
+export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Paged, TopContentItem } from './answers.js';

@@ -1,5 +1,12 @@
-import { minuteOf, type Fields, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
-import { State } from '../src/aggregate/session.js';
+import {
+  columns,
+  minuteOf,
+  type Fields,
+  type Pipeline,
+  type SessionAttrs,
+  type TableSpec,
+} from '../../src/metric/pipeline.js';
+import { State } from '../../src/aggregate/session.js';
 import {
   binomialTail,
   cohortField,
@@ -16,8 +23,8 @@ import {
   type Cohort,
   type Window,
   windowDetector,
-} from '../src/metric/detector.js';
-import { watchMs } from './watch-time.js';
+} from '../../src/metric/detector.js';
+import { watchMs } from '../watch-time.js';
 
 const dims = [
   ['tenant', 'LowCardinality(String)'],
@@ -27,7 +34,7 @@ const dims = [
 ] as const;
 
 /** Quality of experience per minute, region and pop: the inputs of rebuffer rate, startup time and error rate. */
-export const qosMinutes: TableSpec = {
+export const qosMinutes = {
   name: 'qos_minutes',
   engine: 'sum',
   key: dims,
@@ -39,15 +46,18 @@ export const qosMinutes: TableSpec = {
     ['startups', 'Int64'],
     ['startup_ms', 'Int64'],
   ],
-};
+} as const satisfies TableSpec;
 
 /** Startup times as a histogram with 5% wide buckets: percentiles to within 5%, summable across any grouping. */
-export const qosStartupHistogram: TableSpec = {
+export const qosStartupHistogram = {
   name: 'qos_startup_histogram',
   engine: 'sum',
   key: [...dims, ['bucket', 'UInt16']],
   values: [['startups', 'Int64']],
-};
+} as const satisfies TableSpec;
+
+export const qosColumns = columns(qosMinutes);
+export const histogramColumns = columns(qosStartupHistogram);
 
 export const bucketGrowth = 1.05;
 

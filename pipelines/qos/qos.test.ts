@@ -1,6 +1,6 @@
 import t from 'tap';
-import { qos, startupBucket } from '../../pipelines/qos.js';
-import { at, ev, feed } from '../helpers/pipeline.js';
+import { qos, startupBucket } from './pipeline.js';
+import { at, ev, feed } from '../../test/helpers/pipeline.js';
 
 t.test('per minute, region and pop: watch, rebuffering, starts, startup time and fatal sessions', async (t) => {
   const pop = { context: { pop: 'bom1' } };
