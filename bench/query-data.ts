@@ -13,6 +13,7 @@ import { subscriptionUsers } from '../pipelines/billing.js';
 import { viewerWindows } from '../pipelines/viewers.js';
 import type {
   ConcurrencySeries,
+  Interval,
   DeviceItem,
   GeoItem,
   Overview,
@@ -528,7 +529,7 @@ export async function rawConcurrency(
   client: ClickHouseClient,
   tenant: string,
   range: Range,
-  intervalMinutes: number,
+  intervalMinutes: Interval,
   timeoutS: number,
 ): Promise<ConcurrencySeries> {
   const step = intervalMinutes * 60;

@@ -1,11 +1,12 @@
 // A deliberately naive reference implementation of docs/metrics.md: the tests' oracle and the simulator's ground
 // truth. It keeps every stored event in memory and recomputes each answer from scratch, second by second where the
 // document speaks of seconds. It shares no code with src/aggregate, src/store/queries or pipelines/ (only the answers'
-// shapes, a module of types): when the service and this file disagree, one of them misreads docs/metrics.md, and the
+// shapes, a module of schemas and types): when the service and this file disagree, one of them misreads docs/metrics.md, and the
 // test (or the accuracy report) says which number.
 
 import type { BitrateItem } from '../../pipelines/bitrate/answer.js';
 import type { QosItem } from '../../pipelines/qos/answer.js';
+import { isInterval } from '../../src/store/queries/answers.js';
 import type {
   ConcurrencySeries,
   DeviceItem,
@@ -440,7 +441,7 @@ export class Oracle {
   }
 
   concurrency(tenant: string, range: Range, intervalMinutes: number, now: number): ConcurrencySeries {
-    if (!Number.isInteger(intervalMinutes) || intervalMinutes <= 0) throw new Error(`bad interval ${intervalMinutes}`);
+    if (!isInterval(intervalMinutes)) throw new Error(`bad interval ${intervalMinutes}`);
     const { from, to } = resolveRange(range, now);
     const step = intervalMinutes * MINUTE;
     const firstPoint = Math.floor(from / step) * step;

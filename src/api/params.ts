@@ -1,4 +1,5 @@
 import { fail, ok, type Result } from '../result.js';
+import { intervals } from '../store/queries/answers.js';
 
 // Query parameters of the API: each endpoint declares its parameters; anything else, a repeat or a bad value is
 // refused naming the parameter (docs/api.md), so a typo never silently falls back to a default.
@@ -8,15 +9,17 @@ export type ParamSpec =
   | { kind: 'int'; min: number; max: number; default?: number; allowed?: readonly number[] }
   | { kind: 'bool' };
 
-type ValueOf<S extends ParamSpec> = S extends { kind: 'enum'; default: string }
-  ? string
-  : S extends { kind: 'int'; default: number }
-    ? number
-    : S extends { kind: 'enum' }
-      ? string | undefined
-      : S extends { kind: 'int' }
-        ? number | undefined
-        : boolean | undefined;
+type ValueOf<S extends ParamSpec> = S extends { kind: 'int'; allowed: readonly (infer A)[]; default: number }
+  ? A
+  : S extends { kind: 'enum'; default: string }
+    ? string
+    : S extends { kind: 'int'; default: number }
+      ? number
+      : S extends { kind: 'enum' }
+        ? string | undefined
+        : S extends { kind: 'int' }
+          ? number | undefined
+          : boolean | undefined;
 
 export type Params<T extends Record<string, ParamSpec>> = { [K in keyof T]: ValueOf<T[K]> };
 
@@ -83,5 +86,5 @@ export const intervalParam = {
   min: 1,
   max: 60,
   default: 5,
-  allowed: [1, 5, 15, 60],
+  allowed: intervals,
 } as const satisfies ParamSpec;

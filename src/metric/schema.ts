@@ -15,8 +15,8 @@ type Primitive<T> = T extends 'string'
 
 type Required<S> = S extends { required: readonly (infer R)[] } ? R : never;
 
-type ObjectOf<P, R> = { [K in keyof P as K extends R ? K : never]: FromSchema<P[K]> } & {
-  [K in keyof P as K extends R ? never : K]?: FromSchema<P[K]>;
+type ObjectOf<P, R> = { -readonly [K in keyof P as K extends R ? K : never]: FromSchema<P[K]> } & {
+  -readonly [K in keyof P as K extends R ? never : K]?: FromSchema<P[K]>;
 };
 
 /** The type of the values a schema (declared `as const`) accepts. */

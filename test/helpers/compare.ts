@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Test } from 'tap';
 import * as q from '../../src/store/queries/index.js';
+import { intervals, type Interval } from '../../src/store/queries/answers.js';
 import { bitrateByRegionDevice } from '../../pipelines/bitrate/read.js';
 import { qosByRegion } from '../../pipelines/qos/read.js';
 import { Oracle, resolveRange, type OracleEvent, type Range } from '../../bench/simulator/oracle.js';
@@ -30,7 +31,7 @@ export interface Answers {
   devices(tenant: string, range: Range): Promise<unknown>;
   qos(tenant: string, range: Range): Promise<unknown>;
   bitrate(tenant: string, range: Range): Promise<unknown>;
-  concurrency(tenant: string, range: Range, interval: number): Promise<unknown>;
+  concurrency(tenant: string, range: Range, interval: Interval): Promise<unknown>;
 }
 
 export function storeAnswers(client: ClickHouseClient): Answers {
@@ -107,7 +108,7 @@ export async function compareWithOracle(
         settle(oracle.bitrate(tenant, range, now)),
         `${tenant} ${range}: bitrate by region and device`,
       );
-      for (const interval of range === '24h' ? [1, 5, 15, 60] : [15, 60]) {
+      for (const interval of range === '24h' ? intervals : ([15, 60] as const)) {
         const want = oracle.concurrency(tenant, range, interval, now);
         t.same(
           await answers.concurrency(tenant, range, interval),

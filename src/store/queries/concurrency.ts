@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { inRange, rangeParams, select, type Range } from './range.js';
-import type { ConcurrencySeries } from './answers.js';
+import type { ConcurrencySeries, Interval } from './answers.js';
 
 // Each second's count is the sum of its rows. FINAL sums them while merging the parts, which are sorted by (tenant,
 // ts), rather than hashing every second: 7 days (604,800 seconds) 75 → 50 ms at 100M. Dropping zero rows before or
@@ -13,7 +13,7 @@ export async function concurrencySeries(
   client: ClickHouseClient,
   tenant: string,
   range: Range,
-  intervalMinutes: number,
+  intervalMinutes: Interval,
 ): Promise<ConcurrencySeries> {
   const step = intervalMinutes * 60;
   const params = { ...rangeParams(tenant, range), step };

@@ -5,4 +5,4 @@ export { geo } from './geo.js';
 export { overview } from './overview.js';
 export { resolveRange, ranges, type Range, type RangeName } from './range.js';
 export { topContent } from './top-content.js';
-export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, Paged, TopContentItem } from './answers.js';
+export type { ConcurrencySeries, DeviceItem, GeoItem, Interval, Overview, Paged, TopContentItem } from './answers.js';
