@@ -29,3 +29,21 @@ t.test('a late pause cuts a run short; a closed session stops counting at its cl
   // Starting 0–4 s, paused 5–9 s, playing again at the heartbeat 10–14 s, closed at 15 s.
   t.same(rows.map(([k]) => (JSON.parse(k) as [string, number])[1]).sort(), [0, 1, 2, 3, 4, 10, 11, 12, 13, 14].map(at));
 });
+
+t.test('events within one second count it once; two sessions add up', async (t) => {
+  const rows = feed(concurrency, [
+    ev('play_start', 0.2),
+    ev('first_frame', 0.7), // the same whole second: counted once
+    ev('ended', 3),
+    ev('play_start', 1, { session_id: 's2' }),
+    ev('pause', 2.5, { session_id: 's2' }),
+  ]).concurrency_seconds!;
+  // s1: seconds 1, 2 (0.2 s is after second 0 starts, so 0 is not counted); s2: seconds 1, 2.
+  t.same(
+    rows.map(([k, v]) => [(JSON.parse(k) as [string, number])[1], (v as number[])[0]]),
+    [
+      [at(1), 2],
+      [at(2), 2],
+    ],
+  );
+});
