@@ -2,6 +2,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, inRange, rangeParams, select, type Range } from './range.js';
 import type { GeoItem } from './answers.js';
 import { viewersIn } from './viewers.js';
+import { qosMinutes } from '../../../pipelines/qos/pipeline.js';
 
 /** docs/metrics.md "Geo": per session region, watch time share and distinct viewers. */
 export async function geo(client: ClickHouseClient, tenant: string, range: Range): Promise<GeoItem[]> {
@@ -9,7 +10,7 @@ export async function geo(client: ClickHouseClient, tenant: string, range: Range
   const [watch, viewers] = await Promise.all([
     select<{ region: string; ms: string }>(
       client,
-      `SELECT region, sum(watch_ms) AS ms FROM qos_minutes WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY region HAVING ms != 0`,
+      `SELECT region, sum(watch_ms) AS ms FROM ${qosMinutes.name} WHERE tenant = {tenant:String} AND ${inRange()} GROUP BY region HAVING ms != 0`,
       params,
     ),
     viewersIn(client, tenant, 'region', range),

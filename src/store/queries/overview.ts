@@ -1,8 +1,9 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { subscriptionRank } from '../../../pipelines/billing.js';
+import { billingEvents, subscriptionRank, subscriptionUsers } from '../../../pipelines/billing.js';
 import { changePct, days, hours, selectParts, type Range } from './range.js';
 import { viewerCounts, viewersQuery, type ViewerRow } from './viewers.js';
 import type { Overview } from './answers.js';
+import { watchTimeMinutes } from '../../../pipelines/watch-time.js';
 
 // Each figure is asked for several ranges (the range, the last 7 days, the 7 before, the 30-day month). One scan per
 // table answers all of them with conditional aggregates, rather than one scan per range; viewers come from one scan of
@@ -15,13 +16,13 @@ const watchSql = `SELECT
     sumIf(watch_ms, ${bucketIn('from_s', 'to_s')}) AS range,
     sumIf(watch_ms, ${bucketIn('week1_s', 'to_s')}) AS week1,
     sumIf(watch_ms, ${bucketIn('week0_s', 'week1_s')}) AS week0
-  FROM watch_time_minutes WHERE tenant = {tenant:String} AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
+  FROM ${watchTimeMinutes.name} WHERE tenant = {tenant:String} AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
 
 const revenueSql = `SELECT
     sumIf(amount_inr, ${bucketIn('from_s', 'to_s')}) AS revenue,
     sumIf(amount_inr, ${bucketIn('week1_s', 'to_s')}) AS revenue1,
     sumIf(amount_inr, ${bucketIn('week0_s', 'week1_s')}) AS revenue0
-  FROM billing_events WHERE tenant = {tenant:String} AND kind = 'payment_succeeded' AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
+  FROM ${billingEvents.name} WHERE tenant = {tenant:String} AND kind = 'payment_succeeded' AND ts >= ${sec('earliest_s')} AND ts < ${sec('to_s')}`;
 
 /**
  * Per user, from the `sub_order`s of their subscription events (`subscription_users`, one row per user, ascending):
@@ -36,7 +37,7 @@ const paid = (p: string): string =>
 const ended = `(${subscriptionRank('subscription_cancelled')}, ${subscriptionRank('subscription_expired')})`;
 const usersSql = `SELECT ${paid('to_order')} AS at_to, ${paid('from_order')} AS at_from, ${paid('week1_order')} AS at_week1,
     countIf(arrayExists(o -> o >= {from_order:UInt64} AND o < {to_order:UInt64} AND o % 8 IN ${ended}, orders)) AS churned
-  FROM subscription_users FINAL WHERE tenant = {tenant:String}`;
+  FROM ${subscriptionUsers.name} FINAL WHERE tenant = {tenant:String}`;
 
 type Row = Record<string, string | number | null>;
 const num = (row: Row | undefined, key: string): number => Number(row?.[key] ?? 0);

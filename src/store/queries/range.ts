@@ -1,4 +1,5 @@
 import type { ClickHouseClient } from '@clickhouse/client';
+import { sessionHours } from '../../../pipelines/audience.js';
 
 export const ranges = ['24h', '7d', '30d', 'qtd'] as const;
 export type RangeName = (typeof ranges)[number];
@@ -87,7 +88,7 @@ export const msParam = (p: string): string => `fromUnixTimestamp64Milli({${p}:In
  * conditions on the span are a WHERE, applied after FINAL has picked each row's latest version.
  */
 export const sessionRowsInRange = (columns: readonly string[], from = 'from_ms', to = 'to_ms'): string =>
-  `SELECT ${columns.join(', ')} FROM session_hours FINAL
+  `SELECT ${columns.join(', ')} FROM ${sessionHours.name} FINAL
   PREWHERE hour >= toStartOfHour(${msParam(from)}) AND hour < ${msParam(to)}
   WHERE tenant = {tenant:String} AND first_ts < ${msParam(to)} AND last_ts >= ${msParam(from)}`;
 

@@ -1,18 +1,19 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { completion } from '../../../pipelines/content.js';
+import { completion, contentCatalog } from '../../../pipelines/content.js';
 import { hours, msParam, rangeParams, select, sumsBy, type Range } from './range.js';
 import type { Paged, TopContentItem } from './answers.js';
 import { viewersIn } from './viewers.js';
+import { sessionHours } from '../../../pipelines/audience.js';
 
 // What the catalogue says of some contents: the latest of each kind (published or not), in the form of the
 // `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content. The
 // published row's duration is the content's published one.
 const catalogue = `SELECT content_id, published, argMax(title, ts) AS last_title, argMaxIf(title, ts, notEmpty(title)) AS some_title,
     argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type, argMax(duration_sec, ts) AS duration
-  FROM content_catalog WHERE tenant = {tenant:String} AND content_id IN {ids:Array(String)} GROUP BY content_id, published`;
+  FROM ${contentCatalog.name} WHERE tenant = {tenant:String} AND content_id IN {ids:Array(String)} GROUP BY content_id, published`;
 
 // Sessions that started before the range and run into it: each has a row in the hour of its start (docs/store.md).
-const straddling = `SELECT content_id, ended, furthest_sec, duration_sec FROM session_hours FINAL
+const straddling = `SELECT content_id, ended, furthest_sec, duration_sec FROM ${sessionHours.name} FINAL
   PREWHERE hour = toStartOfHour(${msParam('from_ms')})
   WHERE tenant = {tenant:String} AND first_ts < ${msParam('from_ms')} AND last_ts >= ${msParam('from_ms')} AND notEmpty(content_id)`;
 

@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
+import { viewerWindows, windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
 import { msParam, rangeParams, select, sessionsInRange, type Query, type Range } from './range.js';
+import { sessionHours } from '../../../pipelines/audience.js';
 
 const hourMs = 3_600_000;
 
@@ -67,7 +68,7 @@ export function viewersQuery(
       (h): h is number => h !== null,
     );
     if (partial.length === 0) return `countIf(${whole}) AS n${i}`;
-    const edgeSessions = `SELECT cityHash64({dim:String}, ${sessionValue[dim]}, viewer) FROM session_hours FINAL
+    const edgeSessions = `SELECT cityHash64({dim:String}, ${sessionValue[dim]}, viewer) FROM ${sessionHours.name} FINAL
       PREWHERE hour IN (${partial.map((h) => `toDateTime(${h / 1000}, 'UTC')`).join(', ')})
       WHERE tenant = {tenant:String} AND notEmpty(viewer) ${dim === 'content' ? 'AND notEmpty(content_id)' : ''}
         AND first_ts < ${msParam(`t${i}`)} AND last_ts >= ${msParam(`f${i}`)}`;
@@ -76,7 +77,7 @@ export function viewersQuery(
   // All of a tenant's viewers have one value, '': no grouping (a third of the scan's time at 600k viewers).
   const grouped = dim !== '';
   return {
-    query: `SELECT ${grouped ? 'value' : "'' AS value"}, ${counts.join(', ')} FROM viewer_windows FINAL
+    query: `SELECT ${grouped ? 'value' : "'' AS value"}, ${counts.join(', ')} FROM ${viewerWindows.name} FINAL
      WHERE tenant = {tenant:String} AND ts = toDateTime({w:UInt32}, 'UTC') AND dim = {dim:String} ${values ? 'AND value IN {values:Array(String)}' : ''}
      ${grouped ? 'GROUP BY value' : ''}`,
     params,
