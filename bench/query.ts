@@ -33,8 +33,8 @@ import { limitParam } from '../src/api/params.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { freePort, sleep } from './host.js';
 import { createLogger } from '../src/log.js';
+import { concurrencySeries } from '../pipelines/concurrency/read.js';
 import {
-  concurrencySeries,
   devices,
   geo,
   overview,

@@ -2,7 +2,7 @@ import type { Pipeline, TableSpec } from '../src/metric/pipeline.js';
 import { audience } from './audience.js';
 import { billing } from './billing.js';
 import { bitrate } from './bitrate/pipeline.js';
-import { concurrency } from './concurrency.js';
+import { concurrency } from './concurrency/pipeline.js';
 import { content } from './content.js';
 import { qos } from './qos/pipeline.js';
 import { quota } from './quota.js';

@@ -1,17 +1,10 @@
 import type { ClickHouseClient } from '@clickhouse/client';
+import { concurrencySeries } from '../../pipelines/concurrency/read.js';
 import { endpoints } from '../../pipelines/endpoints.js';
 import { replyError } from '../http/server.js';
 import type { HttpReply, HttpRequest, Route } from '../http/types.js';
 import { acknowledgeAlert, listAlerts, severities } from '../store/alerts.js';
-import {
-  concurrencySeries,
-  devices,
-  geo,
-  overview,
-  resolveRange,
-  topContent,
-  type RangeName,
-} from '../store/queries/index.js';
+import { devices, geo, overview, resolveRange, topContent, type RangeName } from '../store/queries/index.js';
 import { guarded, type Authenticator, type Scope } from './auth.js';
 import { page, pageReply } from './body.js';
 import {

@@ -3,6 +3,7 @@ import type { Test } from 'tap';
 import * as q from '../../src/store/queries/index.js';
 import { intervals, type Interval } from '../../src/store/queries/answers.js';
 import { bitrateByRegionDevice } from '../../pipelines/bitrate/read.js';
+import { concurrencySeries } from '../../pipelines/concurrency/read.js';
 import { qosByRegion } from '../../pipelines/qos/read.js';
 import { Oracle, resolveRange, type OracleEvent, type Range } from '../../bench/simulator/oracle.js';
 import { awayFromMinuteEdge, settle } from '../../bench/simulator/report.js';
@@ -43,7 +44,7 @@ export function storeAnswers(client: ClickHouseClient): Answers {
     devices: (tenant, range) => q.devices(client, tenant, r(range)),
     qos: (tenant, range) => qosByRegion(client, tenant, r(range)),
     bitrate: (tenant, range) => bitrateByRegionDevice(client, tenant, r(range)),
-    concurrency: (tenant, range, interval) => q.concurrencySeries(client, tenant, r(range), interval),
+    concurrency: (tenant, range, interval) => concurrencySeries(client, tenant, r(range), interval),
   };
 }
 

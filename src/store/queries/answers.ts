@@ -1,6 +1,9 @@
 import type { FromSchema } from '../../metric/schema.js';
+import { concurrencyPointSchema, concurrencySeriesSchema } from '../../../pipelines/concurrency/answer.js';
 
-// The seed's analytics answers (docs/metrics.md), each as its JSON schema, the one description of it: the types are
+export { intervals, isInterval, type ConcurrencySeries, type Interval } from '../../../pipelines/concurrency/answer.js';
+
+// The seed's analytics answers (docs/metrics.md) that read several metrics' tables, each as its JSON schema, the one description of it: the types are
 // read from the schemas, and docs/openapi.json must hold them as written here (test/unit/openapi.test.ts). A module of
 // schemas and types alone: the dashboard (src/dashboard/types.ts) and the test oracle read it without the store's code.
 
@@ -28,34 +31,6 @@ export const overviewSchema = {
         subs: { type: 'number' },
         revenue: { type: 'number' },
       },
-    },
-  },
-} as const;
-
-export const concurrencyPointSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['ts', 'value'],
-  properties: { ts: { type: 'string', format: 'date-time' }, value: count },
-} as const;
-
-/** Minutes per point of a concurrency series (the API's `interval`). */
-export const intervals = [1, 5, 15, 60] as const;
-export type Interval = (typeof intervals)[number];
-export const isInterval = (n: number): n is Interval => (intervals as readonly number[]).includes(n);
-
-export const concurrencySeriesSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['interval_minutes', 'points', 'peak', 'peak_at'],
-  properties: {
-    interval_minutes: { type: 'integer', enum: intervals },
-    points: { type: 'array', items: concurrencyPointSchema },
-    peak: count,
-    peak_at: {
-      type: 'string',
-      format: 'date-time',
-      description: 'First second of the peak; the range start when the peak is 0.',
     },
   },
 } as const;
@@ -88,7 +63,7 @@ export const deviceItemSchema = {
   properties: { device: { type: 'string' }, sessions: count, share_pct: share },
 } as const;
 
-/** The schemas by their names in docs/openapi.json's `components.schemas`. */
+/** The seed's answers' schemas (a metric folder's own included) by their names in docs/openapi.json's `components.schemas`. */
 export const answerSchemas = {
   Overview: overviewSchema,
   ConcurrencyPoint: concurrencyPointSchema,
@@ -99,7 +74,6 @@ export const answerSchemas = {
 } as const;
 
 export type Overview = FromSchema<typeof overviewSchema>;
-export type ConcurrencySeries = FromSchema<typeof concurrencySeriesSchema>;
 export type TopContentItem = FromSchema<typeof topContentItemSchema>;
 export type GeoItem = FromSchema<typeof geoItemSchema>;
 export type DeviceItem = FromSchema<typeof deviceItemSchema>;

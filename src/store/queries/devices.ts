@@ -1,5 +1,6 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { rangeParams, select, sessionsInRange, type Range } from './range.js';
+import { rangeParams, select, type Range } from './range.js';
+import { sessionsInRange } from './sessions.js';
 import type { DeviceItem } from './answers.js';
 
 /** docs/metrics.md "Devices": sessions in the range per device, and their share. */

@@ -1,5 +1,4 @@
 // One function per analytics answer (docs/metrics.md), read from the pipelines' snapshot tables.
-export { concurrencySeries } from './concurrency.js';
 export { devices } from './devices.js';
 export { geo } from './geo.js';
 export { overview } from './overview.js';

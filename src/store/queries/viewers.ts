@@ -1,6 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { viewerWindows, windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
-import { msParam, rangeParams, select, sessionsInRange, type Query, type Range } from './range.js';
+import { msParam, rangeParams, select, type Query, type Range } from './range.js';
+import { sessionsInRange } from './sessions.js';
 import { sessionHours } from '../../../pipelines/audience.js';
 
 const hourMs = 3_600_000;

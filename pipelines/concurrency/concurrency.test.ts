@@ -1,6 +1,6 @@
 import t from 'tap';
-import { concurrency } from '../../pipelines/concurrency.js';
-import { at, ev, feed } from '../helpers/pipeline.js';
+import { concurrency } from './pipeline.js';
+import { at, ev, feed } from '../../test/helpers/pipeline.js';
 
 t.test('a session counts each second while active, up to 30 s after its last event', async (t) => {
   // starting 0–9 s, playing 10–19 s, paused from 20 s, playing again from 100 s: its last event, so 100–130 s.

@@ -1,13 +1,13 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { inRange, rangeParams, select, type Range } from './range.js';
-import type { ConcurrencySeries, Interval } from './answers.js';
-import { concurrencySeconds } from '../../../pipelines/concurrency.js';
+import { inRange, rangeParams, select, type Range } from '../../src/store/queries/range.js';
+import type { ConcurrencySeries, Interval } from './answer.js';
+import { concurrencyColumns as c, concurrencySeconds } from './pipeline.js';
 
 // Each second's count is the sum of its rows. FINAL sums them while merging the parts, which are sorted by (tenant,
 // ts), rather than hashing every second: 7 days (604,800 seconds) 75 → 50 ms at 100M. Dropping zero rows before or
 // after the sum gives the same points, so the answer does not depend on where ClickHouse applies `sessions != 0`.
-const perSecond = `SELECT toUnixTimestamp(ts) AS s, sessions AS v FROM ${concurrencySeconds.name} FINAL
-  WHERE tenant = {tenant:String} AND ${inRange()} AND sessions != 0`;
+const perSecond = `SELECT toUnixTimestamp(${c.ts}) AS s, ${c.sessions} AS v FROM ${concurrencySeconds.name} FINAL
+  WHERE ${c.tenant} = {tenant:String} AND ${inRange(c.ts)} AND ${c.sessions} != 0`;
 
 /** docs/metrics.md "Concurrency": each point the maximum of its whole seconds; the first second of the peak. */
 export async function concurrencySeries(

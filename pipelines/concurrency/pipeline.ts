@@ -1,8 +1,8 @@
-import { type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
-import { isActive } from '../src/aggregate/session.js';
+import { columns, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import { isActive } from '../../src/aggregate/session.js';
 
 /** Concurrent sessions per whole second (docs/metrics.md "Concurrency"): a signed count per (tenant, second). */
-export const concurrencySeconds: TableSpec = {
+export const concurrencySeconds = {
   name: 'concurrency_seconds',
   engine: 'sum',
   key: [
@@ -10,7 +10,9 @@ export const concurrencySeconds: TableSpec = {
     ['ts', 'DateTime'],
   ],
   values: [['sessions', 'Int64']],
-};
+} as const satisfies TableSpec;
+
+export const concurrencyColumns = columns(concurrencySeconds);
 
 /** A session's last event counts for 30 s: `t - ts <= 30 s`, and until its next event. */
 export const timeoutMs = 30_000;
