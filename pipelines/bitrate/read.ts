@@ -12,7 +12,10 @@ function rendition(bucket: number): Pick<Rendition, 'bucket' | 'min_kbps' | 'max
   return { bucket: (max === null ? `${min}+` : `${min}-${max}`) as BucketName, min_kbps: min, max_kbps: max };
 }
 
-interface Totals {
+/** A region and device's sums: watch ms, Σ bitrate × ms, and watch ms per bucket. */
+interface Group {
+  region: string;
+  device: string;
   ms: number;
   kbpsMs: number;
   byBucket: Map<number, number>;
@@ -32,9 +35,10 @@ export async function bitrateByRegionDevice(
     tenant,
     range,
   );
-  const groups = new Map<string, Totals & { region: string; device: string }>();
+  const groups = new Map<string, Group>();
   for (const { keys, sums } of rows) {
     const [ms, kbpsMs] = sums as [number, number];
+    // A key whose watch time was all retracted sums to 0; every other sum is positive.
     if (ms === 0) continue;
     const region = String(keys[0]) || 'unknown';
     const device = String(keys[1]) || 'unknown';
@@ -48,9 +52,8 @@ export async function bitrateByRegionDevice(
   }
   const items: BitrateItem[] = [];
   for (const g of groups.values()) {
-    if (g.ms === 0) continue;
     const known = g.ms - (g.byBucket.get(0) ?? 0);
-    const order = [...g.byBucket.keys()].filter((b) => g.byBucket.get(b) !== 0).sort((a, b) => (a || 99) - (b || 99));
+    const order = [...g.byBucket.keys()].sort((a, b) => (a || 99) - (b || 99));
     items.push({
       region: g.region,
       device: g.device,
