@@ -85,7 +85,8 @@ async function main(): Promise<void> {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 
 main().catch((err: Error) => {
-  console.error(err.stack ?? err.message);
-  if (err instanceof UsageError || err instanceof TypeError) console.error(usage);
+  // A bad option is the user's to fix: its message and the usage; anything else keeps its stack for whoever debugs it.
+  const usageError = err instanceof UsageError || err instanceof TypeError;
+  console.error(usageError ? `${err.message}\n\n${usage}` : (err.stack ?? err.message));
   process.exitCode = 2;
 });
