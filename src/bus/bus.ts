@@ -74,10 +74,14 @@ export class BusUnavailableError extends OperatorError {
   }
 }
 
+/** JetStream's answer when fewer servers are in the cluster than a stream's replicas. */
+const noPeersForPlacement = 10005;
+
 /**
- * A NATS failure that passes: a request that timed out (a cluster without its leaders yet, a server just restarted)
- * or JetStream saying it is temporarily unavailable. Not one that needs an operator: no JetStream at all, a refused
- * sign-in or permission.
+ * A NATS failure that passes: a request that timed out (a cluster without its leaders yet, a server just restarted),
+ * JetStream saying it is temporarily unavailable, or a cluster that cannot place a stream's replicas yet (it formed
+ * with two servers of three and the third is still starting; seen in CI). Not one that needs an operator: no
+ * JetStream at all, a refused sign-in or permission.
  */
 export function isPassingBusError(err: unknown): boolean {
   if (err instanceof BusUnavailableError) return err.passing;
@@ -87,6 +91,7 @@ export function isPassingBusError(err: unknown): boolean {
   return (
     e?.code === 'TIMEOUT' ||
     e?.api_error?.err_code === 10008 ||
+    e?.api_error?.err_code === noPeersForPlacement ||
     /timeout|temporarily unavailable/i.test(String(e?.message))
   );
 }

@@ -1,7 +1,7 @@
 import { ensureLocalNats } from '../bus/local-server.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { isPassingBusError } from '../bus/bus.js';
+import { BusUnavailableError, isPassingBusError } from '../bus/bus.js';
 import { resolveTargets, Services, StartAbandonedError, startModules, type Started } from '../modules.js';
 import { registry } from '../registry.js';
 import { flags } from './args.js';
@@ -82,7 +82,11 @@ async function startPatiently(
     } catch (err) {
       if (err instanceof StartAbandonedError) return undefined;
       const waitMs = Math.min(1000 * 2 ** (attempt - 1), 10_000);
-      if (stop || !isPassingBusError(err) || Date.now() - since + waitMs > startPatienceMs) throw err;
+      if (stop || !isPassingBusError(err)) throw err;
+      if (Date.now() - since + waitMs > startPatienceMs)
+        throw new BusUnavailableError(
+          `JetStream did not answer for ${Math.round((Date.now() - since) / 1000)} s as the roles started (a cluster without a quorum, or with fewer servers than STREAM_REPLICAS): ${(err as Error).message}`,
+        );
       log.warn(
         { err: (err as Error).message, attempt, retry_in_ms: waitMs },
         'JetStream did not answer as the roles started; starting them again',

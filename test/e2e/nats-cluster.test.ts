@@ -111,36 +111,47 @@ t.test(
   },
 );
 
-t.test('a role started while its cluster has no quorum waits for it, then starts', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const servers = await PrivateNats.clusterServers(dir);
-  t.teardown(() => Promise.all(servers.map((s) => s.kill())));
-  // One server of three: it takes connections, but JetStream answers nothing until a second one joins.
-  servers[0]!.launch();
-  const port = await freePort();
-  const procs = new RoleProcesses(
-    {
-      NATS_URL: servers.map((s) => s.url).join(','),
-      NATS_PREFIX: uniquePrefix(),
-      STREAM_REPLICAS: '3',
-      INGEST_PORT: String(port),
-    },
-    t,
-  );
-  t.teardown(() => procs.stopAll());
-  const ingest = procs.start(['--role', 'ingest']);
-  let exit: number | string | null = null;
-  ingest.once('exit', (code, signal) => (exit = code ?? signal));
-  t.not(
-    await eventually(async () => /starting them again/.test(procs.logs()), 30_000, 200),
-    -1,
-    'it says it starts again',
-  );
-  t.equal(exit, null, 'and is still running');
-  for (const s of servers.slice(1)) s.launch();
-  t.ok(await ready(`http://127.0.0.1:${port}`, 90_000), 'ready once the cluster has its leaders');
-  t.equal(exit, null, 'never exited');
-  await procs.stop(ingest, 'SIGTERM');
-  t.equal(exit, 0, 'and drains on SIGTERM');
-});
+t.test(
+  'a role started while its cluster has no quorum, then too few servers, waits for them, then starts',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'darshak-cluster-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const servers = await PrivateNats.clusterServers(dir);
+    t.teardown(() => Promise.all(servers.map((s) => s.kill())));
+    // One server of three: it takes connections, but JetStream answers nothing until a second one joins.
+    servers[0]!.launch();
+    const port = await freePort();
+    const procs = new RoleProcesses(
+      {
+        NATS_URL: servers.map((s) => s.url).join(','),
+        NATS_PREFIX: uniquePrefix(),
+        STREAM_REPLICAS: '3',
+        INGEST_PORT: String(port),
+      },
+      t,
+    );
+    t.teardown(() => procs.stopAll());
+    const ingest = procs.start(['--role', 'ingest']);
+    let exit: number | string | null = null;
+    ingest.once('exit', (code, signal) => (exit = code ?? signal));
+    t.not(
+      await eventually(async () => /starting them again/.test(procs.logs()), 30_000, 200),
+      -1,
+      'it says it starts again',
+    );
+    t.equal(exit, null, 'and is still running');
+    // Two of three: a quorum, but no room for three replicas until the third server joins (CI once saw this order).
+    servers[1]!.launch();
+    t.not(
+      await eventually(async () => /no suitable peers for placement/.test(procs.logs()), 60_000, 200),
+      -1,
+      'with two servers it is told there is no room for three replicas, and waits',
+    );
+    t.equal(exit, null, 'still running');
+    servers[2]!.launch();
+    t.ok(await ready(`http://127.0.0.1:${port}`, 90_000), 'ready once the cluster has its leaders');
+    t.equal(exit, null, 'never exited');
+    await procs.stop(ingest, 'SIGTERM');
+    t.equal(exit, 0, 'and drains on SIGTERM');
+  },
+);
