@@ -9,9 +9,10 @@ import { Fleet, type Incident, type IncidentKind } from './simulator/fleet.js';
 import type { OracleEvent } from './simulator/oracle.js';
 import { positive, UsageError } from './simulator/incidents.js';
 
-const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--seed 1]
+const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--from 0] [--seed 1]
        [--noise 0.15] [--blips 2] [--per-kind 20] [--near-misses 10]
---viewers: concurrent viewers at the evening peak; --noise: minute-to-minute drift of each region's levels;
+--viewers: concurrent viewers at the evening peak; --from: the IST hour the run starts at, in the same day's world
+(a span of a large audience's day, e.g. --from 18 --hours 4 for its evening peak); --noise: minute-to-minute drift of each region's levels;
 --blips: short sub-threshold rises per simulated hour; --per-kind / --near-misses: incidents of each kind on the
 incident day, and near misses (under the thresholds) of each.`;
 
@@ -138,6 +139,7 @@ function main(): void {
       'near-misses': { type: 'string', default: '10' },
       viewers: { type: 'string', default: '2000' },
       hours: { type: 'string', default: '24' },
+      from: { type: 'string', default: '0' },
       seed: { type: 'string', default: '1' },
       noise: { type: 'string', default: '0.15' },
       blips: { type: 'string', default: '2' },
@@ -146,16 +148,21 @@ function main(): void {
   });
   const viewers = positive(values.viewers, 'viewers');
   const hours = positive(values.hours, 'hours');
+  const fromHour = Number(values.from);
+  if (!(fromHour >= 0 && fromHour + hours <= 24))
+    throw new UsageError(`--from must be an hour from 0 that leaves --hours within the day, got ${values.from}`);
+  const fromMs = fromHour * 3_600_000;
   const seed = positive(values.seed, 'seed');
   const noise = Number(values.noise);
   const blips = Number(values.blips);
   if (!(noise >= 0) || !(blips >= 0)) throw new UsageError('--noise and --blips must be numbers, 0 or more');
   if (values.day !== 'steady' && values.day !== 'incidents')
     throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
-  // 00:00 IST of a weekday.
-  const startAt = Date.UTC(2026, 10, 23, 18, 30);
+  // 00:00 IST of a weekday, and the run's start in it. The world is the day's from midnight, so a span of it has the
+  // levels and blips the whole day has there.
+  const startAt = Date.UTC(2026, 10, 23, 18, 30) + fromMs;
   const durationMs = Math.round(hours * 3_600_000);
-  const day = steadyDay({ seed, noise, blipsPerHour: blips, hours });
+  const day = steadyDay({ seed, noise, blipsPerHour: blips, hours: fromHour + hours });
   const incidents =
     values.day === 'incidents'
       ? incidentDay({
@@ -172,8 +179,8 @@ function main(): void {
     durationMs,
     seed,
     incidents,
-    audience: (x) => dayAudience(x * hours),
-    levels: day.levels,
+    audience: (x) => dayAudience(fromHour + x * hours),
+    levels: fromMs === 0 ? day.levels : (t, region, pop, device) => day.levels(t + fromMs, region, pop, device),
   });
   const samples = new Samples();
   // Sessions idle for 3 hours leave the aggregator's memory, as in a running shard: a day of them would not fit.
@@ -269,10 +276,11 @@ function main(): void {
     day: values.day,
     viewers,
     hours,
+    from_hour: fromHour,
     seed,
     noise,
     blips_per_hour: blips,
-    blips: day.blips.length,
+    blips: day.blips.filter((b) => b.start >= fromMs).length,
     events: run.events,
     sessions: fleet.stats.sessions,
     peak_players: fleet.stats.peakPlayers,
