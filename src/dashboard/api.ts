@@ -114,3 +114,14 @@ export async function api<T>(
 }
 
 export const get = async <T>(path: string): Promise<T> => (await api<T>('GET', path)).data;
+
+/** Every item of a paged list (`limit` and `offset`, its total in `x-total-count`), a page of 200 at a time. */
+export async function getAll<T>(path: string): Promise<T[]> {
+  const items: T[] = [];
+  for (;;) {
+    const sep = path.includes('?') ? '&' : '?';
+    const { data, total } = await api<T[]>('GET', `${path}${sep}limit=200&offset=${items.length}`);
+    items.push(...data);
+    if (data.length === 0 || total === null || items.length >= total) return items;
+  }
+}

@@ -5,6 +5,7 @@ import type { Alert as StoredAlert, Severity } from '../store/alerts.js';
 
 export type { RangeName } from '../store/queries/range.js';
 export type { QosItem } from '../../pipelines/qos/answer.js';
+export type { BitrateItem } from '../../pipelines/bitrate/answer.js';
 export type { ConcurrencySeries, DeviceItem, GeoItem, Overview, TopContentItem } from '../store/queries/answers.js';
 export { webhookCategories, type Environment } from '../control/records.js';
 export type { AttemptLog as WebhookAttempt } from '../contracts/webhook-attempt.js';

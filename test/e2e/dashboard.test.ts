@@ -192,6 +192,54 @@ t.test('the live number moves, every second, over the WebSocket', async (t) => {
   await shot('live');
 });
 
+t.test(
+  "video quality: each device's mean bitrate, within its regions' means, and the renditions' shares",
+  async (t) => {
+    const token = await login(base, 'owner@dash.test');
+    type Item = { device: string; avg_bitrate_kbps: number | null; renditions: Array<{ bucket: string }> };
+    const list = page.getByRole('list', { name: 'Mean bitrate by device' });
+    const renditions = page.getByRole('list', { name: 'Watch time by rendition' });
+    // The page and the API are read together until they agree: the cards reload every 15 s (as the QoS cards do), and
+    // the scenario's rows keep arriving, and leaving the 24 hours, meanwhile.
+    let findings: Array<[boolean, string]> = [];
+    let devices = 0;
+    const agree = async (): Promise<boolean> => {
+      const items = (await call(base, 'GET', '/v1/analytics/bitrate?range=24h&limit=200', { token }))
+        .json as unknown as Item[];
+      const shown = new Map<string, number>();
+      for (const row of await list.getByRole('listitem').all())
+        shown.set(
+          (await row.locator('.bar-name').textContent()) ?? '',
+          Number((await row.locator('.bar-value').textContent())?.replace(/[^\d]/g, '')),
+        );
+      const known = new Set(items.filter((i) => i.avg_bitrate_kbps !== null).map((i) => i.device));
+      devices = known.size;
+      findings = [...known].map((device) => {
+        const means = items
+          .filter((i) => i.device === device && i.avg_bitrate_kbps !== null)
+          .map((i) => i.avg_bitrate_kbps!);
+        const [low, high] = [Math.floor(Math.min(...means)), Math.ceil(Math.max(...means))];
+        const kbps = shown.get(device);
+        // A mean weighted by watch time lies within its parts' means (rounded to the kbps shown).
+        return [kbps !== undefined && kbps >= low && kbps <= high, `${device}: ${kbps} kbps, within ${low}–${high}`];
+      });
+      const buckets = new Set(items.flatMap((i) => i.renditions.map((r) => r.bucket)));
+      const bars = new Set(await renditions.locator('.bar-name').allTextContents());
+      findings.push([
+        bars.size === buckets.size && [...buckets].every((b) => bars.has(b === 'unknown' ? b : `${b} kbps`)),
+        `a bar per rendition bucket the API has: ${[...bars].join(', ')}`,
+      ]);
+      return findings.every(([ok]) => ok) && shown.size === known.size;
+    };
+    await eventually(agree, 45_000, 1000);
+    t.ok(devices > 1, `the scenario has bitrates of ${devices} devices`);
+    for (const [ok, what] of findings) t.ok(ok, what);
+    let total = 0;
+    for (const v of await renditions.locator('.bar-value').allTextContents()) total += Number(v.replace(/[^\d.]/g, ''));
+    t.ok(Math.abs(total - 100) < 0.5, `the shares add up to 100 % (${total})`);
+  },
+);
+
 t.test("overview: the KPI tiles are the API's numbers, for the range picked", async (t) => {
   await visit(t, 'Overview');
   const token = await login(base, 'owner@dash.test');

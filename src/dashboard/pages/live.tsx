@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { get } from '../api.js';
+import { get, getAll } from '../api.js';
 import { BarList } from '../components/bar-list.js';
 import { Badge, Card } from '../components/card.js';
 import { LineChart, type Point } from '../components/line-chart.js';
@@ -7,7 +7,7 @@ import { ErrorNotice } from '../components/notice.js';
 import { Segmented, rangeOptions } from '../components/segmented.js';
 import { formatInt, formatMs, formatPct, formatTime } from '../format.js';
 import { liveStatus, onLive } from '../live.js';
-import type { ConcurrencySeries, QosItem, RangeName } from '../types.js';
+import type { BitrateItem, ConcurrencySeries, QosItem, RangeName } from '../types.js';
 import { useQuery } from '../use-query.js';
 
 /** Seconds of live history kept on the chart. */
@@ -157,6 +157,69 @@ function Qos() {
   );
 }
 
+/** Per device, the mean bitrate over its watch time of known bitrate (each item's mean weighted by that time). */
+function bitrateByDevice(items: readonly BitrateItem[]): Array<{ name: string; value: number }> {
+  const sums = new Map<string, { kbpsHours: number; hours: number }>();
+  for (const i of items) {
+    if (i.avg_bitrate_kbps === null) continue;
+    const known = i.renditions.reduce((h, r) => (r.bucket === 'unknown' ? h : h + r.watch_hours), 0);
+    const s = sums.get(i.device) ?? { kbpsHours: 0, hours: 0 };
+    sums.set(i.device, { kbpsHours: s.kbpsHours + i.avg_bitrate_kbps * known, hours: s.hours + known });
+  }
+  return [...sums]
+    .filter(([, s]) => s.hours > 0)
+    .map(([name, s]) => ({ name, value: s.kbpsHours / s.hours }))
+    .sort((a, b) => b.value - a.value);
+}
+
+/** Each rendition bucket's share of all watch time, in bucket order (as the API orders a region and device's). */
+function renditionShares(items: readonly BitrateItem[]): Array<{ name: string; value: number }> {
+  const hours = new Map<string, number>();
+  let total = 0;
+  for (const i of items)
+    for (const r of i.renditions) {
+      hours.set(r.bucket, (hours.get(r.bucket) ?? 0) + r.watch_hours);
+      total += r.watch_hours;
+    }
+  const order = (b: string): number => (b === 'unknown' ? Infinity : Number.parseInt(b, 10));
+  return [...hours]
+    .sort(([a], [b]) => order(a) - order(b))
+    .map(([bucket, h]) => ({
+      name: bucket === 'unknown' ? 'unknown' : `${bucket} kbps`,
+      value: total > 0 ? (h / total) * 100 : 0,
+    }));
+}
+
+const formatKbps = (kbps: number): string => `${formatInt(kbps)} kbps`;
+
+function Bitrate() {
+  const [range, setRange] = useState<RangeName>('24h');
+  const bitrate = useQuery(() => getAll<BitrateItem>(`/v1/analytics/bitrate?range=${range}`), range, 15_000);
+  const items = bitrate.data ?? [];
+  return (
+    <>
+      <div class="page-head sub">
+        <h2>Video quality</h2>
+        <Segmented label="Bitrate range" value={range} options={rangeOptions} onChange={setRange} />
+      </div>
+      <ErrorNotice error={bitrate.error} />
+      <div class="grid">
+        <Card title="Mean bitrate by device">
+          <BarList
+            label="Mean bitrate by device"
+            items={bitrateByDevice(items)}
+            format={formatKbps}
+            empty="No bitrate reported in this range."
+          />
+        </Card>
+        <Card title="Watch time by rendition">
+          <BarList label="Watch time by rendition" items={renditionShares(items)} format={formatPct} />
+        </Card>
+      </div>
+    </>
+  );
+}
+
 export function LivePage() {
   return (
     <>
@@ -168,6 +231,7 @@ export function LivePage() {
         <ConcurrencyHistory />
       </div>
       <Qos />
+      <Bitrate />
     </>
   );
 }
