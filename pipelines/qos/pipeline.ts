@@ -8,7 +8,7 @@ import {
 } from '../../src/metric/pipeline.js';
 import { State } from '../../src/aggregate/session.js';
 import {
-  binomialTail,
+  betaBinomialTail,
   cohortField,
   cohortSpike,
   explain,
@@ -316,7 +316,9 @@ export const startupRegression = windowDetector({
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
     max_chance:
-      'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a binomial tail)',
+      'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a beta-binomial tail)',
+    spread:
+      'how far that share moves from minute to minute beyond chance (the tail\u2019s \u03c1: a region\u2019s startup level drifts, so its minutes are not independent draws)',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -328,10 +330,13 @@ export const startupRegression = windowDetector({
       const baseP50 = startupPercentile(base, 0.5);
       if (p50 < t.ratio * baseP50 || p50 < baseP50 + t.min_increase_ms) continue;
       // Half the window's startups are slower than the regression's line: would the baseline give that many? A
-      // median of a short window's few dozen startups is noisy, a tail test of their count is not.
+      // median of a short window's few dozen startups is noisy, a tail test of their count is not. The baseline's
+      // share is not the window's exactly, since a region's level drifts: the tail allows for that `spread`.
       const line = Math.max(t.ratio * baseP50, baseP50 + t.min_increase_ms);
       const slow = startupsFrom(cur, line);
-      if (binomialTail(slow, n, (startupsFrom(base, line) + 1) / (base.startups! + 2)) >= t.max_chance) continue;
+      const share = (startupsFrom(base, line) + 1) / (base.startups! + 2);
+      const weight = 1 / t.spread - 1;
+      if (betaBinomialTail(slow, n, share * weight, (1 - share) * weight) >= t.max_chance) continue;
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
       const cohorts = windowAndBaseline(w, span, 'cohorts');

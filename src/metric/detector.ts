@@ -139,23 +139,40 @@ export function severityOf(current: number, baseline: number): Severity {
 }
 
 /**
- * P(X ≥ k) for X ~ Binomial(n, p): how often at least k of n would fall on a side whose share is p. Summed from k
- * upward in log space (n is a count of startups in a window: small).
+ * P(X ≥ k) for X ~ BetaBinomial(n, a, b): how often at least k of n would fall on a side whose share is itself
+ * uncertain, as Beta(a, b) says: the binomial tail when the share moves from minute to minute (a different mix of
+ * pops and devices each minute), its spread ρ = 1 / (a + b + 1). Summed from k upward in log space.
  */
-export function binomialTail(k: number, n: number, p: number): number {
+export function betaBinomialTail(k: number, n: number, a: number, b: number): number {
   if (k <= 0) return 1;
-  if (k > n || p <= 0) return 0;
-  if (p >= 1) return 1;
-  let logTerm = logChoose(n, k) + k * Math.log(p) + (n - k) * Math.log1p(-p);
+  if (k > n) return 0;
+  let logTerm = logChoose(n, k) + logBeta(k + a, n - k + b) - logBeta(a, b);
   let sum = 0;
   for (let i = k; i <= n; i++) {
     const term = Math.exp(logTerm);
     sum += term;
-    if (term < sum * 1e-12) break;
-    logTerm += Math.log((n - i) / (i + 1)) + Math.log(p) - Math.log1p(-p);
+    if (term < sum * 1e-12 && (n - i) * (i + a) < (i + 1) * (n - i - 1 + b)) break;
+    logTerm += Math.log(((n - i) / (i + 1)) * ((i + a) / (n - i - 1 + b)));
   }
   return Math.min(1, sum);
 }
+
+const lanczos = [
+  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+  12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+];
+
+/** ln Γ(x) for x > 0 (Lanczos, g = 7: within about 1e-15 relative). */
+export function logGamma(x: number): number {
+  if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - logGamma(1 - x);
+  const z = x - 1;
+  let sum = lanczos[0]!;
+  for (let i = 1; i < 9; i++) sum += lanczos[i]! / (z + i);
+  const t = z + 7.5;
+  return 0.5 * Math.log(2 * Math.PI) + (z + 0.5) * Math.log(t) - t + Math.log(sum);
+}
+
+const logBeta = (a: number, b: number): number => logGamma(a) + logGamma(b) - logGamma(a + b);
 
 function logChoose(n: number, k: number): number {
   let s = 0;

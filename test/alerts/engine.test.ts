@@ -1,7 +1,8 @@
 import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
 import {
-  binomialTail,
+  betaBinomialTail,
+  logGamma,
   cohortField,
   explain,
   negBinomialTail,
@@ -244,11 +245,15 @@ t.test('the tails that tell a spike from noise', async (t) => {
   );
   t.ok(close(negBinomialTail(15, 5, 6 / 7), 4.595946286726476e-10), '15 after the same 4: an incident');
   t.equal(negBinomialTail(3, 2, 1), 0);
-  t.equal(binomialTail(0, 10, 0.5), 1);
-  t.ok(close(binomialTail(3, 10, 0.5), 0.9453125));
-  t.ok(close(binomialTail(13, 25, 0.1), 1.6208341601860646e-7), 'half of 25 startups slow where a tenth are');
-  t.ok(close(binomialTail(17, 30, 0.12), 5.585581720602118e-9));
-  t.equal(binomialTail(11, 10, 0.5), 0);
+  t.ok(close(betaBinomialTail(2, 3, 1, 1), 0.5), 'a uniform share: each count of 3 as likely');
+  t.ok(close(betaBinomialTail(7, 10, 2, 3), 0.17482517482517482));
+  t.ok(close(betaBinomialTail(13, 25, 3, 27), 2.5927550347282143e-4), 'half of 25 slow where a tenth are, ρ = 1/31');
+  // The binomial tail, P(X ≥ 13) for X ~ Binomial(25, 0.1), summed exactly: 1.6208341601860646e-7.
+  const nearly = betaBinomialTail(13, 25, 1e6, 9e6) / 1.6208341601860646e-7;
+  t.ok(nearly > 1 && nearly < 1.001, 'almost no spread: about the binomial tail, a little more');
+  t.equal(betaBinomialTail(0, 10, 2, 3), 1);
+  t.equal(betaBinomialTail(11, 10, 2, 3), 0);
+  t.ok(close(logGamma(10), Math.log(362880)) && close(logGamma(0.5), Math.log(Math.sqrt(Math.PI))));
 });
 
 t.test(
