@@ -1,6 +1,7 @@
 // The dashboard's only way to the API: same origin, the token in memory (never in localStorage, where any script on
 // the page could read it for as long as it lives), errors as the API's error bodies.
 import { signal } from '@preact/signals';
+import { limitParam } from '../api/params.js';
 
 export interface Session {
   token: string;
@@ -115,12 +116,12 @@ export async function api<T>(
 
 export const get = async <T>(path: string): Promise<T> => (await api<T>('GET', path)).data;
 
-/** Every item of a paged list (`limit` and `offset`, its total in `x-total-count`), a page of 200 at a time. */
+/** Every item of a paged list (`limit` and `offset`, its total in `x-total-count`), the largest page at a time. */
 export async function getAll<T>(path: string): Promise<T[]> {
   const items: T[] = [];
+  const sep = path.includes('?') ? '&' : '?';
   for (;;) {
-    const sep = path.includes('?') ? '&' : '?';
-    const { data, total } = await api<T[]>('GET', `${path}${sep}limit=200&offset=${items.length}`);
+    const { data, total } = await api<T[]>('GET', `${path}${sep}limit=${limitParam.max}&offset=${items.length}`);
     items.push(...data);
     if (data.length === 0 || total === null || items.length >= total) return items;
   }
