@@ -9,8 +9,8 @@
 // 3. raw*: each analytics answer computed from `events` alone, with the definitions of docs/metrics.md.
 
 import type { ClickHouseClient } from '@clickhouse/client';
-import { subscriptionUsers } from '../pipelines/billing.js';
-import { viewerWindows } from '../pipelines/viewers.js';
+import { subscriptionUsers } from '../pipelines/billing/pipeline.js';
+import { viewerWindows } from '../pipelines/viewers/pipeline.js';
 import type {
   ConcurrencySeries,
   Interval,
@@ -348,7 +348,7 @@ export async function deriveSnapshots(
       SELECT tenant, session_id, events, content_id, region, country, pop, device, viewer, furthest_sec, duration_sec, ended,
         t2, wms, reb, segs, started_at, startup_at, startup_ms, fatal_at, first_ts, last_ts
       FROM (${sessionsSql(`cityHash64(session_id) % ${parts} = ${p}`)})`);
-    // A row for each hour the session's span touches, as pipelines/audience.ts writes them.
+    // A row for each hour the session's span touches, as pipelines/audience/pipeline.ts writes them.
     await run(`INSERT INTO session_hours (tenant, hour, session_id, first_ts, last_ts, viewer, content_id, region, country, pop, device, events, furthest_sec, duration_sec, ended, version)
       SETTINGS ${noDedup}
       SELECT tenant, toDateTime(arrayJoin(range(intDiv(first_ts, 3600000) * 3600, intDiv(last_ts, 1000) + 1, 3600)), 'UTC'), session_id,
@@ -399,7 +399,7 @@ export async function deriveSnapshots(
     SELECT tenant, ts, user_id, event_type, JSONExtractFloat(properties, 'amount_inr'), JSONExtractString(properties, 'plan')
     FROM events WHERE event_type IN ${billingKinds} AND user_id != ''`);
   // From billing_events, by the table's own statement for every row.
-  await run(subscriptionUsers.derivedFrom!.fill);
+  await run(subscriptionUsers.derivedFrom.fill);
   await run(`INSERT INTO quota_minutes (tenant, ts, events) SETTINGS ${noDedup}
     SELECT tenant, toDateTime(toStartOfMinute(received_at), 'UTC') AS m, count() FROM events GROUP BY tenant, m`);
   progress('content_catalog, billing_events, subscription_users, quota_minutes');
@@ -415,7 +415,7 @@ export async function deriveSnapshots(
   }
   progress('sum tables and session_hours merged');
   // From session_hours: viewer windows by the statement replay uses; completion sums each session in the row of its
-  // first hour, under the minute it started (as pipelines/content.ts writes them).
+  // first hour, under the minute it started (as pipelines/content/pipeline.ts writes them).
   await run(viewerWindows.rebuild!(false));
   await run(`INSERT INTO content_minute_sums (tenant, ts, content_id, furthest_sec, sessions, completion_sum) SETTINGS ${noDedup}
     SELECT tenant, toStartOfMinute(first_ts) AS m, content_id, if(known, -1, furthest_sec) AS f, toInt64(count()),

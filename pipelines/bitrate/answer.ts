@@ -1,9 +1,8 @@
-import type { FromSchema } from '../../src/metric/schema.js';
+import { amountSchema as hours, type FromSchema } from '../../src/metric/schema.js';
 
 // The answer of GET /v1/analytics/bitrate (docs/metrics.md "Bitrate"). A module of a schema and types alone: the
 // dashboard and the test oracle read it without the store's code.
 
-const hours = { type: 'number', minimum: 0 } as const;
 const kbps = { type: ['integer', 'null'], minimum: 0 } as const;
 
 export const bitrateItemSchema = {

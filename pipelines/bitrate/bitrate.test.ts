@@ -1,5 +1,5 @@
 import t from 'tap';
-import { watchTime } from '../watch-time.js';
+import { watchTime } from '../watch-time/pipeline.js';
 import { at, ev, feed } from '../../test/helpers/pipeline.js';
 import { bitrate, bucketOf } from './pipeline.js';
 

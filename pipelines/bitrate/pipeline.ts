@@ -1,5 +1,5 @@
 import { columns, minuteOf, timeRollups, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
-import { watchMs } from '../watch-time.js';
+import { watchMs } from '../watch-time/pipeline.js';
 
 /**
  * Rendition buckets by bitrate (kbps): [0, 500), [500, 1000), … doubling up to [16000, ∞), each about one rung of a

@@ -24,7 +24,7 @@ import {
   type Window,
   windowDetector,
 } from '../../src/metric/detector.js';
-import { watchMs } from '../watch-time.js';
+import { watchMs } from '../watch-time/pipeline.js';
 
 const dims = [
   ['tenant', 'LowCardinality(String)'],

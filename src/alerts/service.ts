@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { JsMsg, KV, ObjectStore } from 'nats';
 import { Counter, Gauge } from 'prom-client';
-import { quotaFinding, quotaLevels } from '../../pipelines/quota.js';
+import { quotaFinding, quotaLevels } from '../../pipelines/quota/pipeline.js';
 import type { Bus } from '../bus/bus.js';
 import { packCheckpoint, readCheckpoint, writeCheckpoint } from '../bus/checkpoints.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';

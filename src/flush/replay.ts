@@ -118,7 +118,7 @@ export async function replayRange(client: ClickHouseClient, req: ReplayRequest):
 }
 
 /**
- * Rewrite a `rebuild` table's rows of a tenant for every `ts` (a window start, pipelines/viewers.ts) whose span holds
+ * Rewrite a `rebuild` table's rows of a tenant for every `ts` (a window start, pipelines/viewers/pipeline.ts) whose span holds
  * an hour of [first, last]; answers the rows written.
  */
 async function rebuild(

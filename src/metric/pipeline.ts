@@ -86,7 +86,10 @@ export interface TableSpec {
   derivedFrom?: { table: string; by: string; refresh: string; fill: string };
 }
 
-type ColumnName<T extends TableSpec> = T['key'][number][0] | T['values'][number][0];
+type ColumnName<T extends TableSpec> =
+  | T['key'][number][0]
+  | T['values'][number][0]
+  | (T extends { derived: ReadonlyArray<readonly [infer N extends string, string, string]> } ? N : never);
 
 /**
  * A table's column names, for its read side to build queries from (`c.watch_ms`): a renamed or removed column is then a
@@ -94,7 +97,7 @@ type ColumnName<T extends TableSpec> = T['key'][number][0] | T['values'][number]
  * TableSpec`, so its names stay literal.
  */
 export function columns<T extends TableSpec>(spec: T): { readonly [K in ColumnName<T>]: K } {
-  return Object.fromEntries([...spec.key, ...spec.values].map(([name]) => [name, name])) as {
+  return Object.fromEntries([...spec.key, ...spec.values, ...(spec.derived ?? [])].map(([name]) => [name, name])) as {
     readonly [K in ColumnName<T>]: K;
   };
 }

@@ -31,3 +31,8 @@ export type FromSchema<S> = S extends { enum: readonly (infer E)[] }
         : S extends { type: infer T }
           ? Primitive<T>
           : unknown;
+
+/** The fragments answers share: a count, a non-negative amount (hours, rupees), a percentage. */
+export const countSchema = { type: 'integer', minimum: 0 } as const;
+export const amountSchema = { type: 'number', minimum: 0 } as const;
+export const shareSchema = { type: 'number', minimum: 0, maximum: 100 } as const;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, type JsMsg } from 'nats';
 import t, { type Test } from 'tap';
-import { quotaMinutes } from '../../pipelines/quota.js';
+import { quotaMinutes } from '../../pipelines/quota/pipeline.js';
 import { minuteOf } from '../../src/metric/pipeline.js';
 import { Bus, streamIdentity } from '../../src/bus/bus.js';
 import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';

@@ -1,15 +1,15 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
-import { contentCatalog, contentMinuteSums } from '../../pipelines/content.js';
+import { contentCatalog, contentMinuteSums } from '../../pipelines/content/pipeline.js';
 import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell } from '../../src/metric/pipeline.js';
-import { catalogueSql, topContent } from '../../src/store/queries/top-content.js';
+import { catalogueSql, topContent } from '../../pipelines/content/read.js';
 import { sumsBy, tiers, type Range } from '../../src/store/queries/range.js';
 import { createTableSql, ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
 import { embeddedClient } from '../helpers/store.js';
 
 // Long ranges read `content_minute_sums` from its hourly and daily projections and only the edge minutes from its rows;
-// top content reads the catalogue from its `latest` projection (pipelines/content.ts). Pinned here: the cut of a range
+// top content reads the catalogue from its `latest` projection (pipelines/content/pipeline.ts). Pinned here: the cut of a range
 // into tiers, sums equal to a plain sum over the minutes for ranges of every shape (also after a merge and a replay's
 // DELETE), the projections added to a store created before them, and the reads ClickHouse answers from them.
 

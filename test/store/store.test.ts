@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
-import { sessionHours } from '../../pipelines/audience.js';
+import { sessionHours } from '../../pipelines/audience/pipeline.js';
 import { Accumulator } from '../../src/aggregate/accumulator.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
 import { ForeignSchemaError, migrate, migrations } from '../../src/store/migrate.js';

@@ -1,7 +1,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import { hours, inRange, rangeParams, select, type Range } from './range.js';
 import type { GeoItem } from './answers.js';
-import { viewersIn } from './viewers.js';
+import { viewersIn } from '../../../pipelines/viewers/read.js';
 import { qosMinutes } from '../../../pipelines/qos/pipeline.js';
 
 /** docs/metrics.md "Geo": per session region, watch time share and distinct viewers. */

@@ -150,6 +150,15 @@ export async function sumsBy(
   }));
 }
 
+/** Named spans of time, each as the names of its two Unix-second parameters (from, to). */
+export type Spans = Record<string, readonly [from: string, to: string]>;
+
+/** Per span, the sum of `expr` over the rows of a bucketed time column within it, in the column of the span's name. */
+export const sumsIn = (spans: Spans, expr: string, column = 'ts'): string =>
+  Object.entries(spans)
+    .map(([name, [from, to]]) => `sumIf(${expr}, ${inRange(column, from, to)}) AS ${name}`)
+    .join(', ');
+
 /** A bucketed time column within the range (parameters of Unix seconds). */
 export const inRange = (column = 'ts', from = 'from_s', to = 'to_s'): string =>
   `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;

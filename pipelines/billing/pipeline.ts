@@ -1,5 +1,5 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
-import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../src/metric/detector.js';
+import { columns, minuteOf, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import { pct, round, severityOf, windowFields, windowSpans, windowDetector } from '../../src/metric/detector.js';
 
 /** Subscription events in their tie order (docs/metrics.md): `sub_order`'s low 3 bits are the 1-based index here. */
 const subscriptionKinds = [
@@ -24,7 +24,7 @@ const userKey = (id: string): string => `reinterpretAsUInt128(sipHash128(${id}))
  * subscription event before it, so the events themselves are the state; a late one simply lands in its place.
  * `user_key` (see `userKey`) and `sub_order` (ts × 8 + the kind's tie rank, 0 for a payment) are computed at insert.
  */
-export const billingEvents: TableSpec = {
+export const billingEvents = {
   name: 'billing_events',
   engine: 'append',
   key: [
@@ -41,7 +41,9 @@ export const billingEvents: TableSpec = {
     ['user_key', 'UInt128', userKey('user_id')],
     ['sub_order', 'UInt64', `toUInt64(toUnixTimestamp64Milli(ts)) * 8 + indexOf(${subscriptionKindsSql}, kind)`],
   ],
-};
+} as const satisfies TableSpec;
+
+export const billingColumns = columns(billingEvents);
 
 /** Per user of the `billing_events` rows `where` selects: their subscription events' `sub_order`s and latest time. */
 const usersOf = (
@@ -60,7 +62,7 @@ const refreshVersion = `greatest(toUInt64(toUnixTimestamp64Nano(now64(9))), (SEL
  * time). A user left with no subscription event (a replay removed them) keeps a row with none, which counts nowhere.
  * `last_ts`, the latest event's time, bounds retention.
  */
-export const subscriptionUsers: TableSpec = {
+export const subscriptionUsers = {
   name: 'subscription_users',
   engine: 'replace',
   key: [
@@ -86,7 +88,9 @@ export const subscriptionUsers: TableSpec = {
       SETTINGS insert_deduplicate = 0, insert_deduplication_token = ''
       SELECT tenant, user_key, last_ts, arraySort(orders), toUInt64(toUnixTimestamp64Nano(now64(9))) FROM (${usersOf('1')})`,
   },
-};
+} as const satisfies TableSpec;
+
+export const subscriptionUserColumns = columns(subscriptionUsers);
 
 const hour = 3600;
 const day = 86_400;

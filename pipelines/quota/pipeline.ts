@@ -1,5 +1,5 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
-import type { Finding } from '../src/metric/detector.js';
+import { minuteOf, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import type { Finding } from '../../src/metric/detector.js';
 
 /** Stored (de-duplicated) events per tenant and minute of arrival: monthly usage is a sum of these. */
 export const quotaMinutes: TableSpec = {

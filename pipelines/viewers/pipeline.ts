@@ -1,4 +1,4 @@
-import { type Emitter, type Pipeline, type SessionAttrs, type TableSpec } from '../src/metric/pipeline.js';
+import { type Emitter, type Pipeline, type SessionAttrs, type TableSpec } from '../../src/metric/pipeline.js';
 
 // Distinct viewers over long ranges (docs/store.md "Viewer windows"). Counting them from sessions hashes every viewer
 // of the range at each query (600k viewers over 30 days at 100M events: 70–100 ms). Here each viewer has one row per
@@ -17,7 +17,7 @@ export type Dim = '' | 'region' | 'content';
  * Per viewer, dimension value and window (`ts`, its start): how many of the viewer's sessions touched each hour of the
  * window (their span [first_ts, last_ts] overlaps it), as `hourMap` (hours since the window's start). Each hour is
  * written to both windows that hold it. `pair_key` hashes (dim, value, viewer), for matching the sessions that only
- * touch a range's partial hours (queries/viewers.ts).
+ * touch a range's partial hours (read.ts).
  */
 export const viewerWindows: TableSpec = {
   name: 'viewer_windows',

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { audience } from '../../pipelines/audience.js';
-import { at, ev, feed } from '../helpers/pipeline.js';
+import { audience } from './pipeline.js';
+import { at, ev, feed } from '../../test/helpers/pipeline.js';
 
 t.test('one row per session; a late earlier event sets its first values', async (t) => {
   const rows = feed(audience, [

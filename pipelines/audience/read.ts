@@ -1,5 +1,7 @@
-import { sessionHours } from '../../../pipelines/audience.js';
-import { msParam } from './range.js';
+import type { ClickHouseClient } from '@clickhouse/client';
+import { msParam, rangeParams, select, type Range } from '../../src/store/queries/range.js';
+import type { DeviceItem } from './answer.js';
+import { sessionHours } from './pipeline.js';
 
 /**
  * The `session_hours` rows of a tenant's sessions that overlap [from, to), latest versions: only the hours of the
@@ -20,3 +22,20 @@ export const sessionsInRange = (columns: readonly string[], from = 'from_ms', to
   ${sessionRowsInRange(columns, from, to)}
     AND hour = greatest(toStartOfHour(first_ts), toStartOfHour(${msParam(from)}))
 )`;
+
+/** docs/metrics.md "Devices": sessions in the range per device, and their share. */
+export async function devices(client: ClickHouseClient, tenant: string, range: Range): Promise<DeviceItem[]> {
+  const rows = await select<{ device: string; sessions: string }>(
+    client,
+    `SELECT device, count() AS sessions FROM ${sessionsInRange(['device'])} GROUP BY device`,
+    rangeParams(tenant, range),
+  );
+  const total = rows.reduce((s, r) => s + Number(r.sessions), 0);
+  return rows
+    .map((r) => ({
+      device: r.device === '' ? 'unknown' : r.device,
+      sessions: Number(r.sessions),
+      share_pct: total === 0 ? 0 : (Number(r.sessions) / total) * 100,
+    }))
+    .sort((a, b) => b.sessions - a.sessions || (a.device < b.device ? -1 : 1));
+}

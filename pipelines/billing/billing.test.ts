@@ -1,6 +1,6 @@
 import t from 'tap';
-import { billing } from '../../pipelines/billing.js';
-import { ev, feed } from '../helpers/pipeline.js';
+import { billing } from './pipeline.js';
+import { ev, feed } from '../../test/helpers/pipeline.js';
 
 t.test('subscription and payment events, one row each; others none', async (t) => {
   const user = { session_id: undefined, user_id: 'u1' };

@@ -1,4 +1,4 @@
-import { type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
+import { type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
 
 const hourMs = 3_600_000;
 

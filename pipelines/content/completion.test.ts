@@ -1,12 +1,12 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
-import { pipelines, snapshotTables } from '../../pipelines/index.js';
+import { pipelines, snapshotTables } from '../index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { topContent } from '../../src/store/queries/index.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
-import { eventAt } from '../helpers/pipeline.js';
-import { embeddedClient } from '../helpers/store.js';
+import { eventAt } from '../../test/helpers/pipeline.js';
+import { embeddedClient } from '../../test/helpers/store.js';
 
 // Top content's completion (docs/metrics.md "Top content"): the mean over the range's sessions, those that started in
 // it read as sums per minute of start (`content_minute_sums`), those that started before it and run into it from

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { content } from '../../pipelines/content.js';
-import { at, ev, feed } from '../helpers/pipeline.js';
+import { content } from './pipeline.js';
+import { at, ev, feed } from '../../test/helpers/pipeline.js';
 
 t.test('watch time per content, and a catalogue row per event that names a content', async (t) => {
   const rows = feed(content, [

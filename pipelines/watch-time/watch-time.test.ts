@@ -1,6 +1,6 @@
 import t from 'tap';
-import { watchTime } from '../../pipelines/watch-time.js';
-import { at, ev, feed } from '../helpers/pipeline.js';
+import { watchTime } from './pipeline.js';
+import { at, ev, feed } from '../../test/helpers/pipeline.js';
 
 const stallSession = [
   ev('play_start', 0),

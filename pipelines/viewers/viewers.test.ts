@@ -1,15 +1,15 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import t from 'tap';
 import { Rng } from '../../bench/simulator/rng.js';
-import { pipelines, snapshotTables } from '../../pipelines/index.js';
-import { viewerWindows, windowStepS, type Dim } from '../../pipelines/viewers.js';
+import { pipelines, snapshotTables } from '../index.js';
+import { viewerWindows, windowStepS, type Dim } from './pipeline.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
 import type { WireEvent } from '../../src/bus/wire.js';
-import { topContent } from '../../src/store/queries/top-content.js';
-import { viewersBy, viewersIn } from '../../src/store/queries/viewers.js';
+import { topContent } from '../content/read.js';
+import { viewersBy, viewersIn } from './read.js';
 import { ensureSnapshotTables, insertSnapshotRows } from '../../src/store/snapshots.js';
-import { eventAt } from '../helpers/pipeline.js';
-import { embeddedClient } from '../helpers/store.js';
+import { eventAt } from '../../test/helpers/pipeline.js';
+import { embeddedClient } from '../../test/helpers/store.js';
 
 // Distinct viewers from `viewer_windows` (docs/store.md "Viewer windows"): sessions of every length around a window's
 // start, whose viewer, region and content are settled by events arriving in any order over many flushes, are counted

@@ -5,9 +5,9 @@ import {
   type Pipeline,
   type SessionAttrs,
   type TableSpec,
-} from '../src/metric/pipeline.js';
-import { round, sumFields, type OnceDetector, windowDetector } from '../src/metric/detector.js';
-import { watchMs } from './watch-time.js';
+} from '../../src/metric/pipeline.js';
+import { round, sumFields, type OnceDetector, windowDetector } from '../../src/metric/detector.js';
+import { watchMs } from '../watch-time/pipeline.js';
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */
 export const contentCatalog: TableSpec = {

@@ -1,8 +1,8 @@
-import { minuteOf, type Pipeline, type TableSpec } from '../src/metric/pipeline.js';
-import { isWatching, State } from '../src/aggregate/session.js';
+import { columns, minuteOf, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import { isWatching, State } from '../../src/aggregate/session.js';
 
 /** Watch and rebuffering milliseconds per tenant and minute (of e2: docs/metrics.md "Watch time and QoS"). */
-export const watchTimeMinutes: TableSpec = {
+export const watchTimeMinutes = {
   name: 'watch_time_minutes',
   engine: 'sum',
   key: [
@@ -13,7 +13,9 @@ export const watchTimeMinutes: TableSpec = {
     ['watch_ms', 'Int64'],
     ['rebuffer_ms', 'Int64'],
   ],
-};
+} as const satisfies TableSpec;
+
+export const watchTimeColumns = columns(watchTimeMinutes);
 
 /** A gap between two events counts for at most 30 s of watch time. */
 export const gapCapMs = 30_000;

@@ -1,8 +1,8 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import t, { type Test } from 'tap';
 import { Rng } from '../../bench/simulator/rng.js';
-import { billingEvents, subscriptionUsers } from '../../pipelines/billing.js';
-import { snapshotTables } from '../../pipelines/index.js';
+import { billingEvents, subscriptionUsers } from './pipeline.js';
+import { snapshotTables } from '../index.js';
 import type { Cell } from '../../src/metric/pipeline.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { replayRange } from '../../src/flush/replay.js';
@@ -12,9 +12,9 @@ import { migrate } from '../../src/store/migrate.js';
 import { overview } from '../../src/store/queries/index.js';
 import { changePct, type Range } from '../../src/store/queries/range.js';
 import { ensureSnapshotTables, insertSnapshotRows, refreshDerived } from '../../src/store/snapshots.js';
-import { embeddedClient } from '../helpers/store.js';
+import { embeddedClient } from '../../test/helpers/store.js';
 
-// Paid subscribers and churn read `subscription_users` (pipelines/billing.ts), which every insert into
+// Paid subscribers and churn read `subscription_users` (pipeline.ts), which every insert into
 // `billing_events` refreshes for the users it wrote. Pinned here: the overview's figures equal those of grouping
 // `billing_events` by user (the query they replaced, kept below as the oracle), with events arriving late, in any
 // order, twice, with equal timestamps, after a user's events are removed, and after a replay that drops some.

@@ -1,12 +1,13 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { completion, contentCatalog } from '../../../pipelines/content.js';
-import { hours, msParam, rangeParams, select, sumsBy, type Range } from './range.js';
-import type { Paged, TopContentItem } from './answers.js';
-import { viewersIn } from './viewers.js';
-import { sessionHours } from '../../../pipelines/audience.js';
+import { completion, contentCatalog } from './pipeline.js';
+import { hours, msParam, rangeParams, select, sumsBy, type Range } from '../../src/store/queries/range.js';
+import type { Paged } from '../../src/store/queries/answers.js';
+import type { TopContentItem } from './answer.js';
+import { viewersIn } from '../viewers/read.js';
+import { sessionHours } from '../audience/pipeline.js';
 
 // What the catalogue says of some contents: the latest of each kind (published or not), in the form of the
-// `content_catalog` projection `latest` (pipelines/content.ts), so it is read from a few rows per content. The
+// `content_catalog` projection `latest` (pipeline.ts), so it is read from a few rows per content. The
 // published row's duration is the content's published one.
 const catalogue = `SELECT content_id, published, argMax(title, ts) AS last_title, argMaxIf(title, ts, notEmpty(title)) AS some_title,
     argMax(content_type, ts) AS last_type, argMaxIf(content_type, ts, notEmpty(content_type)) AS some_type, argMax(duration_sec, ts) AS duration

@@ -1,8 +1,8 @@
 import type { ClickHouseClient } from '@clickhouse/client';
-import { viewerWindows, windowSpanS, windowStepS, type Dim } from '../../../pipelines/viewers.js';
-import { msParam, rangeParams, select, type Query, type Range } from './range.js';
-import { sessionsInRange } from './sessions.js';
-import { sessionHours } from '../../../pipelines/audience.js';
+import { viewerWindows, windowSpanS, windowStepS, type Dim } from './pipeline.js';
+import { msParam, rangeParams, select, type Query, type Range } from '../../src/store/queries/range.js';
+import { sessionsInRange } from '../audience/read.js';
+import { sessionHours } from '../audience/pipeline.js';
 
 const hourMs = 3_600_000;
 
