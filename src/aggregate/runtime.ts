@@ -1,5 +1,5 @@
 import type { WireEvent } from '../bus/wire.js';
-import type { Marks, Pipeline, Segment, SessionAttrs } from '../metric/pipeline.js';
+import { segmentValues, type Marks, type Pipeline, type Segment, type SessionAttrs } from '../metric/pipeline.js';
 import {
   forEachSegment,
   insertEvent,
@@ -7,6 +7,7 @@ import {
   rankOf,
   tsOf,
   rankOfPacked,
+  segmentValue,
   type SegmentSink,
   type Timeline,
 } from './session.js';
@@ -96,7 +97,8 @@ type SavedSession = [
   user: string,
   anon: string,
   tl: number[],
-  vals: number[] | null,
+  vals: (number[] | null)[] | null,
+  names: string[] | null,
   lastReceived: number,
   marks: Record<string, number>,
 ];
@@ -172,7 +174,11 @@ export class Aggregation implements SegmentSink {
   private readonly before: MutableAttrs = noAttrs('', '');
   private readonly marks = new SessionMarks();
   /** The segment given to pipelines (one object, filled for each call), and the attributes it is keyed by. */
-  private readonly seg: Segment = { from: 0, to: null, state: 0, bitrate_kbps: null };
+  private readonly seg: Segment = { from: 0, to: null, state: 0, bitrate_kbps: null, cdn: null };
+  /** The same object, its values written by name. */
+  private readonly segValues = this.seg as Record<(typeof segmentValues)[number]['name'], number | string | null>;
+  /** The segment values of the event being applied (one array, filled for each event). */
+  private readonly carried: (number | string | undefined)[] = segmentValues.map(() => undefined);
   private retracting: SessionAttrs = this.before;
   private adding: SessionAttrs = this.before;
   /** Sessions changed since the last drain, each once. */
@@ -220,6 +226,7 @@ export class Aggregation implements SegmentSink {
         anon: '',
         tl: [],
         vals: null,
+        names: null,
         lastReceived: 0,
         dirty: false,
         marks: {},
@@ -232,12 +239,14 @@ export class Aggregation implements SegmentSink {
     const before: SessionAttrs = this.changed === 0 ? after : this.before;
     this.retracting = before;
     this.adding = after;
+    const carried = this.carried;
+    for (let c = 0; c < segmentValues.length; c++) carried[c] = segmentValues[c]!.read(e);
     if (before === after || sameDims(before, after)) {
-      insertEvent(s, e.ts, r, e.bitrate_kbps, this);
+      insertEvent(s, e.ts, r, carried, this);
     } else {
       // Every segment is keyed by the old attributes: move them all (rare: a late event carried an earlier value).
       forEachSegment(s, -1, this);
-      insertEvent(s, e.ts, r, e.bitrate_kbps, null);
+      insertEvent(s, e.ts, r, carried, null);
       forEachSegment(s, 1, this);
     }
     if (r === rank.play_start || r === rank.first_frame) this.withStartup(s);
@@ -314,12 +323,12 @@ export class Aggregation implements SegmentSink {
   }
 
   /** A segment of the session being applied: retracted ones keyed by its attributes before the event, added ones after. */
-  onSegment(from: number, to: number | null, state: number, value: number | null, sign: 1 | -1): void {
+  onSegment(from: number, to: number | null, state: number, t: Timeline, j: number, sign: 1 | -1): void {
     const seg = this.seg;
     seg.from = from;
     seg.to = to;
     seg.state = state;
-    seg.bitrate_kbps = value;
+    for (let c = 0; c < segmentValues.length; c++) this.segValues[segmentValues[c]!.name] = segmentValue(t, c, j);
     const attrs = sign === 1 ? this.adding : this.retracting;
     for (const p of this.segmentPipes) p.segment!(attrs, seg, sign, this.acc);
   }
@@ -478,6 +487,7 @@ export class Aggregation implements SegmentSink {
         s.anon,
         s.tl,
         s.vals,
+        s.names,
         s.lastReceived,
         s.marks,
       ]),
@@ -494,8 +504,8 @@ export class Aggregation implements SegmentSink {
     this.nextSweep = state.next_sweep;
     this.evicted.load(state.evicted);
     // A session's key is also in its attributes.
-    for (const [, attrs, at, user, anon, tl, vals, lastReceived, marks] of state.sessions)
-      this.sessions.add({ attrs: { ...attrs }, at, user, anon, tl, vals, lastReceived, dirty: false, marks });
+    for (const [, attrs, at, user, anon, tl, vals, names, lastReceived, marks] of state.sessions)
+      this.sessions.add({ attrs: { ...attrs }, at, user, anon, tl, vals, names, lastReceived, dirty: false, marks });
   }
 
   /** Drop output not yet drained (a replay rebuilding state whose output was already published). */

@@ -112,7 +112,14 @@ export interface ShardOptions {
 }
 
 /** A checkpoint of another version (an earlier build's) is not read: the shard rebuilds from the store (docs/compatibility.md). */
-type Checkpoint = { v: 5; shard: number; passed_up_to: number; state: SavedState; ids: SavedDedup };
+const checkpointVersion = 6;
+type Checkpoint = {
+  v: typeof checkpointVersion;
+  shard: number;
+  passed_up_to: number;
+  state: SavedState;
+  ids: SavedDedup;
+};
 
 interface Batch {
   /** Input (from, upTo] is what it holds. */
@@ -270,7 +277,7 @@ export class ShardAggregator {
       ? readCheckpoint<Checkpoint>(
           this.store,
           `shard-${this.shard}`,
-          (cp) => cp.v === 5 && cp.shard === this.shard,
+          (cp) => cp.v === checkpointVersion && cp.shard === this.shard,
           this.log,
         )
       : null;
@@ -581,7 +588,7 @@ export class ShardAggregator {
   /** The state now, right after the input `upTo`, as a checkpoint. */
   private packState(upTo: number): Buffer {
     const cp: Checkpoint = {
-      v: 5,
+      v: checkpointVersion,
       shard: this.shard,
       passed_up_to: upTo,
       ids: this.dedup.save(),

@@ -3,14 +3,25 @@ import type { Detector } from './detector.js';
 
 // What a pipeline file (pipelines/*.ts) declares, and what the aggregator runtime (runtime.ts) gives it.
 
-/** A span of a session's timeline in one state (src/aggregate/session.ts keeps the timelines). */
-export interface Segment {
-  from: number;
-  to: number | null;
-  state: number;
-  /** The rendition's bitrate over the segment: its first event's `bitrate_kbps`, or the last one before it; or null. */
-  bitrate_kbps: number | null;
-}
+/**
+ * The values a segment carries beside its state, each read from the events: a segment's value is that of the event it
+ * starts at, or, when that event carried none, the last one before it; null before any. A metric of a value per
+ * segment (watch time by rendition, by CDN) reads it from `Segment`; a new value is one line here, and the runtime and
+ * the checkpoints carry it unchanged (src/aggregate/session.ts keeps them beside the timeline).
+ */
+export const segmentValues = [
+  /** The rendition's bitrate. */
+  { name: 'bitrate_kbps', kind: 'number', read: (e: WireEvent): number | undefined => e.bitrate_kbps },
+  /** The CDN serving the segment: a multi-CDN player's switch moves the segments after it. */
+  { name: 'cdn', kind: 'string', read: (e: WireEvent): string | undefined => e.context?.cdn || undefined },
+] as const;
+
+type SegmentValue<V> = V extends { kind: 'number' } ? number | null : string | null;
+
+/** A span of a session's timeline in one state, and its values (`segmentValues`). */
+export type Segment = { from: number; to: number | null; state: number } & {
+  [V in (typeof segmentValues)[number] as V['name']]: SegmentValue<V>;
+};
 
 export type ColumnType =
   | 'String'

@@ -80,12 +80,15 @@ export interface StoredEvent {
   country: string;
   region: string;
   device: string;
+  app_version: string;
+  player: string;
+  cdn: string;
   pop: string;
   properties: string;
 }
 
 export const storedColumns =
-  'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, pop, properties';
+  'tenant, env, event_type, ts, client_ts, received_at, event_id, anonymous_id, user_id, session_id, content_id, content_type, content_title, position_sec, bitrate_kbps, country, region, device, app_version, player, cdn, pop, properties';
 
 /** The event types of a session's state machine (docs/metrics.md "Sessions"). */
 export const sessionEventTypes = [
@@ -105,6 +108,13 @@ export const sessionEventTypes = [
 ];
 
 const ms = (dt: string): number => Date.parse(`${dt.replace(' ', 'T')}Z`);
+
+/** The `context` keys the aggregator reads (session attributes, segment values), as stored; undefined when none is. */
+function storedContext(r: StoredEvent): Record<string, string> | undefined {
+  let context: Record<string, string> | undefined;
+  for (const key of ['app_version', 'player', 'cdn', 'pop'] as const) if (r[key] !== '') (context ??= {})[key] = r[key];
+  return context;
+}
 
 /** A stored row back into the event the pipelines saw (only the fields they read). */
 export function toEvent(r: StoredEvent): WireEvent {
@@ -128,7 +138,7 @@ export function toEvent(r: StoredEvent): WireEvent {
     country: r.country,
     region: r.region,
     device: r.device,
-    context: r.pop === '' ? undefined : { pop: r.pop },
+    context: storedContext(r),
     properties: JSON.parse(r.properties) as Record<string, unknown>,
   };
 }

@@ -9,14 +9,14 @@ export const tables = new Map<string, TableSpec>(pipelines.flatMap((p) => p.tabl
 
 /**
  * Sum `sum` rows by key, keep a key's `replace` row of the highest version, the last of equal ones, as ClickHouse does
- * (without its version), collect `append` rows.
+ * (without its version), collect `append` rows. `specs`: the tables by name, the pipelines' unless given.
  */
-export function net(flushes: Rows[]): Record<string, unknown> {
+export function net(flushes: Rows[], specs: ReadonlyMap<string, TableSpec> = tables): Record<string, unknown> {
   const out: Record<string, Map<string, unknown>> = {};
   const versions = new Map<string, number>();
   for (const rows of flushes) {
     for (const [name, list] of rows) {
-      const spec = tables.get(name)!;
+      const spec = specs.get(name)!;
       const m = (out[name] ??= new Map());
       // A `map` table's row stands for one row per map key: the other key cells, the map key and its values.
       const expanded = spec.map
@@ -46,7 +46,7 @@ export function net(flushes: Rows[]): Record<string, unknown> {
   // Float64 sums (completion) differ in their last bits with the order they were added in: compared to 12 digits, and
   // what is left of a retracted sum as 0.
   for (const [name, m] of Object.entries(out)) {
-    const spec = tables.get(name)!;
+    const spec = specs.get(name)!;
     if (spec.engine !== 'sum') continue;
     for (const [k, v] of m)
       m.set(
@@ -59,7 +59,7 @@ export function net(flushes: Rows[]): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [name, m] of Object.entries(out)) {
     result[name] = [...m]
-      .filter(([, v]) => !(Array.isArray(v) && tables.get(name)!.engine === 'sum' && v.every((x) => x === 0)))
+      .filter(([, v]) => !(Array.isArray(v) && specs.get(name)!.engine === 'sum' && v.every((x) => x === 0)))
       .sort();
   }
   return result;

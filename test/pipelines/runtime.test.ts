@@ -4,10 +4,39 @@ import { pipelines } from '../../pipelines/index.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import type { Rows } from '../../src/aggregate/accumulator.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
+import { minuteOf, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import { watchMs } from '../../pipelines/watch-time/pipeline.js';
 import { eventAt, net, tables } from '../helpers/pipeline.js';
 
 // The runtime's promise: whatever order a session's events arrive in, and however the output is cut into flushes,
 // the summed snapshot rows are the same as for the events in time order. That is what makes late events exact.
+
+/**
+ * Watch time per CDN and rendition, declared here alone: a metric of values per segment needs no change to the
+ * runtime (src/metric/pipeline.ts `segmentValues`). Run beside the real pipelines in every test of this file.
+ */
+const watchByCdn = {
+  name: 'test_watch_by_cdn',
+  engine: 'sum',
+  key: [
+    ['tenant', 'LowCardinality(String)'],
+    ['ts', 'DateTime'],
+    ['cdn', 'LowCardinality(String)'],
+    ['kbps', 'UInt32'],
+  ],
+  values: [['watch_ms', 'Int64']],
+} as const satisfies TableSpec;
+const byCdn: Pipeline = {
+  name: 'watch-by-cdn',
+  tables: [watchByCdn],
+  segment(attrs, seg, sign, out) {
+    const ms = watchMs(seg);
+    if (ms !== 0)
+      out.add(watchByCdn, [attrs.tenant, minuteOf(seg.to!), seg.cdn ?? '?', seg.bitrate_kbps ?? 0], [sign * ms]);
+  },
+};
+const all = [...pipelines, byCdn];
+const allTables = new Map([...tables, [watchByCdn.name, watchByCdn]]);
 
 function rng(seed: number): () => number {
   let a = seed;
@@ -67,7 +96,11 @@ function sessionEvents(seed: number): WireEvent[] {
           ...(type === 'bitrate_change' || r() < 0.1
             ? { bitrate_kbps: [400, 800, 1600, 16_000][Math.floor(r() * 4)]! }
             : {}),
-          context: { pop: ['bom1', 'maa1'][Math.floor(r() * 2)]! },
+          // A multi-CDN player's switches, on some events, ties of different CDNs included.
+          context: {
+            pop: ['bom1', 'maa1'][Math.floor(r() * 2)]!,
+            ...(r() < 0.15 ? { cdn: ['akamai', 'fastly', 'cloudfront'][Math.floor(r() * 3)]! } : {}),
+          },
         }),
       );
       // Gaps from 0 (a tie) to over the 30 s cap.
@@ -78,14 +111,14 @@ function sessionEvents(seed: number): WireEvent[] {
 }
 
 function run(events: readonly WireEvent[], flushEvery: number): Record<string, unknown> {
-  const agg = new Aggregation(pipelines, 86_400_000);
+  const agg = new Aggregation(all, 86_400_000);
   const flushes: Rows[] = [];
   events.forEach((e, i) => {
     agg.apply(e);
     if ((i + 1) % flushEvery === 0) flushes.push(agg.drain(i).rows);
   });
   flushes.push(agg.drain(events.length).rows);
-  return net(flushes);
+  return net(flushes, allTables);
 }
 
 t.test('any arrival order and any flush cadence give the rows of time order', async (t) => {
@@ -102,20 +135,46 @@ t.test('any arrival order and any flush cadence give the rows of time order', as
   }
 });
 
+t.test('a segment plays from the CDN its first event names, else the last one named before it', async (t) => {
+  const at = Date.UTC(2026, 10, 20, 10);
+  const e = (type: string, s: number, cdn?: string): WireEvent =>
+    eventAt(type, at + s * 1000, { session_id: 's1', context: cdn === undefined ? {} : { cdn } });
+  const onTime = [
+    e('play_start', 0, 'akamai'),
+    e('first_frame', 2),
+    e('heartbeat', 10),
+    e('heartbeat', 20, 'cloudfront'),
+    e('heartbeat', 30),
+    // Two of one time and type naming different CDNs: ordered by CDN, whatever the arrival.
+    e('heartbeat', 40, 'b'),
+    e('heartbeat', 40, 'a'),
+    e('heartbeat', 50),
+  ];
+  // A late switch to fastly at 15 s moves 15–20 s, which inherited akamai, and nothing after cloudfront's own.
+  const late = e('heartbeat', 15, 'fastly');
+  const byCdnMs = (events: readonly WireEvent[]): Record<string, number> => {
+    const rows = run(events, 2).test_watch_by_cdn as [string, number[]][];
+    return Object.fromEntries(rows.map(([key, [ms]]) => [(JSON.parse(key) as string[])[2]!, ms!]));
+  };
+  const want = { akamai: 13_000, fastly: 5_000, cloudfront: 20_000, b: 10_000 };
+  t.same(byCdnMs([...onTime, late]), want, 'the late switch arriving last');
+  t.same(byCdnMs([late, ...onTime].reverse()), want, 'every event in reverse');
+});
+
 t.test('a checkpoint taken between flushes resumes to the same rows', async (t) => {
   const events = sessionEvents(99);
   const whole = run(events, 5);
-  const a = new Aggregation(pipelines, 86_400_000);
+  const a = new Aggregation(all, 86_400_000);
   const flushes: Rows[] = [];
   const half = Math.floor(events.length / 2);
   for (const e of events.slice(0, half)) a.apply(e);
   flushes.push(a.drain(1).rows);
   const saved = structuredClone(a.save());
-  const b = new Aggregation(pipelines, 86_400_000);
+  const b = new Aggregation(all, 86_400_000);
   b.load(saved);
   for (const e of events.slice(half)) b.apply(e);
   flushes.push(b.drain(2).rows);
-  t.same(net(flushes), whole);
+  t.same(net(flushes, allTables), whole);
 });
 
 t.test("a session's app_version and player are the first in event order, and an earlier event's win", async (t) => {
@@ -144,7 +203,7 @@ t.test(
       const r = rng(seed * 31);
       const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
       const cuts = [Math.floor(events.length / 4), Math.floor(events.length / 2), Math.floor((3 * events.length) / 4)];
-      const first = new Aggregation(pipelines, 86_400_000);
+      const first = new Aggregation(all, 86_400_000);
       let checkpoint: ReturnType<Aggregation['save']> | undefined;
       let batch: unknown;
       events.forEach((e, i) => {
@@ -156,7 +215,7 @@ t.test(
         if (i + 1 === cuts[1]) first.drain(2);
         if (i + 1 === cuts[2]) batch = first.drain(3);
       });
-      const again = new Aggregation(pipelines, 86_400_000);
+      const again = new Aggregation(all, 86_400_000);
       again.load(checkpoint!);
       for (const e of events.slice(cuts[0], cuts[1])) again.apply(e);
       again.discard();
@@ -202,7 +261,7 @@ function putAgain(flush: Rows): { again: number; tied: number } {
   let again = 0;
   let tied = 0;
   for (const [name, rows] of flush) {
-    const spec = tables.get(name)!;
+    const spec = allTables.get(name)!;
     if (spec.engine !== 'replace') continue;
     const keyLength = spec.key.length;
     const seen = new Map<string, Set<number>>();
@@ -227,7 +286,7 @@ function runRecalling(
   arrivals: readonly WireEvent[],
   retainMs: number,
 ): { rows: Record<string, unknown>; recalled: number; held: number[]; again: number; tied: number } {
-  const agg = new Aggregation(pipelines, retainMs);
+  const agg = new Aggregation(all, retainMs);
   const stored = new Map<string, WireEvent[]>();
   const flushes: Rows[] = [];
   const held: number[] = [];
@@ -249,7 +308,7 @@ function runRecalling(
   flushes.push(agg.drain(arrivals.length).rows);
   const puts = flushes.map(putAgain);
   return {
-    rows: net(flushes),
+    rows: net(flushes, allTables),
     recalled,
     held,
     again: puts.reduce((n, p) => n + p.again, 0),

@@ -27,7 +27,13 @@ t.test('a session\u2019s events read before an input message, in reading order, 
   await migrate(client, log);
   // (event, ingest seq, index): s1 read in messages 3, 5 and 9, its play_start late (message 5, index 1).
   const rows: Array<[WireEvent, number, number]> = [
-    [at(10, 'first_frame', 's1'), 3, 0],
+    [
+      at(10, 'first_frame', 's1', {
+        context: { pop: 'bom1', cdn: 'akamai', app_version: '2.1', player: 'shaka', os: 'tv' },
+      }),
+      3,
+      0,
+    ],
     [at(20, 'heartbeat', 's1'), 3, 1],
     [at(0, 'play_start', 's2'), 3, 2],
     [at(30, 'heartbeat', 's1'), 5, 0],
@@ -87,7 +93,8 @@ t.test('a session\u2019s events read before an input message, in reading order, 
     {
       ...at(10, 'first_frame', 's1'),
       client_ts: null,
-      context: undefined,
+      // The context keys the aggregator reads: a session's attributes and its segments' CDN.
+      context: { pop: 'bom1', cdn: 'akamai', app_version: '2.1', player: 'shaka' },
       properties: {},
       anonymous_id: undefined,
       user_id: undefined,
