@@ -97,7 +97,7 @@ export type Carried = readonly (number | string | undefined)[];
 
 /**
  * Told each segment that stops being true (-1), then each that becomes true (+1): from an event to the next (`to`
- * null after the last), in the state after the first, its values read with `segmentValue(t, value, j)`. Segments come
+ * null after the last), in the state after the first, its values read with `segmentValue(t, c, j)`. Segments come
  * as numbers, not objects: every event changes two or three, and an object each was garbage made per event.
  */
 export interface SegmentSink {
