@@ -174,8 +174,13 @@ export class Aggregation implements SegmentSink {
   private readonly before: MutableAttrs = noAttrs('', '');
   private readonly marks = new SessionMarks();
   /** The segment given to pipelines (one object, filled for each call), and the attributes it is keyed by. */
-  private readonly seg: Segment = { from: 0, to: null, state: 0, bitrate_kbps: null, cdn: null };
-  /** The same object, its values written by name. */
+  private readonly seg = {
+    from: 0,
+    to: null,
+    state: 0,
+    ...Object.fromEntries(segmentValues.map((v) => [v.name, null])),
+  } as Segment;
+  /** The same object, its values written by name (`segmentValues`: a new one needs no change here). */
   private readonly segValues = this.seg as Record<(typeof segmentValues)[number]['name'], number | string | null>;
   /** The segment values of the event being applied (one array, filled for each event). */
   private readonly carried: (number | string | undefined)[] = segmentValues.map(() => undefined);

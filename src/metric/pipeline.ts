@@ -7,7 +7,8 @@ import type { Detector } from './detector.js';
  * The values a segment carries beside its state, each read from the events: a segment's value is that of the event it
  * starts at, or, when that event carried none, the last one before it; null before any. A metric of a value per
  * segment (watch time by rendition, by CDN) reads it from `Segment`; a new value is one line here, and the runtime and
- * the checkpoints carry it unchanged (src/aggregate/session.ts keeps them beside the timeline).
+ * the checkpoints carry it unchanged (src/aggregate/session.ts keeps them beside the timeline). It must be read from a
+ * field the `events` table keeps and `toEvent` (src/store/events.ts) gives back, or recall and replay would lose it.
  */
 export const segmentValues = [
   /** The rendition's bitrate. */
