@@ -1,16 +1,18 @@
 // npm run bench [-- --only a,b] [--skip a,b]: every `bench:*` script of package.json, one after another, each
-// printing as it runs; then their output, with the machine, the commit, the time and the commands, goes into
-// bench/RESULTS.md between the "latest full run" markers, replacing those scripts' entries and keeping the others'
-// (and the notes below the markers).
+// printing as it runs; then a row each, with the machine, the commit, the time and the command, goes into
+// bench/RESULTS.md between the "latest full run" markers and their whole output into bench/latest-run.md, replacing
+// those scripts' entries and keeping the others' (and RESULTS.md's notes around the markers).
 
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const resultsFile = `${root}bench/RESULTS.md`;
+/** Each script's whole output, beside the table in RESULTS.md that names them. */
+const outputFile = `${root}bench/latest-run.md`;
 const begin = '<!-- latest full run: written by `npm run bench` -->';
 const end = '<!-- end of the latest full run -->';
 
@@ -87,28 +89,26 @@ interface Entry {
   details: string;
 }
 
-/** The entries of the last full run's section, by script, so that a run of some scripts keeps the others'. */
-function previous(section: string): Map<string, Entry> {
+/**
+ * The entries of the last run's table (RESULTS.md) and their outputs (latest-run.md), by script, so that a run of
+ * some scripts keeps the others'.
+ */
+function previous(table: string, outputs: string): Map<string, Entry> {
   const entries = new Map<string, Entry>();
-  const commitOf = /\*\*Commit:\*\* `([^`]*)`/.exec(section)?.[1] ?? '?';
-  const dateOf = /\), (\d{4}-\d\d-\d\dT[^\n]*)$/m.exec(section)?.[1] ?? '?';
-  for (const m of section.matchAll(/^\| ([a-z0-9-]+) \| `npm run bench:[^|]*\|.*$/gm)) {
-    const cells = m[0]
-      .split('|')
-      .slice(1, -1)
-      .map((c) => c.trim());
-    // Rows written before the date and commit columns existed take the section's.
-    const row = cells.length >= 7 ? m[0] : `| ${[...cells, dateOf, `\`${commitOf}\``].join(' | ')} |`;
+  for (const m of table.matchAll(/^\| ([a-z0-9-]+) \| `npm run bench:[^|]*\|.*$/gm)) {
     const details =
-      new RegExp(`<details><summary>bench:${m[1]} output</summary>[\\s\\S]*?</details>`).exec(section)?.[0] ?? '';
-    entries.set(m[1]!, { row, details });
+      new RegExp(`<details><summary>bench:${m[1]} output</summary>[\\s\\S]*?</details>`).exec(outputs)?.[0] ?? '';
+    entries.set(m[1]!, { row: m[0], details });
   }
   return entries;
 }
 
 const current = readFileSync(resultsFile, 'utf8');
 const at = current.indexOf(begin);
-const entries = at >= 0 ? previous(current.slice(at, current.indexOf(end))) : new Map<string, Entry>();
+const entries =
+  at >= 0
+    ? previous(current.slice(at, current.indexOf(end)), existsSync(outputFile) ? readFileSync(outputFile, 'utf8') : '')
+    : new Map<string, Entry>();
 for (const r of ran) {
   entries.set(r.name, {
     row: `| ${r.name} | \`npm run bench:${r.name}\` | ${r.code} | ${(r.seconds / 60).toFixed(1)} | ${r.load} | ${when} | \`${commit}\` |`,
@@ -134,8 +134,16 @@ const section = [
   '|---|---|---|---:|---|---|---|',
   ...order.map((n) => entries.get(n)!.row),
   '',
-  ...order.flatMap((n) => [entries.get(n)!.details, '']),
+  'Each script\u2019s whole output: [latest-run.md](latest-run.md).',
   end,
+].join('\n');
+const outputs = [
+  '# Latest output of each benchmark',
+  '',
+  'Written by `npm run bench` (bench/all.ts) beside the table of the same runs in [RESULTS.md](RESULTS.md); a run of',
+  'some scripts replaces their outputs and keeps the others\u2019.',
+  '',
+  ...order.flatMap((n) => [entries.get(n)!.details, '']),
 ].join('\n');
 
 const next =
@@ -143,5 +151,8 @@ const next =
     ? `${current.slice(0, at)}${section}${current.slice(current.indexOf(end) + end.length)}`
     : current.replace(/^(# [^\n]*\n)/, `$1\n${section}\n`);
 writeFileSync(resultsFile, next);
-console.log(`\nwritten to bench/RESULTS.md: ${ran.map((r) => `${r.name} (exit ${r.code})`).join(', ')}`);
+writeFileSync(outputFile, outputs);
+console.log(
+  `\nwritten to bench/RESULTS.md and bench/latest-run.md: ${ran.map((r) => `${r.name} (exit ${r.code})`).join(', ')}`,
+);
 if (ran.some((r) => r.code !== 0)) process.exitCode = 1;
