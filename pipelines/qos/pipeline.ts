@@ -8,13 +8,13 @@ import {
 } from '../../src/metric/pipeline.js';
 import { State } from '../../src/aggregate/session.js';
 import {
-  betaBinomialTail,
   cohortField,
   cohortSpike,
   explain,
   median,
   pct,
   negBinomialTail,
+  normalTail,
   round,
   severityOf,
   sumFields,
@@ -163,20 +163,53 @@ function cohortOf(
 const cohortSpikeWords = (c: Cohort, w: Window, verb: string, what: string): string =>
   `Sessions of ${cohortName(c, w)} ${verb} in ${c.current} of every 100 session-minutes against ${c.baseline} before (${Math.round(c.share * 100)} % of the ${what})`;
 
-/** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
-export function startupPercentile(f: Fields, p: number): number {
-  const buckets = Object.keys(f)
+/** The histogram's buckets (fields `b<bucket>`) that hold startups, in order, with their counts. */
+function histogramBuckets(f: Fields): Array<readonly [number, number]> {
+  return Object.keys(f)
     .filter((k) => k.startsWith('b') && f[k]! > 0)
     .map((k) => [Number(k.slice(1)), f[k]!] as const)
     .sort((a, b) => a[0] - b[0]);
+}
+
+/** The bucket holding percentile p of a startup histogram, or -1 when it has none. */
+function percentileBucket(f: Fields, p: number): number {
+  const buckets = histogramBuckets(f);
   const n = buckets.reduce((s, [, c]) => s + c, 0);
   let seen = 0;
   for (const [b, c] of buckets) {
     seen += c;
-    if (seen >= p * n) return Math.round(bucketGrowth ** b);
+    if (seen >= p * n) return b;
   }
-  return 0;
+  return -1;
 }
+
+/** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
+export function startupPercentile(f: Fields, p: number): number {
+  const b = percentileBucket(f, p);
+  return b < 0 ? 0 : Math.round(bucketGrowth ** b);
+}
+
+/**
+ * Mean and variance of a histogram's log startup times, in buckets (5 % steps), each bucket clamped into [lo, hi]:
+ * a startup 4 times the baseline median's, or a quarter of it, already says all it can about a median regression,
+ * and the odd 30-second one should not decide it.
+ */
+function logMoments(f: Fields, lo: number, hi: number): { n: number; mean: number; variance: number } {
+  let n = 0;
+  let sum = 0;
+  let squares = 0;
+  for (const [b, c] of histogramBuckets(f)) {
+    const x = Math.min(hi, Math.max(lo, b));
+    n += c;
+    sum += c * x;
+    squares += c * x * x;
+  }
+  const mean = n > 0 ? sum / n : 0;
+  return { n, mean, variance: n > 1 ? Math.max(0, (squares - n * mean * mean) / (n - 1)) : 0 };
+}
+
+/** Buckets within a factor of 4 of a startup time: ln 4 / ln 1.05. */
+const clampBuckets = Math.ceil(Math.log(4) / Math.log(bucketGrowth));
 
 const minute = 60;
 
@@ -316,9 +349,9 @@ export const startupRegression = windowDetector({
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
     max_chance:
-      'and so many startups that slow would come by chance at the baseline\u2019s share of them less often than this (a beta-binomial tail)',
-    spread:
-      'how far that share moves from minute to minute beyond chance (the tail\u2019s \u03c1: a region\u2019s startup level drifts, so its minutes are not independent draws)',
+      'and the window\u2019s mean log startup time would stand so far above the baseline\u2019s by chance less often than this (a normal tail, with both samples and the drift counted)',
+    drift:
+      'how far a region\u2019s startup time moves between a window and its baseline beyond chance: the standard deviation of its natural logarithm (a region\u2019s level drifts, so its minutes are not independent draws)',
   },
   evaluate(w) {
     const t = w.thresholds;
@@ -329,14 +362,18 @@ export const startupRegression = windowDetector({
       const p50 = startupPercentile(cur, 0.5);
       const baseP50 = startupPercentile(base, 0.5);
       if (p50 < t.ratio * baseP50 || p50 < baseP50 + t.min_increase_ms) continue;
-      // Half the window's startups are slower than the regression's line: would the baseline give that many? A
-      // median of a short window's few dozen startups is noisy, a tail test of their count is not. The baseline's
-      // share is not the window's exactly, since a region's level drifts: the tail allows for that `spread`.
+      // Is the window's median really that far up, or did a few dozen startups land there by chance? Their mean log
+      // startup time uses every startup, where a count over the line uses only its side of it: against the
+      // baseline's, with the baseline's spread for both samples, and the region's drift beyond chance.
+      const mid = percentileBucket(base, 0.5);
+      const now = logMoments(cur, mid - clampBuckets, mid + clampBuckets);
+      const before = logMoments(base, mid - clampBuckets, mid + clampBuckets);
+      const step = Math.log(bucketGrowth);
+      const rise = (now.mean - before.mean) * step;
+      const error = Math.sqrt(before.variance * step * step * (1 / now.n + 1 / before.n) + t.drift ** 2);
+      if (normalTail(rise / error) >= t.max_chance) continue;
       const line = Math.max(t.ratio * baseP50, baseP50 + t.min_increase_ms);
       const slow = startupsFrom(cur, line);
-      const share = (startupsFrom(base, line) + 1) / (base.startups! + 2);
-      const weight = 1 / t.spread - 1;
-      if (betaBinomialTail(slow, n, share * weight, (1 - share) * weight) >= t.max_chance) continue;
       const [region] = w.key;
       const severity = severityOf(p50, baseP50);
       const cohorts = windowAndBaseline(w, span, 'cohorts');

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { qos, startupBucket } from './pipeline.js';
 import { at, ev, feed } from '../../test/helpers/pipeline.js';
+import { Detection } from '../../src/alerts/engine.js';
+import { detectors, effective, loadThresholds } from '../../src/metric/thresholds.js';
 
 t.test('per minute, region and pop: watch, rebuffering, starts, startup time and fatal sessions', async (t) => {
   const pop = { context: { pop: 'bom1' } };
@@ -23,4 +25,45 @@ t.test('per minute, region and pop: watch, rebuffering, starts, startup time and
   ]);
   t.same(rows.qos_startup_histogram, [[JSON.stringify(['acme', at(0), 'Goa', 'bom1', startupBucket(2000)]), [1]]]);
   t.equal(startupBucket(2000), 156, '1.05^155 < 2000 ≤ 1.05^156');
+});
+
+t.test('a startup regression is judged on every startup, allowing for a region that drifts', async (t) => {
+  const thresholds = loadThresholds();
+  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+  // A minute of a region's startups: `per` of them, spread around `level` ms as real ones are.
+  const shape = [0.55, 0.7, 0.85, 1, 1, 1.15, 1.3, 1.6];
+  const minuteOf = (level: number, per: number): Record<string, number> => {
+    const f: Record<string, number> = { startups: per };
+    for (let i = 0; i < per; i++) {
+      const b = `b${startupBucket(level * shape[i % shape.length]!)}`;
+      f[b] = (f[b] ?? 0) + 1;
+    }
+    return f;
+  };
+  // 30 steady minutes at 1 s, then 5 with every startup `factor` times as long: the minutes a startup alert rose in.
+  const raised = (per: number, factor: number): number[] => {
+    const d = new Detection({ detectors, thresholds: (_t, c) => effective(thresholds, null, c) });
+    const at: number[] = [];
+    for (let i = 0; i < 35; i++) {
+      const signal = minuteOf(i < 30 ? 1000 : 1000 * factor, per);
+      const { changes } = d.apply({
+        v: 1,
+        shard: 0,
+        from: i,
+        up_to: i + 1,
+        clock: t0 + (i + 1) * 60_000,
+        signals: [['qos_region', ['acme', 'Goa'], (t0 + i * 60_000) / 1000, signal]],
+      });
+      for (const c of changes) if (c.raised && c.row.category === 'qos.startup_regression') at.push(i);
+    }
+    return at;
+  };
+  t.same(raised(8, 2.5), [31], 'a small region whose startups all take 2.5 times as long: its first 16 suffice');
+  t.same(raised(8, 1), [], 'the same region steady');
+  t.same(
+    raised(500, 1.55),
+    [],
+    'a large region 1.55 times as slow: its median crossed the line, but a drift of its level that size comes by chance',
+  );
+  t.same(raised(500, 1.8), [31], '1.8 times as slow: more than drift explains, within 2 minutes');
 });

@@ -52,9 +52,9 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
       if (v !== undefined && !(Number.isInteger(v) && v >= 1))
         return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
     }
-    // A correlation: 0 would be a binomial tail, which one region's drifting minutes do not follow.
-    if (merged.spread !== undefined && !(merged.spread > 0 && merged.spread < 1))
-      return `alert thresholds: ${d.category}.spread must be above 0 and below 1`;
+    // 0 would say a region's level never moves beyond chance, which its drifting minutes do not bear out.
+    if (merged.drift !== undefined && !(merged.drift > 0))
+      return `alert thresholds: ${d.category}.drift must be above 0`;
   }
   return null;
 }

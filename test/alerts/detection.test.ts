@@ -358,10 +358,6 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
     thresholdsProblem({ 'qos.startup_regression': { max_window_minutes: 40 } }, false, defaults),
     /the longest window \+ baseline_minutes must be at most 63/,
   );
-  for (const spread of [0, 1])
-    t.match(
-      thresholdsProblem({ 'qos.startup_regression': { spread } }, false, defaults),
-      /spread must be above 0 and below 1/,
-    );
-  t.equal(thresholdsProblem({ 'qos.startup_regression': { spread: 0.02 } }, false, defaults), null);
+  t.match(thresholdsProblem({ 'qos.startup_regression': { drift: 0 } }, false, defaults), /drift must be above 0/);
+  t.equal(thresholdsProblem({ 'qos.startup_regression': { drift: 0.1 } }, false, defaults), null);
 });
