@@ -61,9 +61,12 @@ export const histogramColumns = columns(qosStartupHistogram);
 
 export const bucketGrowth = 1.05;
 
+/** ln of a bucket's growth: one bucket's width in ln(ms). */
+const bucketStep = Math.log(bucketGrowth);
+
 /** Bucket b holds startup times in (1.05^(b-1), 1.05^b] ms; bucket 0 holds up to 1 ms. */
 export function startupBucket(ms: number): number {
-  return ms <= 1 ? 0 : Math.ceil(Math.log(ms) / Math.log(bucketGrowth));
+  return ms <= 1 ? 0 : Math.ceil(Math.log(ms) / bucketStep);
 }
 
 const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
@@ -183,10 +186,12 @@ function percentileBucket(f: Fields, p: number): number {
   return -1;
 }
 
+/** A bucket's upper bound in ms, as percentiles report it; 0 for none (-1). */
+const bucketMs = (b: number): number => (b < 0 ? 0 : Math.round(bucketGrowth ** b));
+
 /** Percentile of a startup histogram (fields `b<bucket>`), as the bucket's upper bound in ms. */
 export function startupPercentile(f: Fields, p: number): number {
-  const b = percentileBucket(f, p);
-  return b < 0 ? 0 : Math.round(bucketGrowth ** b);
+  return bucketMs(percentileBucket(f, p));
 }
 
 /**
@@ -209,7 +214,7 @@ function logMoments(f: Fields, lo: number, hi: number): { n: number; mean: numbe
 }
 
 /** Buckets within a factor of 4 of a startup time: ln 4 / ln 1.05. */
-const clampBuckets = Math.ceil(Math.log(4) / Math.log(bucketGrowth));
+const clampBuckets = Math.ceil(Math.log(4) / bucketStep);
 
 const minute = 60;
 
@@ -360,17 +365,16 @@ export const startupRegression = windowDetector({
       const n = cur.startups ?? 0;
       if (n < t.min_starts || (base.startups ?? 0) < t.min_starts) continue;
       const p50 = startupPercentile(cur, 0.5);
-      const baseP50 = startupPercentile(base, 0.5);
+      const mid = percentileBucket(base, 0.5);
+      const baseP50 = bucketMs(mid);
       if (p50 < t.ratio * baseP50 || p50 < baseP50 + t.min_increase_ms) continue;
       // Is the window's median really that far up, or did a few dozen startups land there by chance? Their mean log
       // startup time uses every startup, where a count over the line uses only its side of it: against the
       // baseline's, with the baseline's spread for both samples, and the region's drift beyond chance.
-      const mid = percentileBucket(base, 0.5);
       const now = logMoments(cur, mid - clampBuckets, mid + clampBuckets);
       const before = logMoments(base, mid - clampBuckets, mid + clampBuckets);
-      const step = Math.log(bucketGrowth);
-      const rise = (now.mean - before.mean) * step;
-      const error = Math.sqrt(before.variance * step * step * (1 / now.n + 1 / before.n) + t.drift ** 2);
+      const rise = (now.mean - before.mean) * bucketStep;
+      const error = Math.sqrt(before.variance * bucketStep ** 2 * (1 / now.n + 1 / before.n) + t.drift ** 2);
       if (normalTail(rise / error) >= t.max_chance) continue;
       const line = Math.max(t.ratio * baseP50, baseP50 + t.min_increase_ms);
       const slow = startupsFrom(cur, line);
