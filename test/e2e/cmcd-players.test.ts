@@ -112,6 +112,7 @@ for (const player of players) {
     t.teardown(() => context.close());
     // Every report batch the players sent, and Darshak's answer.
     const sent: Array<{ body: string; status?: number; answer?: string }> = [];
+    const answers: Promise<void>[] = [];
     let inFlight = 0;
     let lastReport = 0;
     context.on('request', (req) => {
@@ -129,10 +130,19 @@ for (const player of players) {
       inFlight--;
       const entry: { body: string; status?: number; answer?: string } = { body: req.postData() ?? '' };
       sent.push(entry);
-      void req.response().then(async (res) => {
-        entry.status = res?.status();
-        entry.answer = await res?.text();
-      });
+      // Read now, awaited before the answers are checked: the context may close first when the test fails early,
+      // and a read left floating would then take the process down and hide that failure.
+      answers.push(
+        req
+          .response()
+          .then(async (res) => {
+            entry.status = res?.status();
+            entry.answer = await res?.text();
+          })
+          .catch((e: unknown) => {
+            entry.answer = `unread: ${e instanceof Error ? e.message : String(e)}`;
+          }),
+      );
     });
     const viewers = [`${slug}-full`, `${slug}-failed`];
     const pages = await Promise.all(
@@ -189,6 +199,7 @@ for (const player of players) {
     t.ok(failed.fatal, 'the missing segments failed the other');
 
     const token = await login(base, `owner@${slug}.test`);
+    await Promise.all(answers);
     t.same(
       sent.filter((r) => r.status !== 200),
       [],

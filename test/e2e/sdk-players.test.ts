@@ -105,22 +105,29 @@ async function ingestProxy(
         method: req.method,
         headers,
         ...(req.method === 'GET' || req.method === 'HEAD' ? {} : { body }),
-      }).then(async (r) => {
-        const answer = Buffer.from(await r.arrayBuffer());
-        log.push({
-          method: req.method ?? '',
-          url: req.url ?? '',
-          body: body.toString(),
-          status: r.status,
-          answer: answer.toString(),
+      })
+        .then(async (r) => {
+          const answer = Buffer.from(await r.arrayBuffer());
+          log.push({
+            method: req.method ?? '',
+            url: req.url ?? '',
+            body: body.toString(),
+            status: r.status,
+            answer: answer.toString(),
+          });
+          const out: Record<string, string> = {};
+          r.headers.forEach((v, k) => {
+            if (k !== 'content-encoding' && k !== 'content-length' && k !== 'transfer-encoding' && k !== 'connection')
+              out[k] = v;
+          });
+          res.writeHead(r.status, out).end(answer);
+        })
+        // Ingest unreachable (the test is ending): the page sees a gateway error and the log says why.
+        .catch((e: unknown) => {
+          const answer = e instanceof Error ? e.message : String(e);
+          log.push({ method: req.method ?? '', url: req.url ?? '', body: body.toString(), status: 502, answer });
+          if (!res.headersSent) res.writeHead(502).end(answer);
         });
-        const out: Record<string, string> = {};
-        r.headers.forEach((v, k) => {
-          if (k !== 'content-encoding' && k !== 'content-length' && k !== 'transfer-encoding' && k !== 'connection')
-            out[k] = v;
-        });
-        res.writeHead(r.status, out).end(answer);
-      });
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
