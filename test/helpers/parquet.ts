@@ -1,42 +1,18 @@
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import type { OracleEvent } from '../../bench/simulator/oracle.js';
+import { root } from './env.js';
 
 // Reading an export back with an independent Parquet reader (hyparquet), and comparing it with the events sent.
 
-/** The columns of the file, in order (docs/export.md). */
-export const columns = [
-  'tenant',
-  'env',
-  'event_type',
-  'ts',
-  'client_ts',
-  'received_at',
-  'event_id',
-  'anonymous_id',
-  'user_id',
-  'session_id',
-  'content_id',
-  'content_type',
-  'content_title',
-  'position_sec',
-  'bitrate_kbps',
-  'country',
-  'region',
-  'device',
-  'app_version',
-  'os',
-  'browser',
-  'player',
-  'cdn',
-  'pop',
-  'user_agent',
-  'properties',
-  'ingest_seq',
-  'ingest_index',
-];
+const columnsSection = readFileSync(join(root, 'docs/export.md'), 'utf8')
+  .split(/^## /m)
+  .find((s) => s.startsWith('Columns\n'));
+if (!columnsSection) throw new Error('docs/export.md has no "## Columns" section');
+/** The columns of the file, in order: the table in docs/export.md, what users are promised. */
+export const columns = [...columnsSection.matchAll(/^\| `(\w+)` \|/gm)].map((m) => m[1]!);
 
 function sorted(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sorted);
