@@ -109,7 +109,8 @@ export function seen(entries: readonly Entry[], [stallStart, stallEnd]: Stall): 
   const at = (type: string, from = 0): Entry | undefined => entries.find((e) => e.type === type && e.t >= from);
   const play = at('play')!;
   const first = at('playing', play.t)!;
-  const end = entries.find((e) => e.type === 'ended' || e.type === 'fatal')!;
+  // A page the viewer leaves ends with the test's own `left` entry.
+  const end = entries.find((e) => e.type === 'ended' || e.type === 'fatal' || e.type === 'left')!;
   let stallMs = 0;
   let seekWaitMs = 0;
   let pausedMs = 0;
