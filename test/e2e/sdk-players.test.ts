@@ -208,7 +208,9 @@ for (const player of players.filter((p) => !process.env.SDK_PLAYER || p.lib === 
     t.comment(`${player.name} page: ${JSON.stringify({ full, failed, closed })}`);
     t.teardown(() => {
       if (!t.passing())
-        t.comment(`${player.name} batches: ${JSON.stringify(sent)}\npage logs: ${JSON.stringify(logs)}`);
+        t.comment(
+          `${player.name} batches: ${JSON.stringify(sent)}\npage logs: ${JSON.stringify([...logs, closedLog])}`,
+        );
     });
     t.same(
       pages.flatMap((p) => p.errors),
