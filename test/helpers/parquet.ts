@@ -1,18 +1,14 @@
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import type { OracleEvent } from '../../bench/simulator/oracle.js';
-import { root } from './env.js';
+import { tableRows } from './docs.js';
 
 // Reading an export back with an independent Parquet reader (hyparquet), and comparing it with the events sent.
 
-const columnsSection = readFileSync(join(root, 'docs/export.md'), 'utf8')
-  .split(/^## /m)
-  .find((s) => s.startsWith('Columns\n'));
-if (!columnsSection) throw new Error('docs/export.md has no "## Columns" section');
 /** The columns of the file, in order: the table in docs/export.md, what users are promised. */
-export const columns = [...columnsSection.matchAll(/^\| `(\w+)` \|/gm)].map((m) => m[1]!);
+export const columns = tableRows('docs/export.md', 'column').map((row) => row[0]!);
 
 function sorted(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sorted);

@@ -2,24 +2,8 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { errorRegistry } from '../../src/errors.js';
 import { configKeys } from '../../src/config/schema.js';
+import { tableRows } from '../helpers/docs.js';
 import { root } from '../helpers/env.js';
-
-/** Rows of the first markdown table whose header starts with `header`: cells trimmed, backticks removed. */
-function tableRows(file: string, header: string): string[][] {
-  const lines = readFileSync(`${root}${file}`, 'utf8').split('\n');
-  const start = lines.findIndex((l) => l.startsWith(`| ${header} |`));
-  const rows: string[][] = [];
-  for (const line of lines.slice(start + 2)) {
-    if (!line.startsWith('|')) break;
-    rows.push(
-      line
-        .split('|')
-        .slice(1, -1)
-        .map((c) => c.trim().replace(/`/g, '')),
-    );
-  }
-  return rows;
-}
 
 t.test('docs/errors.md lists exactly the registry: code, status, message', async (t) => {
   const rows = tableRows('docs/errors.md', 'code');
