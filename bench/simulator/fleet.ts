@@ -44,6 +44,11 @@ export interface FleetOptions {
   audience?: (x: number) => number;
   /** How far playback at `t` (ms since the start) differs from the normal, by place and device: none by default. */
   levels?: (t: number, region: string, pop: string, device: string) => Levels;
+  /**
+   * Whether every viewer leaves at the run's end, as at a match's: true by default. A span of a day stops mid-stream
+   * instead, since an audience leaving at once is a completion drop the day does not have.
+   */
+  leaveAtEnd?: boolean;
 }
 
 /** Multipliers of the normal stall rate, startup time and fatal-error rate. */
@@ -163,8 +168,9 @@ export class Fleet {
   advance(to: number): Delivery[] {
     const out: Delivery[] = [];
     while (this.clock + SECOND <= Math.min(to, this.endAt + SECOND) && !this.done) {
-      if (this.clock >= this.endAt) this.closeAll(this.clock, out);
-      else this.second(this.clock, out);
+      if (this.clock < this.endAt) this.second(this.clock, out);
+      else if (this.o.leaveAtEnd === false) this.flushBilling(out);
+      else this.closeAll(this.clock, out);
       this.clock += SECOND;
     }
     return out;

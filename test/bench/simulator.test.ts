@@ -86,6 +86,19 @@ t.test('sessions behave like players: a start, a heartbeat every 10 s, ordered e
   t.ok(Math.abs(at(0.92) - 200) < 40, `about 200 at the peak: ${at(0.92)}`);
 });
 
+t.test('a match ends with its audience leaving; a span of a day stops mid-stream', async (t) => {
+  const match = play().deliveries;
+  const span = play({ leaveAtEnd: false }).deliveries;
+  t.same(span, match.slice(0, span.length), 'up to its end a span is the same world');
+  const last = match.slice(span.length).flatMap((d) => d.events);
+  const left = last.filter((e) => e.event_type === 'session_end').length;
+  t.ok(left > 50, `the match's end closes the ${left} sessions still playing`);
+  t.notOk(
+    span.flatMap((d) => d.events).some((e) => e.ts >= startAt + 20 * minute),
+    'a span sends nothing at its end: its viewers have not left',
+  );
+});
+
 t.test('an incident changes playback only where and when it is injected', async (t) => {
   const incident = parseIncident('rebuffer@8m+4m:Maharashtra/bom1');
   t.same(incident, { kind: 'rebuffer', start: 8 * minute, length: 4 * minute, region: 'Maharashtra', pop: 'bom1' });
