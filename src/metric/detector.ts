@@ -250,16 +250,35 @@ function cohortCounts(
 
 /** A named cohort explains at least this part of what the window has above its baseline... */
 export const cohortMinShare = 0.5;
-/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike). */
+/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike)... */
 export const cohortMinConcentration = 1.5;
+/** ...and, of a count, a part that large would come by chance less often than this, had every cohort moved alike. */
+export const cohortMaxChance = 0.01;
+
+/** P(X ≥ k) for X ~ Binomial(n, p), summed from k upward in log space. */
+export function binomialTail(k: number, n: number, p: number): number {
+  if (k <= 0) return 1;
+  if (k > n || p <= 0) return 0;
+  if (p >= 1) return 1;
+  let logTerm = logChoose(n, k) + k * Math.log(p) + (n - k) * Math.log1p(-p);
+  let sum = 0;
+  for (let i = k; i <= n; i++) {
+    const term = Math.exp(logTerm);
+    sum += term;
+    if (term < sum * 1e-12) break;
+    logTerm += Math.log(((n - i) / (i + 1)) * (p / (1 - p)));
+  }
+  return Math.min(1, sum);
+}
 
 /**
  * Contribution analysis (as Adtributor, or Conviva's cohort alerts): which single cohort, among every dimension's
  * values, holds what the window has above its baseline. For each value, excess = bad − exposure × its own baseline
  * rate (shrunk toward its dimension's rate by `prior` units of exposure, so a cohort new to the baseline is judged by
  * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
- * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it; of
- * those, the most concentrated, the narrowest explanation. None, when the whole scope moved alike: a region-wide
+ * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it (for a
+ * count, a part that chance gives less often than `cohortMaxChance`); of those, the most concentrated, the narrowest
+ * explanation. None, when the whole scope moved alike: a region-wide
  * incident, in which every cohort's count grew by the same factor whatever its own level.
  * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
  */
@@ -281,6 +300,9 @@ export function explain(
       if (value === '' || cb <= e || ce <= 0) continue;
       const s = standing(x, cb, e);
       if (!s || s.concentration <= bestConcentration) continue;
+      // Were the whole scope moved alike, each of the window's bad sessions would be this cohort's with the chance its
+      // expected part gives: a handful (a partial minute) often puts most of them in one title by chance.
+      if (kind === 'rate' && binomialTail(cb, x.bad, e / x.allExpected) >= cohortMaxChance) continue;
       const scale = kind === 'rate' ? 100 : 1;
       bestConcentration = s.concentration;
       best = {

@@ -2,6 +2,7 @@ import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
 import {
   cohortField,
+  binomialTail,
   explain,
   negBinomialTail,
   normalTail,
@@ -311,8 +312,25 @@ t.test(
     t.match(v2, { dimension: 'app_version', value: '2', current: 3000, baseline: 900 });
     t.ok(v2.share > 0.95, 'nearly all the added startup time');
     t.equal(explain({}, {}, 'f', 'a', 'rate'), null, 'nothing to explain');
+    // A handful of failed sessions in a partial minute, 6 of 7 in one of two titles of equal audience: a part a coin
+    // gives one title often enough (P = 0.0625), not a cause. Ten times the sessions, the same parts, are one.
+    const titles = (k: number): Record<string, number> =>
+      fields({ 'content=a': [6 * k, 500 * k], 'content=b': [k, 500 * k] });
+    const titleBase = fields({ 'content=a': [6, 3000], 'content=b': [6, 3000] });
+    t.equal(explain(titles(1), titleBase, 'f', 'a', 'rate'), null, '6 of 7 names no title');
+    t.match(explain(titles(10), titleBase, 'f', 'a', 'rate'), { dimension: 'content', value: 'a' }, '60 of 70 does');
   },
 );
+
+t.test('binomialTail: P(X ≥ k) of a binomial count', async (t) => {
+  const near = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(b, 1e-300);
+  t.ok(near(binomialTail(4, 6, 0.3), 0.07047), 'a few sessions');
+  t.ok(near(binomialTail(13, 20, 1 / 3), 0.0037245689742891564));
+  t.ok(near(binomialTail(130, 200, 1 / 3), 6.157686055468666e-20), 'far in the tail');
+  t.equal(binomialTail(0, 5, 0.2), 1);
+  t.equal(binomialTail(6, 5, 0.2), 0, 'more than n');
+  t.equal(binomialTail(3, 3, 1), 1);
+});
 
 t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot grow it', async (t) => {
   const probe: WindowDetector = {
