@@ -14,7 +14,8 @@ const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--vie
 --viewers: concurrent viewers at the evening peak; --from: the IST hour the run starts at, in the same day's world
 (a span of a large audience's day, e.g. --from 18 --hours 4 for its evening peak); --noise: minute-to-minute drift of each region's levels;
 --blips: short sub-threshold rises per simulated hour; --per-kind / --near-misses: incidents of each kind on the
-incident day, and near misses (under the thresholds) of each.`;
+incident day, and near misses (under the thresholds) of each.
+A 200,000 audience's sessions outgrow Node's default heap of about 4 GB by 21:00 IST: the npm script allows 16 GB.`;
 
 const categoryOf: Record<IncidentKind, string> = {
   rebuffer: 'qos.rebuffer_spike',
