@@ -23,6 +23,8 @@ const categoryOf: Record<IncidentKind, string> = {
   errors: 'qos.error_spike',
   payments: 'billing.payment_failure',
 };
+/** A title's first playback is news once, whatever the day: neither true nor false. */
+const newRelease = 'content.new_release_detected';
 /** How soon each kind must be alerted (issue 32): QoS within 2 minutes, payment failures within 5. */
 const dueMs: Record<IncidentKind, number> = { rebuffer: 120_000, startup: 120_000, errors: 120_000, payments: 300_000 };
 
@@ -202,7 +204,7 @@ function main(): void {
     if (t - reported >= 3_600_000) {
       reported = t;
       // New-release infos apart, so that a steady span stopped early still says how many alerts were false.
-      const news = run.raised.filter((r) => r.category === 'content.new_release_detected').length;
+      const news = run.raised.filter((r) => r.category === newRelease).length;
       process.stderr.write(
         `  ${new Date(t + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST: ${run.events.toLocaleString('en')} events, ${run.raised.length - news} alerts and ${news} new-release infos\n`,
       );
@@ -211,8 +213,7 @@ function main(): void {
   run.finish();
   const seconds = Number(process.hrtime.bigint() - began) / 1e9;
   const cpu = process.cpuUsage(cpu0);
-  // A title's first playback is news once, whatever the day: neither true nor false.
-  const alerts = run.raised.filter((r) => r.category !== 'content.new_release_detected');
+  const alerts = run.raised.filter((r) => r.category !== newRelease);
   // An alert is an incident's when it is of its kind and scope, raised from its start to 5 minutes after its end.
   const matched = new Set<number>();
   const scored = incidents.map((i) => {

@@ -278,8 +278,8 @@ export function binomialTail(k: number, n: number, p: number): number {
  * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
  * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it (for a
  * count, a part that chance gives less often than `cohortMaxChance`); of those, the most concentrated, the narrowest
- * explanation. None, when the whole scope moved alike: a region-wide
- * incident, in which every cohort's count grew by the same factor whatever its own level.
+ * explanation. None, when the whole scope moved alike: a region-wide incident, in which every cohort's count grew by
+ * the same factor whatever its own level.
  * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
  */
 export function explain(

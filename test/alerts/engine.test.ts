@@ -1,8 +1,8 @@
 import t from 'tap';
 import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
 import {
-  cohortField,
   binomialTail,
+  cohortField,
   explain,
   negBinomialTail,
   normalTail,
