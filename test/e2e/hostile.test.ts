@@ -8,6 +8,9 @@ import { Rng as SeededRng } from '../../bench/simulator/rng.js';
 import { makeTenant, natsUrl, startService, type Service, type Tenant } from '../helpers/env.js';
 import { autoEngine, engineTest } from '../helpers/engines.js';
 
+// Two engines each answer the whole corpus: 53 s of a file alone, past tap's default 120 s on a loaded machine.
+t.setTimeout(300_000);
+
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded PRNG (mulberry32) and helpers
 
