@@ -33,8 +33,9 @@ const tickMs = 250;
 /** Without word from a flush role for this long, nothing is shed: the stream buffers while the pipeline restarts. */
 const silentMs = 60_000;
 /**
- * Nor for this long after the bus came back: the lag then measures the outage, not an overload, and the pipeline
- * catches up once its readers are open again; shedding would make a blip of the bus a longer outage for clients.
+ * Nor while the bus is down (publishes are refused with `ingest_degraded` then), nor for this long after it came back:
+ * the lag then measures the outage, not an overload, and the pipeline catches up once its readers are open again;
+ * shedding would make a blip of the bus a longer outage for clients.
  */
 const afterReconnectMs = 30_000;
 /** Published messages remembered per shard at most (a pipeline that never answers must not grow this process). */
@@ -94,6 +95,7 @@ export class LoadShedder {
   private readonly tenants = new Map<string, TenantShare>();
   private lastWord = 0;
   private reconnectedAt = -Infinity;
+  private busDown = false;
   private drainedSinceTick = 0;
   /** Events per second the pipeline stores for this process, averaged over a few seconds. */
   private drainRate = 0;
@@ -119,9 +121,17 @@ export class LoadShedder {
         for (const [shard, upTo] of flushed) this.drainedSinceTick += this.shards[shard]?.stored(upTo) ?? 0;
       },
     });
-    const offReconnect = bus.on('reconnect', () => (this.reconnectedAt = this.now()));
+    const offDisconnect = bus.on('disconnect', () => {
+      this.busDown = true;
+      this.shedding = false;
+    });
+    const offReconnect = bus.on('reconnect', () => {
+      this.busDown = false;
+      this.reconnectedAt = this.now();
+    });
     this.unsubscribe = () => {
       sub.unsubscribe();
+      offDisconnect();
       offReconnect();
     };
     this.timer = setInterval(() => this.tick(), tickMs);
@@ -181,7 +191,7 @@ export class LoadShedder {
     this.drainRate = 0.8 * this.drainRate + (0.2 * (this.drainedSinceTick * 1000)) / tickMs;
     this.drainedSinceTick = 0;
     const { targetLagMs, maxLagMs } = this.options;
-    const listening = now - this.lastWord < silentMs && now - this.reconnectedAt >= afterReconnectMs;
+    const listening = !this.busDown && now - this.lastWord < silentMs && now - this.reconnectedAt >= afterReconnectMs;
     this.shedding = targetLagMs > 0 && listening && this.lagMs > targetLagMs;
     if (!this.shedding) {
       this.tenants.clear();

@@ -1,9 +1,13 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
+import { PrivateNats } from '../../bench/private-nats.js';
 import { Bus } from '../../src/bus/bus.js';
 import { encodeFlushed } from '../../src/bus/progress.js';
 import { LoadShedder } from '../../src/ingest/load-shedder.js';
 import { createLogger } from '../../src/log.js';
-import { natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
+import { eventually, freePort, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 
 // Ingest's load shedding (docs/ingest.md, "Overload"), driven by a clock of the test's and the flush role's progress
 // messages sent over a real NATS: lag is the age of the oldest published message not yet stored; past the target,
@@ -124,3 +128,49 @@ t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains no
     `Retry-After says how far past the target the lag is (${behind} s)`,
   );
 });
+
+t.test(
+  'while the bus is down, and for 30 s after it is back, the lag measures the outage: nothing is shed',
+  async (t) => {
+    // A server of its own, to kill: the outage is real, and so are the bus's disconnect and reconnect.
+    const dir = await mkdtemp(join(tmpdir(), 'darshak-shed-'));
+    const nats = new PrivateNats(await freePort(true), dir);
+    await nats.start();
+    const own = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, createLogger('silent'));
+    const s = new LoadShedder(own, 1, { targetLagMs: 2000, maxLagMs: 10_000 }, () => clock);
+    const word = async (): Promise<void> => {
+      own.nc.publish(own.names.flushedSubject, encodeFlushed([[0, 0]]));
+      await own.nc.flush();
+    };
+    t.teardown(async () => {
+      s.stop();
+      await own.close();
+      await nats.kill();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const seq = { next: 1 };
+    // Far behind, a flush role speaking, and acme known (a tenant first seen while shedding goes through once).
+    const behind = async (): Promise<void> => {
+      await word();
+      run(s, 48, seq, 1);
+      s.charge('acme', 100);
+      run(s, 1, seq);
+    };
+    await behind();
+    t.notOk(s.admit('acme').ok, 'past the maximum lag with a flush role speaking: shed');
+
+    await nats.kill();
+    t.not(await eventually(async () => !own.connected, 10_000, 20), -1, 'the bus saw the server go');
+    t.ok(s.admit('acme').ok, 'admitted at once when the bus goes down (the publish answers ingest_degraded)');
+    run(s, 8, seq);
+    t.ok(s.lag > 10_000 && s.admit('acme').ok, `and while it stays down, the lag (${s.lag} ms) growing`);
+
+    await nats.start();
+    t.not(await eventually(async () => own.connected, 20_000, 20), -1, 'the bus is back');
+    await behind();
+    t.ok(s.admit('acme').ok, 'admitted just after the bus came back, far behind as the pipeline is');
+    run(s, 30_000 / 250, seq);
+    await behind();
+    t.notOk(s.admit('acme').ok, '30 s later, still behind with a flush role speaking: shed again');
+  },
+);
