@@ -43,8 +43,12 @@ function harness(o: { minStallMs?: number } = {}) {
       tracker.tick();
     }
   };
+  /** Advance the clock by `ms` between two of the page's ticks: nothing ticks, the playhead stands. */
+  const between = (ms: number): void => {
+    now += ms;
+  };
   const types = (): string[] => events.map((e) => e.event_type);
-  return { tracker, events, types, wait, at: () => now };
+  return { tracker, events, types, wait, between, at: () => now };
 }
 
 t.test('a session as §5 describes it: startup, heartbeats, a real stall, a pause, a seek, the end', async (t) => {
@@ -202,6 +206,57 @@ t.test('every ordering of stalls, seeks and pauses keeps the events consistent',
   }
   t.equal(checked, 2000, 'every run consistent');
 });
+
+t.test(
+  'a stall that ends, or fails the session, between two ticks still counts if it lasted long enough',
+  async (t) => {
+    const h = harness();
+    h.tracker.play();
+    h.tracker.playing();
+    h.wait(5000);
+    const stalledAt = h.at();
+    h.tracker.waiting();
+    h.between(600);
+    h.tracker.playing();
+    t.same(h.types().slice(2), ['rebuffer_start', 'rebuffer_end'], 'a stall of 600 ms ended before the next tick');
+    t.same(
+      h.events.slice(2).map((e) => Date.parse(e.ts) - stalledAt),
+      [0, 600],
+      'from when it began to when frames came back',
+    );
+    h.wait(5000);
+    h.tracker.waiting();
+    h.between(200);
+    h.tracker.playing();
+    t.equal(h.events.length, 4, 'one of 200 ms is no rebuffer, ticked or not');
+    // Paused, or failed, mid-stall: the stall counts until then.
+    for (const end of ['pause', 'fatal'] as const) {
+      h.tracker.play();
+      h.tracker.playing();
+      h.wait(5000);
+      const from = h.at();
+      h.tracker.waiting();
+      h.between(700);
+      if (end === 'pause') h.tracker.pause();
+      else h.tracker.error('MEDIA_ERR_NETWORK', true);
+      const ts = h.events.slice(end === 'pause' ? -3 : -2).map((e) => [e.event_type, Date.parse(e.ts) - from]);
+      t.same(
+        ts,
+        end === 'pause'
+          ? [
+              ['rebuffer_start', 0],
+              ['rebuffer_end', 700],
+              ['pause', 701],
+            ]
+          : [
+              ['rebuffer_start', 0],
+              ['error', 700],
+            ],
+        `a stall ended by ${end === 'pause' ? 'a pause' : 'a fatal error'} 700 ms in`,
+      );
+    }
+  },
+);
 
 t.test(
   'after a seek, playback counts as back once the playhead moves, even if the player sends no `playing`',

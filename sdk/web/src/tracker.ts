@@ -185,6 +185,8 @@ export class Tracker {
   /** An error; a fatal one ends the session. */
   error(code: string, fatal: boolean, message?: string): void {
     if (this.state === 'idle' || this.state === 'failed' || this.state === 'closed') return;
+    // A stall the error ends was rebuffering until then (the error closes the session's rebuffer, §6).
+    if (fatal) this.reportStall(this.o.now());
     this.send('error', {
       properties: { code, fatal, ...(message !== undefined && { message: message.slice(0, 200) }) },
     });
@@ -217,10 +219,7 @@ export class Tracker {
       this.state = 'playing';
       this.lastBeat = now;
     }
-    if (this.state === 'stalled' && !this.stallReported && now - this.stallSince >= this.minStallMs) {
-      this.stallReported = true;
-      this.send('rebuffer_start', {}, this.stallSince);
-    }
+    this.reportStall(now);
     if (
       (this.state === 'playing' || (this.state === 'stalled' && this.stallReported)) &&
       now - this.lastBeat >= this.heartbeatMs
@@ -230,7 +229,19 @@ export class Tracker {
     }
   }
 
+  /**
+   * A stall that lasted long enough is a rebuffer from when it began: said at the page's next tick, or when it ends if
+   * that comes first (ticks are a second apart; a stall of half a second falls between two).
+   */
+  private reportStall(now: number): void {
+    if (this.state === 'stalled' && !this.stallReported && now - this.stallSince >= this.minStallMs) {
+      this.stallReported = true;
+      this.send('rebuffer_start', {}, this.stallSince);
+    }
+  }
+
   private endStall(): void {
+    this.reportStall(this.o.now());
     if (this.stallReported) this.send('rebuffer_end');
     this.stallReported = false;
   }
