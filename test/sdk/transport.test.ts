@@ -14,7 +14,7 @@ interface Got {
 }
 
 async function server(
-  answers: Array<[number, Record<string, string>?]>,
+  answers: Array<[number, Record<string, string>?, unknown?]>,
 ): Promise<{ url: string; got: Got[]; close(): Promise<void> }> {
   const got: Got[] = [];
   const s = createServer((req, res) => {
@@ -22,11 +22,12 @@ async function server(
     req.on('data', (c: Buffer) => (raw += c.toString()));
     req.on('end', () => {
       got.push({ path: req.url ?? '', headers: req.headers, body: JSON.parse(raw) as Got['body'] });
-      const [status, headers] = answers.shift() ?? [200];
+      const [status, headers, answer] = answers.shift() ?? [200];
       res.writeHead(status, { 'content-type': 'application/json', ...headers });
       res.end(
         JSON.stringify(
-          status === 200 ? { accepted: 1, rejected: 0, queued: true, errors: [] } : { error: { code: 'x' } },
+          answer ??
+            (status === 200 ? { accepted: 1, rejected: 0, queued: true, errors: [] } : { error: { code: 'x' } }),
         ),
       );
     });
@@ -91,6 +92,37 @@ t.test('accepted events leave the queue; a 503 waits out its Retry-After and res
     'the same event ids: the server counts them once',
   );
   t.not(srv.got[1]!.body.sent_at, srv.got[0]!.body.sent_at, 'sent_at is the time of each attempt, for skew correction');
+  t.equal(tr.pending, 0);
+});
+
+t.test('of a 200, events the bus did not take go again after a backoff; invalid ones are dropped', async (t) => {
+  // Ingest's answer when NATS acknowledged some of a batch's events (docs/ingest.md): 200, each other one in errors.
+  const partly = {
+    accepted: 1,
+    rejected: 2,
+    queued: true,
+    errors: [
+      { index: 1, code: 'ingest_degraded', message: 'The event bus did not acknowledge this event; send it again' },
+      { index: 2, code: 'validation_failed', message: 'ts: must be a date-time' },
+    ],
+  };
+  const srv = await server([[200, {}, partly], [200]]);
+  t.teardown(() => srv.close());
+  const clock = { now: Date.UTC(2026, 10, 26) };
+  const { tr, errors } = transport(srv.url, clock);
+  for (const [i, type] of ['play_start', 'first_frame', 'heartbeat'].entries()) tr.add(event(type, i));
+  await tr.flush();
+  t.equal(tr.pending, 1, 'the one the bus did not take is kept');
+  t.match(errors, [/ingest rejected 1 of 3 events/], 'the invalid one is said, and dropped');
+  await tr.flush();
+  t.equal(srv.got.length, 1, 'not again at once: a backoff');
+  clock.now += backoffCapMs;
+  await tr.flush();
+  t.same(
+    srv.got[1]!.body.events.map((e) => [e.event_type, e.event_id]),
+    [['first_frame', srv.got[0]!.body.events[1]!.event_id]],
+    'sent again with its id',
+  );
   t.equal(tr.pending, 0);
 });
 

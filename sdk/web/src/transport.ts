@@ -22,6 +22,12 @@ export interface TransportOptions {
 /** An event with its id: the ingest de-duplicates by it, so a batch sent twice counts once. */
 export type QueuedEvent = SdkEvent & { event_id: string };
 
+/** Ingest's 200 answer (docs/ingest.md): per-event errors by their index in the batch. */
+interface Answer {
+  rejected?: number;
+  errors?: Array<{ index: number; code: string }>;
+}
+
 /** Events per request: under the keepalive body limit of 64 KiB at a few hundred bytes each. */
 export const batchSize = 100;
 export const defaultMaxQueue = 1000;
@@ -68,14 +74,20 @@ export class Transport {
         keepalive: true,
       });
       if (r.ok || (r.status >= 400 && r.status < 500 && r.status !== 429 && r.status !== 408)) {
-        // Accepted, or refused for good (a bad key, an invalid event): retrying would not change the answer.
-        this.queue = this.queue.filter((q) => !batch.includes(q));
-        this.attempt = 0;
-        if (!r.ok) this.o.onError?.(`ingest refused ${batch.length} events: ${r.status}`);
-        else {
-          const body = (await r.json().catch(() => null)) as { rejected?: number } | null;
-          if (body?.rejected) this.o.onError?.(`ingest rejected ${body.rejected} of ${batch.length} events`);
+        // Accepted, or refused for good (a bad key, an invalid event): retrying would not change the answer. Except
+        // events the bus did not take (`ingest_degraded` in a 200's errors): those stay, to go again after a backoff.
+        const body = r.ok ? ((await r.json().catch(() => null)) as Answer | null) : null;
+        const again = new Set<QueuedEvent>();
+        for (const e of body?.errors ?? []) {
+          const q = e.code === 'ingest_degraded' ? batch[e.index] : undefined;
+          if (q) again.add(q);
         }
+        this.queue = this.queue.filter((q) => !batch.includes(q) || again.has(q));
+        const rejected = (body?.rejected ?? 0) - again.size;
+        if (!r.ok) this.o.onError?.(`ingest refused ${batch.length} events: ${r.status}`);
+        else if (rejected > 0) this.o.onError?.(`ingest rejected ${rejected} of ${batch.length} events`);
+        if (again.size > 0) this.backoff(null);
+        else this.attempt = 0;
         return;
       }
       this.backoff(r.headers.get('retry-after'));
