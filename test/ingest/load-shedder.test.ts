@@ -24,12 +24,11 @@ t.teardown(async () => {
 let clock = 1_000_000;
 const shedder = (): LoadShedder => new LoadShedder(bus, 2, { targetLagMs: 2000, maxLagMs: 10_000 }, () => clock);
 
-/** Tell the shedder, through NATS, that the store holds each shard's input up to these sequences. */
-async function flushed(s: LoadShedder, pairs: Array<[number, number]>): Promise<void> {
-  void s;
-  bus.nc.publish(bus.names.flushedSubject, encodeFlushed(pairs));
+/** Tell the shedders on `on`, through NATS, that the store holds each shard's input up to these sequences. */
+async function flushed(on: Pick<Bus, 'nc' | 'names'>, pairs: Array<[number, number]>): Promise<void> {
+  on.nc.publish(on.names.flushedSubject, encodeFlushed(pairs));
   // The server sends the message back before the flush's PONG, and the subscription's callback runs as it is read.
-  await bus.nc.flush();
+  await on.nc.flush();
 }
 
 /** `ticks` ticks of 250 ms, with `perTick` messages of 100 events published on shard 0 each tick. */
@@ -61,7 +60,7 @@ t.test(
     for (let i = 0; i < 40; i++) {
       run(s, 1, seq, 4);
       stored += 2;
-      await flushed(s, [[0, stored]]);
+      await flushed(bus, [[0, stored]]);
     }
     t.ok(s.lag > 2000, `behind: lag ${s.lag} ms`);
     // A heavy tenant asks 50 requests of 100 events a tick, a light one 1 every fourth tick (100 events/s).
@@ -86,7 +85,7 @@ t.test(
       // The pipeline stores 3 messages (300 events) a tick, with nothing new published: still behind after 20 ticks.
       run(s, 1, seq, 0);
       stored += 3;
-      await flushed(s, [[0, stored]]);
+      await flushed(bus, [[0, stored]]);
     }
     t.equal(counts.light.shed, 0, 'the light tenant is never shed');
     t.ok(counts.heavy.shed > counts.heavy.ok, `the heavy one is: ${JSON.stringify(counts.heavy)}`);
@@ -99,7 +98,7 @@ t.test(
     );
     t.ok(retryAfter >= 1 && retryAfter <= 30, `Retry-After ${retryAfter} s`);
     // Caught up: all stored.
-    await flushed(s, [[0, seq.next]]);
+    await flushed(bus, [[0, seq.next]]);
     run(s, 1, seq);
     t.equal(s.lag, 0);
     t.same(s.admit('heavy'), { ok: true, value: null }, 'admitted again once caught up');
@@ -111,12 +110,12 @@ t.test('at the maximum lag nothing is admitted, and a stalled pipeline drains no
   t.teardown(() => s.stop());
   const seq = { next: 1 };
   run(s, 1, seq, 1);
-  await flushed(s, [[1, 1]]);
+  await flushed(bus, [[1, 1]]);
   run(s, 48, seq, 1);
   t.ok(s.lag >= 10_000, `lag ${s.lag}`);
   s.charge('acme', 100);
   run(s, 1, seq);
-  await flushed(s, [[1, 1]]);
+  await flushed(bus, [[1, 1]]);
   const answers = Array.from({ length: 20 }, () => s.admit('acme'));
   t.ok(
     answers.every((a) => !a.ok),
@@ -138,10 +137,6 @@ t.test(
     await nats.start();
     const own = await Bus.connect({ nats_url: nats.url, nats_prefix: uniquePrefix() }, createLogger('silent'));
     const s = new LoadShedder(own, 1, { targetLagMs: 2000, maxLagMs: 10_000 }, () => clock);
-    const word = async (): Promise<void> => {
-      own.nc.publish(own.names.flushedSubject, encodeFlushed([[0, 0]]));
-      await own.nc.flush();
-    };
     t.teardown(async () => {
       s.stop();
       await own.close();
@@ -151,7 +146,7 @@ t.test(
     const seq = { next: 1 };
     // Far behind, a flush role speaking, and acme known (a tenant first seen while shedding goes through once).
     const behind = async (): Promise<void> => {
-      await word();
+      await flushed(own, [[0, 0]]);
       run(s, 48, seq, 1);
       s.charge('acme', 100);
       run(s, 1, seq);
