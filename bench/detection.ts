@@ -187,8 +187,7 @@ function main(): void {
     leaveAtEnd: false,
   });
   const samples = new Samples();
-  // Sessions idle for 3 hours leave the aggregator's memory, as in a running shard: a day of them would not fit.
-  const run = new DetectionRun({ retainMs: 3 * 3_600_000 });
+  const run = new DetectionRun();
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
   let reported = startAt;
@@ -289,6 +288,7 @@ function main(): void {
     events: run.events,
     sessions: fleet.stats.sessions,
     peak_players: fleet.stats.peakPlayers,
+    peak_sessions_in_memory: run.peakSessions,
     false_alerts: falseAlerts.length,
     ...(values.day === 'incidents' && {
       incidents: kindsReport,

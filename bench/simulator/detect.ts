@@ -1,5 +1,6 @@
 import { pipelines } from '../../pipelines/index.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
+import { loadConfig } from '../../src/config/load.js';
 import { Detection, type AlertChange } from '../../src/alerts/engine.js';
 import { detectors, effective, loadThresholds, type Thresholds } from '../../src/metric/thresholds.js';
 import type { WireEvent } from '../../src/bus/wire.js';
@@ -21,8 +22,6 @@ export interface DetectOptions {
   overrides?: Thresholds;
   /** A new active alerts process, from a checkpoint of the state, once arrival time reaches this. */
   restartAt?: number;
-  /** How long a session idle (by arrival) stays in the aggregator's memory: a day by default. */
-  retainMs?: number;
 }
 
 /**
@@ -41,9 +40,12 @@ export class DetectionRun {
   private tick = -1;
   private restarted = false;
   events = 0;
+  /** The most sessions the aggregator held at once. */
+  peakSessions = 0;
 
   constructor(private readonly options: DetectOptions = {}) {
-    this.agg = new Aggregation(pipelines, options.retainMs ?? 86_400_000);
+    // Idle sessions leave memory as in a running shard: a large audience's day of them would not fit.
+    this.agg = new Aggregation(pipelines, loadConfig().aggregate_session_retain_ms);
     this.detection = this.make();
   }
 
@@ -55,6 +57,8 @@ export class DetectionRun {
     if (this.next < 0) this.next = this.tick = e.received_at + 500;
     this.advance(e.received_at);
     this.agg.apply(e);
+    // As a shard after each input, at the version its next output will have.
+    this.agg.evictIdle(this.upTo + 1);
     this.events++;
   }
 
@@ -69,6 +73,7 @@ export class DetectionRun {
   }
 
   private seal(at: number): void {
+    this.peakSessions = Math.max(this.peakSessions, this.agg.sessionCount);
     const o = this.agg.drain(++this.upTo);
     const { changes, sightings } = this.detection.apply({
       v: 1,

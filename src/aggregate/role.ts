@@ -1,6 +1,5 @@
 import { pipelines } from '../../pipelines/index.js';
 import type { ModuleDef } from '../modules.js';
-import { dedupWindowMs } from './dedup.js';
 import { ShardAggregator } from './shard.js';
 
 /** `AGGREGATE_SHARDS` (or `--shards`) as shard numbers; empty means every shard. */
@@ -38,8 +37,7 @@ export const aggregateRole: ModuleDef = {
             // A batch holds up to about 2 MB of input; publishing them one after another, each waiting for its
             // acknowledgement between two input messages, 8 in flight left the shard waiting about a sixth of its time.
             maxInflight: 32,
-            // Sessions stay as long as ids do: a late event within the de-duplication window finds its session.
-            sessionRetainMs: dedupWindowMs,
+            sessionRetainMs: config.aggregate_session_retain_ms,
           },
           services.log,
         ),

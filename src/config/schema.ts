@@ -37,6 +37,7 @@ export interface Config {
   checkpoint_interval_ms: number;
   flush_interval_ms: number;
   aggregate_flush_interval_ms: number;
+  aggregate_session_retain_ms: number;
   jwt_key_file: string;
   jwks_secret: string;
   alerts_max_per_hour: number;
@@ -201,6 +202,13 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     maximum: 1000,
     description:
       'how often an aggregator seals its output (raw events and snapshot rows); snapshots reach ClickHouse within about twice this',
+  },
+  aggregate_session_retain_ms: {
+    type: 'integer',
+    minimum: 600000,
+    maximum: 86400000,
+    description:
+      "how long a session idle (by arrival) stays in an aggregator's memory; its later events first recall its earlier ones from the store (docs/aggregation.md)",
   },
   flush_interval_ms: {
     type: 'integer',
