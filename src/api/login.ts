@@ -108,20 +108,29 @@ export class LoginAttempts {
 
   /** Give back the attempt reserved at `at` under each key (a login that succeeded). */
   async release(keys: readonly string[], at: number, now = Date.now()): Promise<void> {
-    for (const key of keys) {
-      for (let tries = 0; tries < 10; tries++) {
-        const { times, revision } = await this.read(key, now);
-        const i = times.indexOf(at);
-        if (
-          i < 0 ||
-          (await this.write(
-            key,
-            times.filter((_, j) => j !== i),
-            revision,
-          ))
-        )
-          break;
-      }
+    for (const key of keys) await this.amend(key, at, now, (times, i) => times.filter((_, j) => j !== i));
+  }
+
+  /**
+   * Date the failed attempt reserved at `at` from its answer, `now`: a delay runs from the last failure, so a check
+   * slowed down (a loaded server, hashes queued) does not use the delay up before its client hears of it. It moves
+   * to the end: every other time was reserved before now, and the delay reads the last.
+   */
+  async settle(key: string, at: number, now = Date.now()): Promise<void> {
+    await this.amend(key, at, now, (times, i) => [...times.filter((_, j) => j !== i), now]);
+  }
+
+  /** Rewrite a key's times once its attempt reserved at `at` is found, as `edit` says; retried on a concurrent write. */
+  private async amend(
+    key: string,
+    at: number,
+    now: number,
+    edit: (times: number[], i: number) => number[],
+  ): Promise<void> {
+    for (let tries = 0; tries < 10; tries++) {
+      const { times, revision } = await this.read(key, now);
+      const i = times.indexOf(at);
+      if (i < 0 || (await this.write(key, edit(times, i), revision))) return;
     }
   }
 }
@@ -202,10 +211,11 @@ export class Login {
   private async check(email: string, password: string, client: string): Promise<Result<UserRecord, LoginRefusal>> {
     const account = sha256Hex(email.trim().toLowerCase());
     const network = clientNetwork(client);
+    const delayed = `c.${sha256Hex(`${account}\n${network}`)}`;
     const keys = [
       [`n.${sha256Hex(network)}`, { max: loginMaxPerNetwork }],
       [`a.${account}`, { max: loginMaxPerAccount }],
-      [`c.${sha256Hex(`${account}\n${network}`)}`, { free: loginFreeFailures }],
+      [delayed, { free: loginFreeFailures }],
     ] as const;
     const at = Date.now();
     const retryAfterSeconds = await this.attempts.reserve(keys, at);
@@ -214,7 +224,10 @@ export class Login {
     // User 0 never exists: the read is made so that both paths do the same work.
     const user = await this.control.users.get(id ?? 0);
     const matches = await this.hashing.run(() => verifyPassword(password, user?.password_hash ?? this.dummyHash));
-    if (!user || !matches || !roles.includes(user.role)) return fail({ kind: 'invalid_credentials' });
+    if (!user || !matches || !roles.includes(user.role)) {
+      await this.attempts.settle(delayed, at);
+      return fail({ kind: 'invalid_credentials' });
+    }
     if (needsRehash(user.password_hash))
       await this.hashing.run(() => this.control.users.rehashPassword(user.id, user.password_hash, password));
     await this.attempts.release(
