@@ -15,8 +15,9 @@ import { Store } from '../../src/store/store.js';
 import { compareWithOracle, storeAnswers } from '../helpers/compare.js';
 import { drained, eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 
-// A session leaves an aggregator's memory after two hours without events (AGGREGATE_SESSION_RETAIN_MS). A late event for it must still change every
-// answer exactly as if it had come on time: the aggregator asks the store for the session's stored events first.
+// A session leaves an aggregator's memory after two hours without events (AGGREGATE_SESSION_RETAIN_MS). A late event
+// for it must still change every answer exactly as if it had come on time: the aggregator asks the store for the
+// session's stored events first.
 // Here sessions leave memory after 30 minutes, and the answers are checked against the oracle, which keeps nothing
 // out of memory; then again after a rebuild without a checkpoint, which must ask the same questions. A session that
 // left memory and then continues with recent events (a long pause) is recalled too.
