@@ -175,6 +175,12 @@ export class ShardAggregator {
    * the two comes second (a rebuild that finds the stale one landed first reads it as the last output).
    */
   private readonly lastSeq = { raw: 0, signals: 0 };
+  /**
+   * What the store must hold before it answers a recall (contracts/history.ts `stored_through`): `raw`, the raw-stream
+   * sequence of an output that covers every session the shard let go of; or, while the last ones let go of are in
+   * input whose output is not yet published, that input (`awaiting`), until the output covering it sets `raw`.
+   */
+  private letGo = { raw: 0, awaiting: 0 };
   private inflight = 0;
   /** Wakes input waiting for room among the batches in flight. */
   private onBatchDone: (() => void) | undefined;
@@ -223,6 +229,9 @@ export class ShardAggregator {
     this.pending = [];
     this.pendingInputBytes = 0;
     const last = await this.lastOutput();
+    // Whatever the state forgot before (sessions let go of, or older than a rebuild without a checkpoint reaches) was
+    // read from input whose output is out.
+    this.letGo = { raw: this.lastSeq.raw, awaiting: 0 };
     const signalled = await this.lastSignalled();
     // The last input whose batch is wholly out, signals included.
     const done = last.complete && signalled >= last.upTo ? last.upTo : last.from;
@@ -384,6 +393,7 @@ export class ShardAggregator {
         sessions: [...ids],
         before_seq: seq,
         received_before: this.agg.watermark - this.options.sessionRetainMs,
+        stored_through: await this.letGoOutput(),
       };
       answers.push([tenant, ids.size, await recallSessions(this.bus, req, () => this.stopping, this.log)]);
     }
@@ -400,6 +410,20 @@ export class ShardAggregator {
     }
   }
 
+  /**
+   * The output a recall needs stored. While sessions were let go of in input whose output is not out, that output is
+   * sealed and published first: it may hold their last events. (Not in a rebuild: the batch a rebuild regenerates was
+   * sealed, in the run it repeats, before any recall that came after a session let go of in it.)
+   */
+  private async letGoOutput(): Promise<number> {
+    while (this.letGo.awaiting > 0) {
+      if (this.stopping || this.failure) throw this.failure ?? new Error('stopping while recalling stored sessions');
+      this.seal();
+      await this.publishing;
+    }
+    return this.letGo.raw;
+  }
+
   /** De-duplicate a decoded input message and apply what passes to the pipelines; keep it for output. */
   private applyInput(seq: number, bytes: number, input: readonly ReadEvent[], keep: boolean): void {
     const dropped: number[] = [];
@@ -413,7 +437,8 @@ export class ShardAggregator {
       }
       this.agg.apply(e);
     });
-    this.agg.evictIdle(seq);
+    // Input replayed without output has its output in the raw stream already, at or before `letGo.raw`.
+    if (this.agg.evictIdle(seq) > 0 && keep) this.letGo.awaiting = seq;
     // By the shard's own clock (latest arrival), not the wall clock, so a replay forgets exactly what the run did.
     this.dedup.expire(this.agg.watermark);
     if (keep) {
@@ -575,6 +600,8 @@ export class ShardAggregator {
       });
       this.lastSeq.raw = ack.seq;
     }
+    if (this.letGo.awaiting > 0 && batch.upTo >= this.letGo.awaiting)
+      this.letGo = { raw: this.lastSeq.raw, awaiting: 0 };
     const ack = await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, {
       msgID: `${this.shard}:${batch.upTo}:s`,
       expect: { lastSubjectSequence: this.lastSeq.signals },

@@ -15,6 +15,12 @@ export interface HistoryRequest {
    * are older than any session still in memory.
    */
   received_before: number;
+  /**
+   * The raw-stream sequence the store must have written through before it answers: an output of the shard that
+   * covers every session it let go of (0: none needed). The flush role's consumer of the raw stream says how far the
+   * store is; until it is that far, the answer is an error and the shard asks again.
+   */
+  stored_through: number;
   /** Rows to skip: the events of earlier answers to the same request. */
   offset: number;
 }

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import type { HistoryAnswer, HistoryRequest } from '../contracts/history.js';
 import { sessionHistory } from '../store/events.js';
 import type { Store } from '../store/store.js';
+import { flushConsumer } from './flusher.js';
 
 /** Rows read per page; the page is cut shorter where its JSON would not fit a NATS message. */
 const pageRows = 5000;
@@ -13,6 +14,10 @@ const pageRows = 5000;
  * Aggregators hold no store: when a late event comes for a session no longer in memory, its shard asks here for the
  * session's stored events (src/aggregate/recall.ts). Served by the flush role, which holds the store; any flush
  * process answers (queue group). Requests are answered concurrently: each is one read.
+ *
+ * Only once the store holds the shard's output through the request's `stored_through`: an answer from a store behind
+ * it (a flush role back after an outage, its backlog not yet written) would miss the session's last events, and the
+ * shard would count the session afresh. Until then the answer is an error, and the shard asks again.
  */
 export function serveHistory(bus: Bus, store: Store, log: Logger): Subscription {
   const hlog = log.child({ module: 'history' });
@@ -25,7 +30,8 @@ export function serveHistory(bus: Bus, store: Store, log: Logger): Subscription 
       void (async () => {
         let answer: string;
         try {
-          const req = JSON.parse(new TextDecoder().decode(msg.data)) as HistoryRequest;
+          const { stored_through: through, ...req } = JSON.parse(new TextDecoder().decode(msg.data)) as HistoryRequest;
+          await storedThrough(bus, through);
           answer = page(await sessionHistory(store.client, req, pageRows), req.offset, maxBytes);
         } catch (e) {
           hlog.warn({ err: (e as Error).message }, 'history request failed');
@@ -35,6 +41,16 @@ export function serveHistory(bus: Bus, store: Store, log: Logger): Subscription 
       })();
     },
   });
+}
+
+/** Throws unless the flush consumer has acknowledged (written) the raw stream through `seq`. */
+async function storedThrough(bus: Bus, seq: number): Promise<void> {
+  if (!Number.isSafeInteger(seq) || seq < 0)
+    throw new Error(`stored_through must be a raw-stream sequence, not ${seq}`);
+  if (seq === 0) return;
+  const floor = (await bus.jsm.consumers.info(bus.names.rawStream, flushConsumer)).ack_floor.stream_seq;
+  if (floor < seq)
+    throw new Error(`the store holds the raw stream through ${floor}, not yet ${seq}: its flush is behind`);
 }
 
 /** A `HistoryAnswer` in JSON: the events that fit `maxBytes` (at least one), and the offset of the first left out. */

@@ -150,7 +150,7 @@ export function toEvent(r: StoredEvent): WireEvent {
  */
 export async function sessionHistory(
   client: ClickHouseClient,
-  req: HistoryRequest,
+  req: Omit<HistoryRequest, 'stored_through'>,
   limit: number,
   settings?: ClickHouseSettings,
 ): Promise<WireEvent[]> {

@@ -251,3 +251,75 @@ t.test('a session that left memory and continues with recent events takes up whe
   await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
   await restarted.stop();
 });
+
+t.test('a recall waits until the store holds the session it asks for, after a flush outage', async (t) => {
+  const again = serveHistory(bus, store, log);
+  t.teardown(() => again.drain());
+  // The flush role is down: the shard's output gathers in the raw stream, unwritten.
+  await flusher.stop();
+  const shard = new ShardAggregator(bus, 0, options, log);
+  await shard.start();
+  const before = await recalledSessions();
+  const shardDone = (): Promise<void> => eventually(() => drained(prefix, 1, natsUrl, false), 30_000, 100);
+  // Session q plays for a minute ...
+  const q = { session_id: 'q', user_id: 'u11', content_id: 'final', region: 'Assam' };
+  const q0 = now - 5 * minute;
+  const qAt = now + 12 * minute;
+  await send([
+    event('play_start', q0, qAt, { ...q, properties: { duration_sec: 1200 } }),
+    event('first_frame', q0 + 1000, qAt, { ...q, position_sec: 0 }),
+    ...Array.from({ length: 6 }, (_, i) =>
+      event('heartbeat', q0 + (i + 1) * 10_000, qAt + (i + 1) * 10_000, { ...q, position_sec: (i + 1) * 10 }),
+    ),
+  ]);
+  await shardDone();
+  // ... leaves memory while others watch on, past its retention (its events still unwritten) ...
+  await send([event('play_start', now - 20_000, qAt + 45 * minute, { session_id: 'x', user_id: 'u12' })]);
+  await shardDone();
+  // ... and plays on: the store lacks its first minute, so the shard must wait for it rather than count q afresh.
+  await send(
+    Array.from({ length: 3 }, (_, i) =>
+      event('heartbeat', q0 + (7 + i) * 10_000, qAt + 46 * minute, { ...q, position_sec: 70 + i * 10 }),
+    ),
+  );
+  await new Promise((r) => setTimeout(r, 2500));
+  t.notOk(await drained(prefix, 1, natsUrl, false), 'the message waits while the store is behind');
+  t.same(await recalledSessions(), before, 'nothing recalled yet');
+  const back = new Flusher(bus, store, log);
+  await back.start();
+  t.teardown(() => back.stop());
+  await settled();
+  t.same(await recalledSessions(), { found: before.found + 1, none: before.none }, 'q recalled once it is written');
+  await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
+  await shard.stop();
+});
+
+t.test('a session let go of and recalled before its output is published is recalled from that output', async (t) => {
+  const again = serveHistory(bus, store, log);
+  const flushing = new Flusher(bus, store, log);
+  await flushing.start();
+  t.teardown(async () => {
+    await again.drain();
+    await flushing.stop();
+  });
+  const before = await recalledSessions();
+  // As a shard catching up on a backlog reads it: session s, then (past s's retention) another viewer, in one
+  // message, so s leaves memory with its events not yet sealed; then s plays on, in the next message. Both are read
+  // within one flush interval, so the recall comes before any batch holding s's events is out.
+  const s = { session_id: 's', user_id: 'u13', content_id: 'final', region: 'Bihar' };
+  const s0 = now - minute;
+  const sAt = now + 70 * minute;
+  await send([
+    event('play_start', s0, sAt, { ...s, properties: { duration_sec: 1200 } }),
+    event('first_frame', s0 + 1000, sAt, { ...s, position_sec: 0 }),
+    event('heartbeat', s0 + 10_000, sAt + 10_000, { ...s, position_sec: 9 }),
+    event('play_start', now - 10_000, sAt + 45 * minute, { session_id: 'y', user_id: 'u14' }),
+  ]);
+  await send([event('heartbeat', s0 + 20_000, sAt + 46 * minute, { ...s, position_sec: 19 })]);
+  const shard = new ShardAggregator(bus, 0, { ...options, flushIntervalMs: 5000 }, log);
+  await shard.start();
+  await settled();
+  t.same(await recalledSessions(), { found: before.found + 1, none: before.none }, 's recalled, and found');
+  await compareWithOracle(t, storeAnswers(store.client), asSent(), ['acme']);
+  await shard.stop();
+});

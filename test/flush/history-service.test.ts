@@ -44,7 +44,7 @@ t.test('a session larger than a message comes back whole, in order, in pages und
     events.map((e, i) => eventLine(e, 10 + i, 0)),
     'history-pages',
   );
-  const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0 };
+  const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0, stored_through: 0 };
 
   const first = await bus.nc.request(
     bus.names.historySubject,
@@ -64,4 +64,24 @@ t.test('a session larger than a message comes back whole, in order, in pages und
     'every event, in the order it was read',
   );
   t.equal((all[99]!.properties as { note: string }).note.length, 2000);
+});
+
+t.test('a request that names no raw-stream sequence is answered with an error that says so', async (t) => {
+  const reply = await bus.nc.request(
+    bus.names.historySubject,
+    new TextEncoder().encode(
+      JSON.stringify({
+        tenant: 'acme',
+        sessions: ['s1'],
+        before_seq: 1,
+        received_before: 0,
+        stored_through: -1,
+        offset: 0,
+      }),
+    ),
+    { timeout: 10_000 },
+  );
+  t.same(JSON.parse(new TextDecoder().decode(reply.data)), {
+    error: 'stored_through must be a raw-stream sequence, not -1',
+  });
 });
