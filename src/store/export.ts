@@ -1,8 +1,10 @@
 import { createWriteStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { objectUrl, presign, type S3Target } from './s3.js';
+import { isEmbedded } from './tsv.js';
 
 /** Which events an export holds: one tenant, `[fromMs, toMs)`, optionally some event types. */
 export interface ExportFilter {
@@ -40,9 +42,13 @@ const parquetSettings = {
 } as const;
 
 /**
- * Write the matching events to `path` as Parquet, produced by ClickHouse itself and streamed to the file, and count
- * them with the same filter. Snappy compression: every Parquet reader has it, and it is cheap to write. Ordered by `ts`,
- * the table's order within a tenant, so ClickHouse reads in order rather than sorting.
+ * Write the matching events to `path` as Parquet, produced by ClickHouse itself, and count them with the same filter.
+ * Snappy compression: every Parquet reader has it, and it is cheap to write. Ordered by `ts`, the table's order within
+ * a tenant, so ClickHouse reads in order rather than sorting.
+ *
+ * The embedded engine writes the file itself: through the client it hands a result over only once whole, so a large
+ * export was held and copied in this process before its first byte reached the file (bench:export). A server streams
+ * the file to this process, which writes it.
  */
 export async function writeParquet(
   client: ClickHouseClient,
@@ -50,12 +56,22 @@ export async function writeParquet(
   path: string,
 ): Promise<{ rows: number; bytes: number }> {
   const w = where(filter);
-  const result = await client.exec({
-    query: `SELECT ${columns} FROM events WHERE ${w.sql} ORDER BY ts FORMAT Parquet`,
-    query_params: w.params,
-    clickhouse_settings: parquetSettings,
-  });
-  await pipeline(result.stream, createWriteStream(path));
+  const select = `SELECT ${columns} FROM events WHERE ${w.sql} ORDER BY ts`;
+  if (isEmbedded(client))
+    await client.command({
+      query: `INSERT INTO FUNCTION file({path:String}, 'Parquet') ${select}`,
+      // Absolute: the engine reads a relative path as under its own user_files folder.
+      query_params: { ...w.params, path: resolve(path) },
+      clickhouse_settings: { ...parquetSettings, engine_file_truncate_on_insert: 1 },
+    });
+  else {
+    const result = await client.exec({
+      query: `${select} FORMAT Parquet`,
+      query_params: w.params,
+      clickhouse_settings: parquetSettings,
+    });
+    await pipeline(result.stream, createWriteStream(path));
+  }
   const counted = await client.query({
     query: `SELECT count() AS n FROM events WHERE ${w.sql}`,
     query_params: w.params,

@@ -24,6 +24,11 @@ export function registerEmbedded(client: ClickHouseClient, raw: RawInserter): vo
   embedded.set(client, raw);
 }
 
+/** Whether the client is over the embedded engine, which shares this process's file system. */
+export function isEmbedded(client: ClickHouseClient): boolean {
+  return embedded.has(client);
+}
+
 const special = /[\\\t\n\r\0]/;
 const specials = /[\\\t\n\r\0]/g;
 const escapes: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
