@@ -134,6 +134,7 @@ try {
 
   const mailer = new Mailer({ smtp_url: '', data_dir: '/tmp', public_base_url: 'http://127.0.0.1:8080' });
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   service = await WebhookService.start(bus, control, mailer, log, {
     allowHosts: ['127.0.0.0/8'],
     dashboardUrl: 'http://127.0.0.1:8080',
@@ -145,9 +146,16 @@ try {
     (await bus.jsm.streams.info(bus.names.webhookLogStream)).state.last_seq;
   while ((await lastLogSeq()) < events) await new Promise((r) => setTimeout(r, 20));
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const got = await received(child);
   console.log(
     `throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`,
+  );
+  // Per CPU-second of this process (the webhooks role, and this loop's polls): what one core would do were the
+  // role alone on it, whatever else the machine runs (NATS, the receiver, other work).
+  console.log(
+    `  ${cpuSeconds.toFixed(2)} CPU-s in this process: ${Math.round(events / cpuSeconds)} deliveries per CPU-second`,
   );
   // In the same run, the floor: bare POSTs of a delivery-sized body to the same receiver from this process, as many
   // at once, through a node:http keep-alive agent like the webhooks role's (src/webhooks/send.ts), with no NATS, no
