@@ -260,7 +260,9 @@ t.test('a recall waits until the store holds the session it asks for, after a fl
   const shard = new ShardAggregator(bus, 0, options, log);
   await shard.start();
   const before = await recalledSessions();
-  const shardDone = (): Promise<void> => eventually(() => drained(prefix, 1, natsUrl, false), 30_000, 100);
+  const shardDone = async (): Promise<void> => {
+    t.ok((await eventually(() => drained(prefix, 1, natsUrl, false), 30_000, 100)) >= 0, 'the shard passed it on');
+  };
   // Session q plays for a minute ...
   const q = { session_id: 'q', user_id: 'u11', content_id: 'final', region: 'Assam' };
   const q0 = now - 5 * minute;
