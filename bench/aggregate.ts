@@ -405,7 +405,7 @@ async function flush(): Promise<void> {
         const flusher = new Flusher(bus, store, log, options);
         const started = process.hrtime.bigint();
         await flusher.start();
-        while ((await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).ack_floor.stream_seq < last)
+        while ((await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer)).ack_floor.stream_seq < last)
           await new Promise((r) => setTimeout(r, 10));
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         await flusher.stop();

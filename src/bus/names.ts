@@ -8,6 +8,8 @@ export interface BusNames {
   rawStream: string;
   rawSubject(shard: number): string;
   rawWildcard: string;
+  /** The flush role's durable consumer of the raw stream: its acknowledgement floor is how far the store is. */
+  flushConsumer: string;
   /** Object store of aggregator checkpoints, one object per shard. */
   checkpointBucket: string;
   /** Core NATS (not stored): which input of each shard the flush role has written, after each write (bus/progress.ts). */
@@ -84,6 +86,7 @@ export function busNames(prefix: string): BusNames {
     rawStream: `${prefix}_raw`,
     rawSubject: (shard) => `${prefix}.raw.${shard}`,
     rawWildcard: `${prefix}.raw.*`,
+    flushConsumer: 'flush',
     checkpointBucket: `${prefix}_checkpoints`,
     flushedSubject: `${prefix}.progress.flushed`,
     replaySubject: `${prefix}.control.replay`,

@@ -33,9 +33,6 @@ const groupSize = new Histogram({
   registers: [registry],
 });
 
-/** The flush role's durable consumer of the raw stream: its acknowledgement floor is how far the store is. */
-export const flushConsumer = 'flush';
-
 /** How long a delivered message may go unacknowledged (and without a heartbeat) before JetStream sends it again. */
 const ackWaitMs = 15_000;
 
@@ -101,13 +98,13 @@ export class Flusher {
 
   async start(): Promise<void> {
     await this.bus.ensureConsumer(this.bus.names.rawStream, {
-      durable_name: flushConsumer,
+      durable_name: this.bus.names.flushConsumer,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: ackWaitMs * 1_000_000,
       max_ack_pending: 1000,
     });
-    const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, flushConsumer);
+    const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, this.bus.names.flushConsumer);
     const stream = await this.bus.jsm.streams.info(this.bus.names.rawStream);
     this.streamId = streamIdentity(stream.config);
     // A record is needed while its messages can come back, which is at most as long as the stream keeps them.

@@ -5,7 +5,6 @@ import type { Logger } from '../log.js';
 import type { HistoryAnswer, HistoryRequest } from '../contracts/history.js';
 import { sessionHistory } from '../store/events.js';
 import type { Store } from '../store/store.js';
-import { flushConsumer } from './flusher.js';
 
 /** Rows read per page; the page is cut shorter where its JSON would not fit a NATS message. */
 const pageRows = 5000;
@@ -48,7 +47,7 @@ async function storedThrough(bus: Bus, seq: number): Promise<void> {
   if (!Number.isSafeInteger(seq) || seq < 0)
     throw new Error(`stored_through must be a raw-stream sequence, not ${seq}`);
   if (seq === 0) return;
-  const floor = (await bus.jsm.consumers.info(bus.names.rawStream, flushConsumer)).ack_floor.stream_seq;
+  const floor = (await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer)).ack_floor.stream_seq;
   if (floor < seq)
     throw new Error(`the store holds the raw stream through ${floor}, not yet ${seq}: its flush is behind`);
 }

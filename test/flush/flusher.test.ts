@@ -163,7 +163,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
     ack_policy: AckPolicy.Explicit,
     ack_wait: 15_000_000_000,
   });
-  const consumer = await bus.js.consumers.get(bus.names.rawStream, 'flush');
+  const consumer = await bus.js.consumers.get(bus.names.rawStream, bus.names.flushConsumer);
   const taken: JsMsg[] = [];
   for await (const m of await consumer.fetch({ max_messages: 8, expires: 5000 })) taken.push(m);
   t.equal(taken.length, 8);
@@ -185,7 +185,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   await flusher.start();
   t.teardown(() => flusher.stop());
   const done = await eventually(async () => {
-    const c = await bus.jsm.consumers.info(bus.names.rawStream, 'flush');
+    const c = await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer);
     return c.num_pending === 0 && c.num_ack_pending === 0 && c.ack_floor.stream_seq === first + 9;
   }, 30_000);
   t.not(done, -1, 'every message acknowledged');
@@ -226,7 +226,7 @@ t.test(
         )[0]!.n,
       );
     const ackPending = async (): Promise<number> =>
-      (await bus.jsm.consumers.info(bus.names.rawStream, 'flush')).num_ack_pending;
+      (await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer)).num_ack_pending;
 
     // The first message is written at once; the rest wait for the next group, which may start only after a minute.
     const first = new Flusher(bus, store, log, { minIntervalMs: 600_000 });

@@ -312,7 +312,7 @@ export async function drained(
       if (mark.upTo < input.seq || !mark.complete) return false;
     }
     if (!flush) return true;
-    const flusher = await jsm.consumers.info(names.rawStream, 'flush').catch(() => null);
+    const flusher = await jsm.consumers.info(names.rawStream, names.flushConsumer).catch(() => null);
     return flusher !== null && flusher.num_pending + flusher.num_ack_pending === 0;
   } finally {
     await nc.close();
