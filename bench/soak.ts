@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ms, positive, UsageError } from './simulator/incidents.js';
-import { soak, type SoakResult } from './soak/run.js';
+import { lateAfterMs, soak, type SoakResult } from './soak/run.js';
 
 const usage =
   'usage: npm run soak -- [--duration 3m] [--fault-rate 6] [--seed 1] [--segments N] [--viewers 150] [--cluster] [--out soak] [--keep]';
@@ -25,6 +25,7 @@ function summary(r: SoakResult): string {
   return [
     `soak seed ${r.seed}: ${applied.length} faults (${r.faults.length - applied.length} skipped): ${byKind}`,
     `events acknowledged ${r.events.accepted}: lost ${r.events.lost}, stored twice ${r.events.storedTwice}; sessions without a session_hours row ${list(r.sessionsWithoutRow)}`,
+    `late stalls for ${r.late.sessions} sessions of matches over for ${lateAfterMs / 60_000} min (${r.late.events} events): ${r.late.recalled} of those sessions recalled from the store`,
     `answers unlike the oracle: ${list(r.answers)}`,
     `alerts expected ${r.alerts.expected}: lost ${list(r.alerts.lost)}, duplicated ${list(r.alerts.duplicated)}`,
     `webhook deliveries expected ${r.webhooks.expected}: undelivered ${list(r.webhooks.undelivered)}, waiting for their next attempt ${list(r.webhooks.waitingForRetry)}, repeated after a success ${list(r.webhooks.repeatedAfterSuccess)}; sent again because their sender was stopped before recording them (at least once) ${list(r.webhooks.resentAfterSenderStopped)}`,

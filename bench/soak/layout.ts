@@ -27,6 +27,8 @@ interface Running {
 }
 
 const keptLog = 20_000;
+/** How long aggregators keep an idle session: the least allowed, so that late events recall sessions from the store. */
+export const sessionRetainMs = 600_000;
 const graceMs = 30_000;
 
 export class Layout {
@@ -64,6 +66,7 @@ export class Layout {
     const natsUrl = nats.map((s) => s.url).join(',');
     const [ingestA, ingestB, api] = [await freePort(true), await freePort(true), await freePort(true)];
     const url = (port: number): string => `http://127.0.0.1:${port}`;
+    const retain = { AGGREGATE_SESSION_RETAIN_MS: String(sessionRetainMs) };
     const roles: RoleSpec[] = [
       {
         name: 'ingest-1',
@@ -77,8 +80,8 @@ export class Layout {
         env: { INGEST_PORT: String(ingestB), DATA_DIR: join(dir, 'ingest-2') },
         url: url(ingestB),
       },
-      { name: 'aggregate-a', args: ['--role', 'aggregate', '--shards', '0,1'], env: {} },
-      { name: 'aggregate-b', args: ['--role', 'aggregate', '--shards', '2,3'], env: {} },
+      { name: 'aggregate-a', args: ['--role', 'aggregate', '--shards', '0,1'], env: retain },
+      { name: 'aggregate-b', args: ['--role', 'aggregate', '--shards', '2,3'], env: retain },
       {
         name: 'flush-api',
         args: ['--role', 'flush,api'],

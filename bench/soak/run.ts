@@ -5,17 +5,21 @@
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { connect } from 'nats';
+import { connect, type NatsConnection } from 'nats';
+import type { HistoryRequest } from '../../src/contracts/history.js';
+import { busNames } from '../../src/bus/names.js';
 import { createLogger } from '../../src/log.js';
 import { Store } from '../../src/store/store.js';
 import { poll } from '../host.js';
-import type { Oracle, OracleEvent } from '../simulator/oracle.js';
+import { Oracle, type OracleEvent } from '../simulator/oracle.js';
 import { provision, type Account } from '../simulator/provision.js';
 import { checkAnswers, type Alert } from '../simulator/report.js';
+import { Rng } from '../simulator/rng.js';
 import { login, simulate } from '../simulator/run.js';
-import type { SendStats } from '../simulator/sender.js';
+import { Sender, type SendStats } from '../simulator/sender.js';
 import { FaultRunner, schedule, type AppliedFault, type Fault } from './faults.js';
-import { Layout } from './layout.js';
+import { lateStalls } from './late.js';
+import { Layout, sessionRetainMs } from './layout.js';
 import { SoakReceiver, type Repeat } from './receiver.js';
 
 export interface SoakOptions {
@@ -40,6 +44,11 @@ export interface SoakResult {
   seed: number;
   faults: Array<Fault & { skipped: boolean }>;
   segments: Array<{ tenant: string; accepted: number; sessions: number; send: SendStats }>;
+  /**
+   * Late stalls sent for sessions of matches over for longer than the aggregators keep an idle session, and how many
+   * of those sessions an aggregator asked the store for (a recall).
+   */
+  late: { sessions: number; events: number; recalled: number };
   /** Answers unlike the oracle's, at a checkpoint or at the end. */
   answers: string[];
   events: { accepted: number; lost: number; storedTwice: number };
@@ -79,13 +88,25 @@ interface Segment {
   accepted: readonly OracleEvent[];
   oracle: Oracle;
   sessions: number;
+  /** When its traffic ended, and the late stalls later sent for its sessions. */
+  endedAt: number;
+  late: OracleEvent[][] | null;
 }
+
+/**
+ * A match's sessions get their late stalls once over for this long: an aggregator lets a session go at its first
+ * sweep (every 10 minutes of its clock) after the session has been idle for `sessionRetainMs`.
+ */
+export const lateAfterMs = sessionRetainMs + 11 * 60_000;
+/** Sessions of a match that get a late stall. */
+const lateSessions = 10;
 
 export async function soak(o: SoakOptions): Promise<SoakResult> {
   const say = o.say;
   const prefix = `soak${o.seed}`;
   const layout = await Layout.start(o.dir, prefix, say, o.cluster ?? false);
   const receiver = await SoakReceiver.start();
+  const recalls = await watchRecalls(layout.natsUrl, prefix);
   try {
     const faults = schedule(
       o.seed,
@@ -123,7 +144,26 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     const answers: string[] = [];
     const segments: Segment[] = [];
     const segmentMs = Math.floor(o.durationMs / o.segments);
+    const rng = new Rng(o.seed);
+    const late = new Map<Segment, Sender>();
     for (let k = 0; k < o.segments; k++) {
+      // Matches over long enough get their late stalls now, sent while this one plays and the faults go on.
+      for (const s of segments) {
+        if (s.late !== null || Date.now() - s.endedAt < lateAfterMs) continue;
+        s.late = lateStalls(s.accepted, rng, lateSessions);
+        const sender = new Sender({
+          ingestUrls: layout.ingestUrls,
+          apiKey: s.account.apiKey,
+          concurrency: 4,
+          maxAttempts: 10_000,
+          retryBeacons: true,
+        });
+        late.set(s, sender);
+        for (const events of s.late) await sender.send({ via: 'events', events });
+        say(
+          `late stalls for ${s.late.length} sessions of ${s.account.tenant}, over for ${Math.round((Date.now() - s.endedAt) / 60_000)} min`,
+        );
+      }
       const account = await provision(`soak-${k}`, `Soak match ${k}`, layout.cliEnv);
       const token = await login(layout.apiUrl, account.email, account.password);
       const hook = (await api(token)('/v1/webhooks', {
@@ -145,7 +185,10 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         out: '',
         maxAttempts: 10_000,
         retryBeacons: true,
-        onSent: () => runner.pause(),
+        onSent: async () => {
+          for (const sender of late.values()) await sender.drain();
+          await runner.pause();
+        },
       });
       for (const a of r.answers)
         if (!a.exact)
@@ -166,7 +209,16 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         oracle: r.oracle,
         sessions: r.sessions,
         send: r.send,
+        endedAt: Date.now(),
+        late: null,
       });
+    }
+    // What the late senders had acknowledged is part of their match from now on.
+    for (const [s, sender] of late) {
+      if (sender.stats.lost > 0)
+        throw new Error(`${sender.stats.lost} late events of ${s.account.tenant} not accepted`);
+      s.accepted = [...s.accepted, ...sender.accepted];
+      s.oracle = new Oracle(s.accepted);
     }
 
     say('traffic over: comparing every tenant again, then alerts, deliveries, consumers and the store');
@@ -190,6 +242,7 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         sessions: s.sessions,
         send: s.send,
       })),
+      late: lateCounts(segments, recalls.asked),
       answers,
       events,
       sessionsWithoutRow,
@@ -219,9 +272,33 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
     }
     return result;
   } finally {
+    await recalls.close();
     await layout.close();
     await receiver.close();
   }
+}
+
+/** The sessions aggregators ask the flush role for (`tenant session`), heard on the request subject. */
+async function watchRecalls(natsUrl: string, prefix: string): Promise<{ asked: Set<string>; close(): Promise<void> }> {
+  const nc: NatsConnection = await connect({ servers: natsUrl, maxReconnectAttempts: -1 });
+  const asked = new Set<string>();
+  nc.subscribe(busNames(prefix).historySubject, {
+    callback: (err, m) => {
+      if (err) return;
+      const r = m.json<HistoryRequest>();
+      for (const session of r.sessions) asked.add(`${r.tenant} ${session}`);
+    },
+  });
+  return { asked, close: () => nc.close() };
+}
+
+function lateCounts(segments: readonly Segment[], asked: ReadonlySet<string>): SoakResult['late'] {
+  const pairs = segments.flatMap((s) => s.late ?? []);
+  return {
+    sessions: pairs.length,
+    events: pairs.reduce((n, p) => n + p.length, 0),
+    recalled: pairs.filter((p) => asked.has(`${p[0]!.tenant} ${p[0]!.session_id}`)).length,
+  };
 }
 
 /** What a tenant's first plays should raise: one new-release alert per content id it played. */
