@@ -266,6 +266,8 @@ function main(): void {
           near_misses: near.length,
           near_misses_alerted: near.filter((s) => s.delay !== null).length,
           missed: expected.filter((s) => s.delay === null).map(named),
+          // Every detection, so that two runs of a change can be compared incident by incident.
+          delays: expected.filter((s) => s.delay !== null).map((s) => `${named(s)}: ${Math.round(s.delay! / 1000)} s`),
           // Past due, with the play_starts of the first 2 minutes of its scope (the sample a startup or error window has).
           late: expected
             .filter((s) => s.delay !== null && s.delay > dueMs[kind])

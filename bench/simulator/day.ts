@@ -138,6 +138,9 @@ const cohorts: ReadonlyArray<{ dimension: CohortDimension; value: string }> = [
  */
 export function incidentDay(o: { seed: number; hours: number; perKind: number; nearMisses: number }): DayIncident[] {
   const rng = new Rng(o.seed * 7919 + 1);
+  // Incidents start at any second of a minute, as real ones do (a window that starts with the clock minute would
+  // otherwise always catch an incident's first minute whole). Drawn apart, so the seed's incidents stay the same.
+  const second = new Rng(o.seed * 7919 + 2);
   const big = places.filter((p) => p.population >= 25);
   const out: DayIncident[] = [];
   const busy = new Map<string, Array<[number, number]>>();
@@ -150,7 +153,7 @@ export function incidentDay(o: { seed: number; hours: number; perKind: number; n
       const nearMiss = n >= o.perKind;
       for (let tries = 0; tries < 200; tries++) {
         const place = rng.weighted(big.map((p) => [p, p.population] as const));
-        const start = rng.int(40, o.hours * 60 - 30) * 60_000;
+        const start = rng.int(40, o.hours * 60 - 30) * 60_000 + second.int(0, 59_999);
         const length = rng.int(6, 20) * 60_000;
         const scope = kind === 'payments' ? 'payments' : `${kind}/${place.region}`;
         if (!free(scope, start, start + length)) continue;
