@@ -81,7 +81,7 @@ export class DetectionRun {
       from: this.upTo - 1,
       up_to: this.upTo,
       clock: this.agg.watermark,
-      signals: o.signals.map((s) => [s.name, [...s.key], s.minute, s.fields]),
+      signals: o.signals.map((s) => [s.name, [...s.key], s.at, s.fields]),
     });
     this.record(changes, at);
     for (const s of sightings) {

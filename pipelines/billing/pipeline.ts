@@ -101,7 +101,7 @@ export const paymentFailure = windowDetector({
   category: 'billing.payment_failure',
   source: 'billing',
   signal: 'billing',
-  bucketMinutes: 1,
+  bucketSeconds: 60,
   historyBuckets: 60,
   running: 1,
   params: {
@@ -136,7 +136,7 @@ export const churnSpike = windowDetector({
   category: 'billing.churn_spike',
   source: 'billing',
   signal: 'billing',
-  bucketMinutes: 60,
+  bucketSeconds: 3600,
   historyBuckets: 7 * 24 + 1,
   running: 1,
   params: {

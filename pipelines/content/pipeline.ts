@@ -101,7 +101,7 @@ export const completionDrop = windowDetector({
   category: 'content.completion_drop',
   source: 'content',
   signal: 'completion',
-  bucketMinutes: 60,
+  bucketSeconds: 3600,
   historyBuckets: 7 * 24 + 1,
   running: 1,
   params: {

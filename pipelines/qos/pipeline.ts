@@ -80,8 +80,11 @@ const key = (a: SessionAttrs, ms: number): [string, number, string, string] => [
 // - `qos_pop` [tenant, region, pop]: watch_ms, rebuffer_ms; sessions (distinct, with any event in the minute);
 //   stalled (distinct, with a rebuffer_start in it). `qos_pop_cohorts`, the same keys: both by cohort (`a@…`, `s@…`).
 // - `qos_region` [tenant, region]: starts, active (distinct sessions with any event in the minute), fatal (sessions),
-//   startups and their histogram (`b<bucket>`), and fatal errors by code (`code:<code>`). `qos_region_cohorts`, the
-//   same keys: by cohort, active (`a@…`), fatal (`f@…`), startups (`n@…`) and their ms (`m@…`).
+//   and fatal errors by code (`code:<code>`). `qos_region_cohorts`, the same keys: by cohort, active (`a@…`) and
+//   fatal (`f@…`).
+// And per 10 seconds, so that a startup window slides with the clock rather than start with a clock minute:
+// - `qos_startups` [tenant, region]: startups and their histogram (`b<bucket>`); `qos_startups_cohorts`, the same
+//   keys: by cohort, startups (`n@…`) and their ms (`m@…`).
 const popKey = (a: SessionAttrs): string[] => [a.tenant, a.region, a.pop];
 
 // What a segment hands the emitter, filled anew for each (the emitter copies what it keeps).
@@ -119,11 +122,11 @@ function seriesOf(
   unit: '%' | 'ms',
   value: (f: Fields) => number | null,
 ): { start: string; step_seconds: number; unit: string; values: Array<number | null> } {
-  const first = w.bucket - (seriesMinutes - 1) * minute;
+  const first = Math.floor(w.bucket / minute) * minute - (seriesMinutes - 1) * minute;
   const values: Array<number | null> = [];
-  for (let b = first; b <= w.bucket; b += minute) {
-    const f = w.at(b);
-    const v = f ? value(f) : null;
+  for (let m = first; m < first + seriesMinutes * minute; m += minute) {
+    const f = w.step === minute ? w.at(m) : sumFields(w, m, m + minute);
+    const v = f && Object.keys(f).length > 0 ? value(f) : null;
     values.push(v === null ? null : round(v));
   }
   return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };
@@ -217,6 +220,9 @@ function logMoments(f: Fields, lo: number, hi: number): { n: number; mean: numbe
 const clampBuckets = Math.ceil(Math.log(4) / bucketStep);
 
 const minute = 60;
+/** The startup signals' bucket, in seconds. */
+const startupStep = 10;
+const startupBucketOf = (ms: number): number => Math.floor(ms / (startupStep * 1000)) * startupStep;
 
 /** Startups of a histogram (fields `b<bucket>`) in buckets whose upper bound is `ms` or more (as percentiles read them). */
 function startupsFrom(f: Fields, ms: number): number {
@@ -225,9 +231,9 @@ function startupsFrom(f: Fields, ms: number): number {
   return n;
 }
 
-/** The first minute of the window of `span` minutes ending with `w.bucket`, and of the baseline before it. */
+/** The baseline of the window of `span` minutes ending with `w.bucket`'s end: [its start, the window's start). */
 const baselineRange = (w: Window<'baseline_minutes'>, span: number): [number, number] => {
-  const end = w.bucket - (span - 1) * minute;
+  const end = w.bucket + w.step - span * minute;
   return [end - w.thresholds.baseline_minutes * minute, end];
 };
 
@@ -250,7 +256,7 @@ export const rebufferSpike = windowDetector({
   source: 'qos',
   signal: 'qos_pop',
   cohortSignal: 'qos_pop_cohorts',
-  bucketMinutes: 1,
+  bucketSeconds: minute,
   historyBuckets: 64,
   running: 2,
   params: {
@@ -341,14 +347,15 @@ export const startupRegression = windowDetector({
   kind: 'window',
   category: 'qos.startup_regression',
   source: 'qos',
-  signal: 'qos_region',
-  cohortSignal: 'qos_region_cohorts',
-  bucketMinutes: 1,
-  historyBuckets: 64,
+  signal: 'qos_startups',
+  cohortSignal: 'qos_startups_cohorts',
+  bucketSeconds: startupStep,
+  historyBuckets: (64 * minute) / startupStep,
   running: 1,
   params: {
-    window_minutes: 'startups of this many minutes are compared',
-    max_window_minutes: 'and, when that window has too few, of this many',
+    min_window_minutes: 'startups of this many minutes are compared first (windows end with the current 10 seconds)',
+    window_minutes: 'then, when that window does not hold, of this many',
+    max_window_minutes: 'and then of this many',
     ratio: 'their p50 is at least this many times the baseline p50',
     min_increase_ms: 'and at least this many milliseconds more',
     min_starts: 'startups in the window (and in the baseline), at least',
@@ -413,7 +420,7 @@ export const errorSpike = windowDetector({
   source: 'qos',
   signal: 'qos_region',
   cohortSignal: 'qos_region_cohorts',
-  bucketMinutes: 1,
+  bucketSeconds: minute,
   historyBuckets: 64,
   running: 1,
   params: {
@@ -556,11 +563,12 @@ export const qos: Pipeline = {
       out.add(qosMinutes, key(a, a.startup_at), [0, 0, 0, 0, sign, sign * a.startup_ms]);
       out.add(qosStartupHistogram, [...key(a, a.startup_at), b], [sign]);
       const region = regionKey(a);
-      out.signal('qos_region', region, minuteOf(a.startup_at), { startups: sign, [`b${b}`]: sign });
+      const at = startupBucketOf(a.startup_at);
+      out.signal('qos_startups', region, at, { startups: sign, [`b${b}`]: sign });
       out.signal(
-        'qos_region_cohorts',
+        'qos_startups_cohorts',
         region,
-        minuteOf(a.startup_at),
+        at,
         cohortFields(a, regionCohorts, { n: sign, m: sign * a.startup_ms }),
       );
     }

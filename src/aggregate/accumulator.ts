@@ -187,13 +187,13 @@ export class Accumulator implements Emitter {
   /** The version of rows put from now on; 0, the default, gives them the version of the drain that takes them. */
   putVersion = 0;
   private readonly appends = new Map<TableSpec, Array<readonly Cell[]>>();
-  /** Per signal name and key length, then by key and minute. */
+  /** Per signal name and key length, then by key and bucket. */
   private readonly signals = new Map<string, Map<number, KeptRows<SignalAcc>>>();
   private readonly writer = new MsgpackWriter();
-  /** The key and minute of a signal, as one array (reused: a row keeps its own). */
+  /** The key and bucket of a signal, as one array (reused: a row keeps its own). */
   private readonly signalKey: Cell[] = [];
 
-  signal(name: string, key: readonly string[], minute: number, fields: Fields): void {
+  signal(name: string, key: readonly string[], at: number, fields: Fields): void {
     let byLength = this.signals.get(name);
     if (!byLength) this.signals.set(name, (byLength = new Map<number, KeptRows<SignalAcc>>()));
     let rows = byLength.get(key.length);
@@ -201,11 +201,10 @@ export class Accumulator implements Emitter {
     const k = this.signalKey;
     k.length = 0;
     for (const cell of key) k.push(cell);
-    k.push(minute);
+    k.push(at);
     const leaf = rows.leaf(k);
-    let acc = leaf.get(minute);
-    if (!acc)
-      leaf.set(minute, (acc = { key: k.slice(), flush: 0, row: { name, key: key.slice(), minute, fields: {} } }));
+    let acc = leaf.get(at);
+    if (!acc) leaf.set(at, (acc = { key: k.slice(), flush: 0, row: { name, key: key.slice(), at, fields: {} } }));
     const f = rows.touch(acc, this.flush).row.fields;
     for (const name in fields) f[name] = (f[name] ?? 0) + fields[name]!;
   }
@@ -334,7 +333,7 @@ export class Accumulator implements Emitter {
           const { row } = acc;
           if (Object.values(row.fields).some((v) => v !== 0)) signals.push(row);
           // A new object for the next flush: this one is handed on, and fields are listed in the order touched.
-          acc.row = { name: row.name, key: row.key, minute: row.minute, fields: {} };
+          acc.row = { name: row.name, key: row.key, at: row.at, fields: {} };
         }
       }
     }

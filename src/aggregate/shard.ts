@@ -519,7 +519,7 @@ export class ShardAggregator {
         from: this.sealedUpTo,
         up_to: this.appliedUpTo,
         clock: this.agg.watermark,
-        signals: output.signals.map((r) => [r.name, [...r.key], r.minute, r.fields]),
+        signals: output.signals.map((r) => [r.name, [...r.key], r.at, r.fields]),
       }),
     };
     this.pending = [];

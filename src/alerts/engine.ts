@@ -283,15 +283,16 @@ export class Detection {
     const loud = m.clock >= this.quietBefore;
     const sightings: Sighting[] = [];
     const dirty = new Map<KeyState, Map<number, boolean>>();
-    for (const [name, fullKey, minute, fields] of m.signals) {
+    for (const [name, fullKey, at, fields] of m.signals) {
       const cohortOf = this.byCohortSignal.get(name);
       const detectors = this.bySignal.get(name);
       if (!cohortOf && !detectors) continue;
       const [tenant, ...key] = fullKey as [string, ...string[]];
       // A cohort signal is kept beside its detectors' buckets and evaluates nothing.
-      for (const d of cohortOf ?? []) this.add(this.state(d, tenant, key).cohorts, d, minute, fields);
+      for (const d of cohortOf ?? []) this.add(this.state(d, tenant, key).cohorts, d, at, fields);
       if (!detectors) continue;
-      const fresh = minute * 1000 + 60_000 > m.clock - freshMs;
+      // The minute holding the bucket ends at most a minute after the bucket's start.
+      const fresh = at * 1000 + 60_000 > m.clock - freshMs;
       for (const d of detectors) {
         if (d.kind === 'once') {
           const label = d.label?.(key);
@@ -304,7 +305,7 @@ export class Detection {
           continue;
         }
         const st = this.state(d, tenant, key);
-        const bucket = this.add(st.buckets, d, minute, fields);
+        const bucket = this.add(st.buckets, d, at, fields);
         let marks = dirty.get(st);
         if (!marks) dirty.set(st, (marks = new Map<number, boolean>()));
         marks.set(bucket, (marks.get(bucket) ?? false) || fresh);
@@ -321,13 +322,13 @@ export class Detection {
   }
 
   /**
-   * Add a message's counters of `minute` into their bucket of `buckets` (made when new); returns the bucket's start.
+   * Add a message's counters of `at` into their bucket of `buckets` (made when new); returns the bucket's start.
    * Field names carry error codes and cohort values (titles, app versions) from clients: past `maxFields` a bucket
    * takes no new name, so made-up ones cannot grow it without bound.
    */
-  private add(buckets: Map<number, Fields>, d: WindowDetector, minute: number, fields: Fields): number {
-    const step = d.bucketMinutes * 60;
-    const bucket = Math.floor(minute / step) * step;
+  private add(buckets: Map<number, Fields>, d: WindowDetector, at: number, fields: Fields): number {
+    const step = d.bucketSeconds;
+    const bucket = Math.floor(at / step) * step;
     let b = buckets.get(bucket);
     if (!b) buckets.set(bucket, (b = {}));
     let count = this.fieldCounts.get(b);
@@ -385,7 +386,7 @@ export class Detection {
 
   private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean, changes: AlertChange[]): void {
     const d = st.detector;
-    const step = d.bucketMinutes * 60;
+    const step = d.bucketSeconds;
     let since = bucket;
     for (const b of st.buckets.keys()) if (b < since) since = b;
     const w: Window = {
@@ -435,7 +436,7 @@ export class Detection {
   private prune(): void {
     const now = Math.floor(this.clock / 1000);
     for (const [id, st] of this.keys) {
-      const step = st.detector.bucketMinutes * 60;
+      const step = st.detector.bucketSeconds;
       const oldest = Math.floor(now / step) * step - (st.detector.historyBuckets - 1) * step;
       for (const b of st.buckets.keys()) if (b < oldest) st.buckets.delete(b);
       for (const b of st.cohorts.keys()) if (b < oldest) st.cohorts.delete(b);

@@ -201,7 +201,7 @@ export interface SignalMessage {
   from: number;
   up_to: number;
   clock: number;
-  signals: Array<[name: string, key: string[], minute: number, fields: Record<string, number>]>;
+  signals: Array<[name: string, key: string[], at: number, fields: Record<string, number>]>;
 }
 
 export function encodeSignals(m: SignalMessage): Buffer {

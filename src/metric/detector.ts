@@ -54,8 +54,8 @@ export interface WindowDetector<P extends string = string> {
    * `signal`'s buckets and read only when a finding is explained (`Window.cohorts`), never evaluated.
    */
   cohortSignal?: string;
-  /** Bucket length in minutes: 1, or 60 for hourly conditions. */
-  bucketMinutes: number;
+  /** Bucket length in seconds: 60, 3600 for hourly conditions, 10 for a window that slides with the clock. */
+  bucketSeconds: number;
   /** Buckets of history kept per key: the window and the baseline behind it. */
   historyBuckets: number;
   /** Consecutive firing buckets before an alert is raised. */
@@ -108,19 +108,20 @@ export function sumFields(
   return out;
 }
 
-/** Σ of each field over the `minutes` one-minute buckets ending with `w.bucket` (of `w.cohorts` when asked). */
+/** Σ of each field over the `minutes` of buckets ending with `w.bucket`'s end (of `w.cohorts` when asked). */
 export function windowFields(w: Window, minutes: number, read: 'at' | 'cohorts' = 'at'): Fields {
-  return sumFields(w, w.bucket - (minutes - 1) * 60, w.bucket + 60, false, read);
+  const end = w.bucket + w.step;
+  return sumFields(w, end - minutes * 60, end, false, read);
 }
 
 /**
- * The windows a condition is judged over, shortest first: `window_minutes`, then `max_window_minutes` when longer. A
- * large audience fills the short window's sample and is alerted sooner; a small one waits for the long window's.
+ * The windows a condition is judged over, shortest first: `min_window_minutes` when it has one, `window_minutes`, then
+ * `max_window_minutes` when longer. A large audience fills the short window's sample and is alerted sooner; a small one
+ * waits for the long window's.
  */
 export function windowSpans(t: Readonly<Record<string, number>>): number[] {
-  const short = t.window_minutes!;
-  const long = t.max_window_minutes ?? short;
-  return long > short ? [short, long] : [short];
+  const spans = [t.min_window_minutes, t.window_minutes!, t.max_window_minutes].filter((s) => s !== undefined);
+  return [...new Set(spans)].sort((a, b) => a - b);
 }
 
 export const pct = (part: number, whole: number): number => (whole > 0 ? (part / whole) * 100 : 0);

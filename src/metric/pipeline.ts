@@ -169,17 +169,18 @@ export interface SessionView {
 /** A value of a row; arrays fill the columns of a `map` table's Nested map. */
 export type Cell = string | number | null | readonly number[];
 
-/** Named counters of a detector signal (docs/alerts.md): summed per key and minute, across output and shards. */
+/** Named counters of a detector signal (docs/alerts.md): summed per key and bucket, across output and shards. */
 export type Fields = Record<string, number>;
 
 /**
- * One row of detector input: counters for a key (its first part is the tenant) and an event-time minute (Unix
- * seconds of its start). Signals are deltas like `sum` rows: a late event retracts and re-adds what it changes.
+ * One row of detector input: counters for a key (its first part is the tenant) and an event-time bucket (`at`, Unix
+ * seconds of its start: a minute's, or of the shorter bucket its detector reads). Signals are deltas like `sum` rows:
+ * a late event retracts and re-adds what it changes.
  */
 export interface SignalRow {
   name: string;
   key: readonly string[];
-  minute: number;
+  at: number;
   fields: Fields;
 }
 
@@ -209,7 +210,7 @@ export interface Emitter {
   /** Append a row to an `append` table. */
   append(table: TableSpec, row: readonly Cell[]): void;
   /** Add to a detector signal (read by the alerts role, never stored in ClickHouse). */
-  signal(name: string, key: readonly string[], minute: number, fields: Fields): void;
+  signal(name: string, key: readonly string[], at: number, fields: Fields): void;
 }
 
 export interface Pipeline {

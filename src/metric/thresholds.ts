@@ -42,12 +42,15 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
       if (missing) return `alert thresholds: ${d.category}.${missing} is missing`;
     }
     const span =
-      Math.max(merged.window_minutes ?? d.bucketMinutes, merged.max_window_minutes ?? 0) +
-      (merged.baseline_minutes ?? 0);
-    if (span > (d.historyBuckets - 1) * d.bucketMinutes) {
-      return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${(d.historyBuckets - 1) * d.bucketMinutes}`;
-    }
-    for (const name of ['window_minutes', 'max_window_minutes']) {
+      Math.max(
+        merged.min_window_minutes ?? 0,
+        merged.window_minutes ?? d.bucketSeconds / 60,
+        merged.max_window_minutes ?? 0,
+      ) + (merged.baseline_minutes ?? 0);
+    const held = Math.floor(((d.historyBuckets - 1) * d.bucketSeconds) / 60);
+    if (span > held)
+      return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${held}`;
+    for (const name of ['min_window_minutes', 'window_minutes', 'max_window_minutes']) {
       const v = merged[name];
       if (v !== undefined && !(Number.isInteger(v) && v >= 1))
         return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
