@@ -213,10 +213,9 @@ export async function soak(o: SoakOptions): Promise<SoakResult> {
         late: null,
       });
     }
-    // What the late senders had acknowledged is part of their match from now on.
+    // What the late senders had acknowledged is part of their match from now on (as with every request, the oracle
+    // counts what was acknowledged).
     for (const [s, sender] of late) {
-      if (sender.stats.lost > 0)
-        throw new Error(`${sender.stats.lost} late events of ${s.account.tenant} not accepted`);
       s.accepted = [...s.accepted, ...sender.accepted];
       s.oracle = new Oracle(s.accepted);
     }
