@@ -1,5 +1,5 @@
 import t from 'tap';
-import { qos, startupBucket } from './pipeline.js';
+import { qos, startupBucket, startupPercentile } from './pipeline.js';
 import { at, ev, feed } from '../../test/helpers/pipeline.js';
 import { Detection } from '../../src/alerts/engine.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
@@ -44,10 +44,18 @@ t.test('a startup regression is judged on every startup, allowing for a region t
     }
     return buckets.map((f, k) => ['qos_startups', ['acme', 'Goa'], start / 1000 + k * 10, f]);
   };
-  // 30 steady minutes at 1 s, then 5 with every startup `factor` times as long: the minutes a startup alert rose in.
-  const raised = (per: number, factor: number): number[] => {
+  // A whole minute's startups at `level`, as one histogram.
+  const minuteFields = (level: number): Record<string, number> => {
+    const f: Record<string, number> = {};
+    for (const [, , , fields] of minuteOf(t0, level, 8))
+      for (const k in fields) if (k.startsWith('b')) f[k] = (f[k] ?? 0) + fields[k]!;
+    return f;
+  };
+  // 30 steady minutes at 1 s, then 5 with every startup `factor` times as long: the minutes a startup alert rose in,
+  // and each one's chart.
+  const alerts = (per: number, factor: number): Array<{ minute: number; series: Array<number | null> }> => {
     const d = new Detection({ detectors, thresholds: (_t, c) => effective(thresholds, null, c) });
-    const at: number[] = [];
+    const at: Array<{ minute: number; series: Array<number | null> }> = [];
     for (let i = 0; i < 35; i++) {
       const { changes } = d.apply({
         v: 1,
@@ -57,10 +65,13 @@ t.test('a startup regression is judged on every startup, allowing for a region t
         clock: t0 + (i + 1) * 60_000,
         signals: minuteOf(t0 + i * 60_000, i < 30 ? 1000 : 1000 * factor, per),
       });
-      for (const c of changes) if (c.raised && c.row.category === 'qos.startup_regression') at.push(i);
+      for (const c of changes)
+        if (c.raised && c.row.category === 'qos.startup_regression')
+          at.push({ minute: i, series: (c.row.data.series as { values: Array<number | null> }).values });
     }
     return at;
   };
+  const raised = (per: number, factor: number): number[] => alerts(per, factor).map((a) => a.minute);
   t.same(raised(8, 2.5), [31], 'a small region whose startups all take 2.5 times as long: its first 16 suffice');
   t.same(raised(8, 1), [], 'the same region steady');
   t.same(
@@ -69,4 +80,14 @@ t.test('a startup regression is judged on every startup, allowing for a region t
     'a large region 1.55 times as slow: its median crossed the line, but a drift of its level that size comes by chance',
   );
   t.same(raised(500, 1.8), [30], '1.8 times as slow: more than drift explains, within its first minute');
+  // The chart is per minute, though startups are counted per 10 seconds: each value the median of a whole minute.
+  const series = alerts(8, 2.5)[0]?.series;
+  t.same(
+    series,
+    [
+      ...Array<number>(18).fill(startupPercentile(minuteFields(1000), 0.5)),
+      ...Array<number>(2).fill(startupPercentile(minuteFields(2500), 0.5)),
+    ],
+    'the minutes before at 1 s, the two since at 2.5',
+  );
 });
