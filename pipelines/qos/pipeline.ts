@@ -125,8 +125,8 @@ function seriesOf(
   const first = Math.floor(w.bucket / minute) * minute - (seriesMinutes - 1) * minute;
   const values: Array<number | null> = [];
   for (let m = first; m < first + seriesMinutes * minute; m += minute) {
-    const f = w.step === minute ? w.at(m) : sumFields(w, m, m + minute);
-    const v = f && Object.keys(f).length > 0 ? value(f) : null;
+    const f = sumFields(w, m, m + minute);
+    const v = Object.keys(f).length > 0 ? value(f) : null;
     values.push(v === null ? null : round(v));
   }
   return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };

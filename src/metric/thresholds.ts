@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pipelines } from '../../pipelines/index.js';
 import { defaultConfigDir } from '../config/load.js';
 import { ControlError } from '../control/kv-records.js';
-import type { Detector, WindowDetector } from './detector.js';
+import { windowSpans, type Detector, type WindowDetector } from './detector.js';
 
 /** Thresholds per category and name: config/alerts.json, or a tenant's overrides of some of them. */
 export type Thresholds = Record<string, Record<string, number>>;
@@ -41,12 +41,10 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
       const missing = Object.keys(d.params).find((n) => merged[n] === undefined);
       if (missing) return `alert thresholds: ${d.category}.${missing} is missing`;
     }
-    const span =
-      Math.max(
-        merged.min_window_minutes ?? 0,
-        merged.window_minutes ?? d.bucketSeconds / 60,
-        merged.max_window_minutes ?? 0,
-      ) + (merged.baseline_minutes ?? 0);
+    const longest = Math.max(
+      ...windowSpans({ ...merged, window_minutes: merged.window_minutes ?? d.bucketSeconds / 60 }),
+    );
+    const span = longest + (merged.baseline_minutes ?? 0);
     const held = Math.floor(((d.historyBuckets - 1) * d.bucketSeconds) / 60);
     if (span > held)
       return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${held}`;
