@@ -21,6 +21,7 @@ import {
   windowFields,
   windowSpans,
   type Cohort,
+  type Finding,
   type Window,
   windowDetector,
 } from '../../src/metric/detector.js';
@@ -322,6 +323,8 @@ export const rebufferSpike = windowDetector({
     const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, base);
     return {
       severity,
+      // The pop's rate has no chance test of its own, so it must hold two minutes running; a cohort's has.
+      now: spike !== null,
       title: spike
         ? `Rebuffering spike in ${region} / ${pop} for ${cohortName(spike, w)}`
         : `Rebuffering spike in ${region} / ${pop}${cohort.words}`,
@@ -414,6 +417,100 @@ export const startupRegression = windowDetector({
   },
 });
 
+const errorParams = {
+  min_window_minutes:
+    'sessions playing in this many minutes are compared first (the current minute and those before it)',
+  window_minutes: 'then, when that window does not hold, of this many',
+  ratio: 'their fatal error rate is at least this many times the baseline',
+  min_points: 'and at least this many percentage points above it',
+  min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
+  min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
+  baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
+  max_chance:
+    "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
+  cohort_max_chance:
+    'a cohort alone (a pop, a device type, an app version, a player, a title) whose fatal sessions per session-minute cross ratio, min_points, min_sessions and min_errors against its own baseline, and would come by chance less often than this',
+};
+type ErrorParams = keyof typeof errorParams;
+
+/** The error spike's condition over the window of `span` minutes ending with `w.bucket`, region or cohort alone. */
+function errorsOver(w: Window<ErrorParams>, span: number): Finding | null {
+  const t = w.thresholds;
+  const cur = windowFields(w, span);
+  const fatal = cur.fatal ?? 0;
+  // Neither the region nor a cohort can cross with fewer: most windows are done here, their baselines unread.
+  if (fatal < t.min_errors) return null;
+  const [from, to] = baselineRange(w, span);
+  const base = sumFields(w, from, to, true);
+  // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
+  // expected are the larger of the baseline's rate per start and per session-minute (sessions with an event, summed
+  // per minute), so that neither a wave of arrivals nor a quiet spell of them looks like a spike. Counted against
+  // starts alone, a dip in starts made most false alerts of the first steady day (bench/RESULTS.md).
+  const starts = cur.starts ?? 0;
+  const exposure = cur.active ?? 0;
+  const baseStarts = base.starts ?? 0;
+  const baseExposure = base.active ?? 0;
+  // Sessions playing in the window: those seen in its first minute, and those that started after it.
+  const first = w.bucket - (span - 1) * minute;
+  const sessions = Math.max(
+    fatal,
+    (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0),
+  );
+  const baseFatal = base.fatal ?? 0;
+  // The window's exposure against the baseline's, as starts or as session-minutes: the larger.
+  const scale = Math.max(starts / Math.max(1, baseStarts), exposure / baseExposure);
+  const rate = pct(fatal, sessions);
+  const baseRate = pct(scale * baseFatal, sessions);
+  // A handful of errors among a few dozen sessions is ordinary noise, and a baseline of a few errors says little
+  // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
+  const regionHolds =
+    sessions >= t.min_sessions &&
+    fatal >= t.min_errors &&
+    baseExposure >= t.min_sessions &&
+    rate >= t.ratio * baseRate &&
+    rate >= baseRate + t.min_points &&
+    negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance;
+  // As for rebuffering: no cohort can cross alone while the region has no more than its baseline expects.
+  if (!regionHolds && fatal <= scale * baseFatal) return null;
+  // Fatal sessions per session-minute, by cohort.
+  const cohortsCur = windowFields(w, span, 'cohorts');
+  const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
+  const spike = regionHolds
+    ? null
+    : cohortSpike(cohortsCur, baseOf, 'f', 'a', {
+        ratio: t.ratio,
+        minPoints: t.min_points,
+        minExposure: t.min_sessions,
+        minBad: t.min_errors,
+        maxChance: t.cohort_max_chance,
+      });
+  if (!regionHolds && !spike) return null;
+  let top = '';
+  for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
+  const [region] = w.key;
+  const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, baseRate);
+  const cohort = cohortOf(spike ?? explain(cohortsCur, baseOf(), 'f', 'a', 'rate'), w, 'of the failed sessions');
+  return {
+    severity,
+    title: spike
+      ? `Playback error spike in ${region} for ${cohortName(spike, w)}`
+      : `Playback error spike in ${region}${cohort.words}`,
+    description: spike
+      ? `${cohortSpikeWords(spike, w, 'failed', 'failed sessions')}, while fatal errors in the region are ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.`
+      : `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
+    data: {
+      severity,
+      region,
+      current_rate: round(rate),
+      baseline_rate: round(baseRate),
+      affected_sessions: fatal,
+      top_error_code: top.slice(5) || null,
+      cohort: cohort.data,
+      series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)),
+    },
+  };
+}
+
 export const errorSpike = windowDetector({
   kind: 'window',
   category: 'qos.error_spike',
@@ -423,92 +520,14 @@ export const errorSpike = windowDetector({
   bucketSeconds: minute,
   historyBuckets: 64,
   running: 1,
-  params: {
-    window_minutes: 'sessions playing in this many minutes are compared',
-    ratio: 'their fatal error rate is at least this many times the baseline',
-    min_points: 'and at least this many percentage points above it',
-    min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
-    min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
-    baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
-    max_chance:
-      "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
-    cohort_max_chance:
-      'a cohort alone (a pop, a device type, an app version, a player, a title) whose fatal sessions per session-minute cross ratio, min_points, min_sessions and min_errors against its own baseline, and would come by chance less often than this',
-  },
+  params: errorParams,
   evaluate(w) {
-    const t = w.thresholds;
-    const span = t.window_minutes;
-    const { cur, base } = windowAndBaseline(w, span);
-    const fatal = cur.fatal ?? 0;
-    // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
-    // expected are the larger of the baseline's rate per start and per session-minute (sessions with an event, summed
-    // per minute), so that neither a wave of arrivals nor a quiet spell of them looks like a spike. Counted against
-    // starts alone, a dip in starts made most false alerts of the first steady day (bench/RESULTS.md).
-    const starts = cur.starts ?? 0;
-    const exposure = cur.active ?? 0;
-    const baseStarts = base.starts ?? 0;
-    const baseExposure = base.active ?? 0;
-    // Sessions playing in the window: those seen in its first minute, and those that started after it.
-    const first = w.bucket - (span - 1) * minute;
-    const sessions = Math.max(
-      fatal,
-      (w.at(first)?.active ?? 0) + (sumFields(w, first + minute, w.bucket + minute).starts ?? 0),
-    );
-    const baseFatal = base.fatal ?? 0;
-    // The window's exposure against the baseline's, as starts or as session-minutes: the larger.
-    const scale = Math.max(starts / Math.max(1, baseStarts), exposure / baseExposure);
-    const rate = pct(fatal, sessions);
-    const baseRate = pct(scale * baseFatal, sessions);
-    // A handful of errors among a few dozen sessions is ordinary noise, and a baseline of a few errors says little
-    // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
-    const regionHolds =
-      sessions >= t.min_sessions &&
-      fatal >= t.min_errors &&
-      baseExposure >= t.min_sessions &&
-      rate >= t.ratio * baseRate &&
-      rate >= baseRate + t.min_points &&
-      negBinomialTail(fatal, baseFatal + 1, 1 / (1 + scale)) < t.max_chance;
-    // As for rebuffering: no cohort can cross alone with fewer fatal sessions, or while the region has no more than its
-    // baseline expects.
-    if (!regionHolds && (fatal < t.min_errors || fatal <= scale * baseFatal)) return null;
-    // Fatal sessions per session-minute, by cohort.
-    const [from, to] = baselineRange(w, span);
-    const cohortsCur = windowFields(w, span, 'cohorts');
-    const baseOf = (keep?: (field: string) => boolean): Fields => sumFields(w, from, to, true, 'cohorts', keep);
-    const spike = regionHolds
-      ? null
-      : cohortSpike(cohortsCur, baseOf, 'f', 'a', {
-          ratio: t.ratio,
-          minPoints: t.min_points,
-          minExposure: t.min_sessions,
-          minBad: t.min_errors,
-          maxChance: t.cohort_max_chance,
-        });
-    if (!regionHolds && !spike) return null;
-    let top = '';
-    for (const k in cur) if (k.startsWith('code:') && (top === '' || cur[k]! > cur[top]!)) top = k;
-    const [region] = w.key;
-    const severity = spike ? severityOf(spike.current, spike.baseline) : severityOf(rate, baseRate);
-    const cohort = cohortOf(spike ?? explain(cohortsCur, baseOf(), 'f', 'a', 'rate'), w, 'of the failed sessions');
-    return {
-      severity,
-      title: spike
-        ? `Playback error spike in ${region} for ${cohortName(spike, w)}`
-        : `Playback error spike in ${region}${cohort.words}`,
-      description: spike
-        ? `${cohortSpikeWords(spike, w, 'failed', 'failed sessions')}, while fatal errors in the region are ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.`
-        : `Fatal errors in ${round(rate)} % of the ${sessions} sessions playing in the last ${span} minutes against a baseline of ${round(baseRate)} %.${cohort.sentence}`,
-      data: {
-        severity,
-        region,
-        current_rate: round(rate),
-        baseline_rate: round(baseRate),
-        affected_sessions: fatal,
-        top_error_code: top.slice(5) || null,
-        cohort: cohort.data,
-        series: seriesOf(w, '%', (f) => (f.active ? pct(f.fatal ?? 0, f.active) : null)),
-      },
-    };
+    // The shortest window first: a large incident fills it and is alerted sooner; the longer one waits for a small one.
+    for (const span of windowSpans(w.thresholds)) {
+      const found = errorsOver(w, span);
+      if (found) return found;
+    }
+    return null;
   },
 });
 

@@ -91,3 +91,114 @@ t.test('a startup regression is judged on every startup, allowing for a region t
     'the minutes before at 1 s, the two since at 2.5',
   );
 });
+
+t.test('a small region failing is alerted by the 2-minute error window a minute before the 5-minute one', async (t) => {
+  const defaults = loadThresholds();
+  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+  // 60 sessions playing and 5 starting a minute, 3 fatal sessions in the 30 minutes before; then `fatal(i)` a minute.
+  const raised = (fatal: (i: number) => number, minWindow: number): number[] => {
+    const overrides = { 'qos.error_spike': { min_window_minutes: minWindow } };
+    const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, overrides, c) });
+    const at: number[] = [];
+    for (let i = 0; i < 36; i++) {
+      const fields = { active: 60, starts: 5, fatal: i < 30 ? (i % 10 === 5 ? 1 : 0) : fatal(i) };
+      const { changes } = d.apply({
+        v: 1,
+        shard: 0,
+        from: i,
+        up_to: i + 1,
+        clock: t0 + (i + 1) * 60_000,
+        signals: [['qos_region', ['acme', 'Goa'], t0 / 1000 + i * 60, fields]],
+      });
+      for (const c of changes) if (c.raised && c.row.category === 'qos.error_spike') at.push(i);
+    }
+    return at;
+  };
+  // 2 fatal sessions in the incident's first (partial) minute, then 6 a minute.
+  const incident = (i: number): number => (i === 30 ? 2 : 6);
+  t.same(raised(incident, 2), [31], '8 fatal sessions in 2 minutes against 3 in 30 before');
+  t.same(raised(incident, 5), [32], 'the 5-minute window alone: 8 in 5 minutes could be chance, 14 not');
+  t.same(
+    raised((i) => (i === 31 ? 3 : 0), 2),
+    [],
+    'a cluster of 3 in one minute is chance',
+  );
+});
+
+t.test('a cohort stalling alone is alerted in its first minute: its own chance test needs no second', async (t) => {
+  const defaults = loadThresholds();
+  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+  const versions = ['5.12.0', '5.12.1', '5.13.0'];
+  // A pop of 99 sessions a minute, 33 of each app version, one of each stalling; from minute 30, 15 of 5.13.0's.
+  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c) });
+  const raised: Array<{ minute: number; title: string }> = [];
+  for (let i = 0; i < 33; i++) {
+    const stalls = (v: string): number => (i >= 30 && v === '5.13.0' ? 15 : 1);
+    const stalled = versions.reduce((s, v) => s + stalls(v), 0);
+    const cohorts: Record<string, number> = {};
+    for (const v of versions) {
+      cohorts[`a@app_version=${v}`] = 33;
+      cohorts[`s@app_version=${v}`] = stalls(v);
+    }
+    const { changes } = d.apply({
+      v: 1,
+      shard: 0,
+      from: i,
+      up_to: i + 1,
+      clock: t0 + (i + 1) * 60_000,
+      signals: [
+        [
+          'qos_pop',
+          ['acme', 'Goa', 'goa1'],
+          t0 / 1000 + i * 60,
+          {
+            sessions: 99,
+            stalled,
+            watch_ms: 99 * 60_000,
+            rebuffer_ms: stalled * 2000,
+          },
+        ],
+        ['qos_pop_cohorts', ['acme', 'Goa', 'goa1'], t0 / 1000 + i * 60, cohorts],
+      ],
+    });
+    for (const c of changes) if (c.raised) raised.push({ minute: i, title: c.row.title });
+  }
+  t.same(raised, [{ minute: 30, title: 'Rebuffering spike in Goa / goa1 for app version 5.13.0' }]);
+});
+
+t.test('an app version failing in a region that often fails is alerted by its own condition', async (t) => {
+  const defaults = loadThresholds();
+  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+  // 2,000 sessions a minute, about 20 of them failing; 300 are of app version 5.13.0, which fails once every other
+  // minute until minute 30, then 12 times a minute: the region's 32 are not twice its 20, the version's 12 are 24 times
+  // its own.
+  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c) });
+  const raised: Array<{ minute: number; title: string }> = [];
+  for (let i = 0; i < 34; i++) {
+    const version = i < 30 ? i % 2 : 12;
+    const others = i % 2 ? 20 : 19;
+    const { changes } = d.apply({
+      v: 1,
+      shard: 0,
+      from: i,
+      up_to: i + 1,
+      clock: t0 + (i + 1) * 60_000,
+      signals: [
+        ['qos_region', ['acme', 'Goa'], t0 / 1000 + i * 60, { active: 2000, starts: 200, fatal: others + version }],
+        [
+          'qos_region_cohorts',
+          ['acme', 'Goa'],
+          t0 / 1000 + i * 60,
+          {
+            'a@app_version=5.12.0': 1700,
+            'f@app_version=5.12.0': others,
+            'a@app_version=5.13.0': 300,
+            'f@app_version=5.13.0': version,
+          },
+        ],
+      ],
+    });
+    for (const c of changes) if (c.raised) raised.push({ minute: i, title: c.row.title });
+  }
+  t.same(raised, [{ minute: 30, title: 'Playback error spike in Goa for app version 5.13.0' }]);
+});

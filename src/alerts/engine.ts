@@ -407,7 +407,7 @@ export class Detection {
     }
     st.firing.add(bucket);
     if (!fresh) return;
-    for (let i = 1; i < d.running; i++) if (!st.firing.has(bucket - i * step)) return;
+    if (!finding.now) for (let i = 1; i < d.running; i++) if (!st.firing.has(bucket - i * step)) return;
     if (st.incident) {
       st.incident.last = this.clock;
       return;

@@ -12,6 +12,11 @@ export interface Finding {
   title: string;
   description: string;
   data: Record<string, unknown>;
+  /**
+   * Raise it now, without waiting for the detector's `running` buckets: a condition that is itself a chance test
+   * (a cohort alone, held to its own `max_chance`) needs no second bucket to tell it from noise.
+   */
+  now?: boolean;
 }
 
 /**
@@ -58,7 +63,7 @@ export interface WindowDetector<P extends string = string> {
   bucketSeconds: number;
   /** Buckets of history kept per key: the window and the baseline behind it. */
   historyBuckets: number;
-  /** Consecutive firing buckets before an alert is raised. */
+  /** Consecutive firing buckets before an alert is raised (unless a finding says `now`). */
   running: number;
   /** Threshold names and what each means (defaults in config/alerts.json). */
   params: Readonly<Record<P, string>>;

@@ -175,12 +175,10 @@ t.test(
     const cohort = e[0]!.row.data.cohort as { share: number; current_rate: number; baseline_rate: number };
     t.ok(cohort.share >= 0.8, `it holds ${cohort.share} of the failed sessions`);
     t.ok(cohort.current_rate > 5 * cohort.baseline_rate);
-    // Its own condition holds a minute or two before the region's does: it raises the alert, and says so.
-    t.equal(e[0]!.row.title, 'Playback error spike in Maharashtra for app version 5.13.0');
-    t.match(
-      e[0]!.row.description,
-      /^Sessions of app version 5\.13\.0 failed in [\d.]+ of every 100 session-minutes against [\d.]+ before \(\d+ % of the failed sessions\)/,
-    );
+    // In a quiet region the region's 2-minute window holds first (the same errors, tested at 10⁻⁶ where a cohort's are
+    // at 10⁻⁷), and its alert names the cohort; a cohort alone in a noisy region: pipelines/qos/qos.test.ts.
+    t.equal(e[0]!.row.title, 'Playback error spike in Maharashtra, mostly app version 5.13.0');
+    t.match(e[0]!.row.description, /app version 5\.13\.0 holds 100 % of the failed sessions/);
 
     const stalls = detect(
       playback(

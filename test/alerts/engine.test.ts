@@ -394,3 +394,36 @@ t.test(
     t.equal(all.length, 1, 'and it goes in the registry with the others');
   },
 );
+
+t.test('a finding that says `now` is raised in its first bucket; others wait for `running` buckets', async (t) => {
+  const probe = windowDetector({
+    kind: 'window',
+    category: 'test.now',
+    source: 'qos',
+    signal: 'probe',
+    bucketSeconds: 60,
+    historyBuckets: 10,
+    running: 2,
+    params: {},
+    evaluate(w) {
+      const f = w.at(w.bucket);
+      if (!f?.bad) return null;
+      return { severity: 'warning', title: w.key.join('/'), description: '', data: {}, now: (f.sure ?? 0) > 0 };
+    },
+  });
+  const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+  const raisedIn = (i: number, signals: SignalMessage['signals']): string[] =>
+    d
+      .apply({ v: 1, shard: 0, from: i, up_to: i + 1, clock: t0 + (i + 1) * 60_000, signals })
+      .changes.filter((c) => c.raised)
+      .map((c) => c.row.title);
+  t.same(
+    raisedIn(0, [
+      ['probe', ['acme', 'a'], minute(0), { bad: 1 }],
+      ['probe', ['acme', 'b'], minute(0), { bad: 1, sure: 1 }],
+    ]),
+    ['b'],
+    'the sure finding at once; the other has one bucket of two',
+  );
+  t.same(raisedIn(1, [['probe', ['acme', 'a'], minute(1), { bad: 1 }]]), ['a'], 'the other in its second bucket');
+});
