@@ -465,7 +465,6 @@ function errorsOver(w: Window<ErrorParams>, span: number): Finding | null {
   // about the rate: how often would so many come by chance, the baseline's own uncertainty counted?
   const regionHolds =
     sessions >= t.min_sessions &&
-    fatal >= t.min_errors &&
     baseExposure >= t.min_sessions &&
     rate >= t.ratio * baseRate &&
     rate >= baseRate + t.min_points &&
