@@ -3,7 +3,31 @@ import { qos, startupBucket, startupPercentile } from './pipeline.js';
 import { at, ev, feed } from '../../test/helpers/pipeline.js';
 import { Detection } from '../../src/alerts/engine.js';
 import type { SignalMessage } from '../../src/bus/wire.js';
-import { detectors, effective, loadThresholds } from '../../src/metric/thresholds.js';
+import { detectors, effective, loadThresholds, type Thresholds } from '../../src/metric/thresholds.js';
+import type { AlertRow } from '../../src/store/alerts.js';
+
+const defaults = loadThresholds();
+const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
+/** Unix seconds of minute `i`. */
+const minuteAt = (i: number): number => t0 / 1000 + i * 60;
+
+/**
+ * The alerts engine fed one message a minute for `minutes` minutes, `signals(i)` each, the clock at the minute's end:
+ * the alerts raised, with the minute each rose in.
+ */
+function raisedOver(
+  minutes: number,
+  signals: (i: number) => SignalMessage['signals'],
+  overrides: Thresholds | null = null,
+): Array<{ minute: number; row: AlertRow }> {
+  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, overrides, c) });
+  const raised: Array<{ minute: number; row: AlertRow }> = [];
+  for (let i = 0; i < minutes; i++) {
+    const m = { v: 1, shard: 0, from: i, up_to: i + 1, clock: t0 + (i + 1) * 60_000, signals: signals(i) } as const;
+    for (const c of d.apply(m).changes) if (c.raised) raised.push({ minute: i, row: c.row });
+  }
+  return raised;
+}
 
 t.test('per minute, region and pop: watch, rebuffering, starts, startup time and fatal sessions', async (t) => {
   const pop = { context: { pop: 'bom1' } };
@@ -29,8 +53,6 @@ t.test('per minute, region and pop: watch, rebuffering, starts, startup time and
 });
 
 t.test('a startup regression is judged on every startup, allowing for a region that drifts', async (t) => {
-  const thresholds = loadThresholds();
-  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
   // A minute of a region's startups, in its six 10-second buckets: `per` of them, spread around `level` ms as real
   // ones are.
   const shape = [0.55, 0.7, 0.85, 1, 1, 1.15, 1.3, 1.6];
@@ -53,24 +75,10 @@ t.test('a startup regression is judged on every startup, allowing for a region t
   };
   // 30 steady minutes at 1 s, then 5 with every startup `factor` times as long: the minutes a startup alert rose in,
   // and each one's chart.
-  const alerts = (per: number, factor: number): Array<{ minute: number; series: Array<number | null> }> => {
-    const d = new Detection({ detectors, thresholds: (_t, c) => effective(thresholds, null, c) });
-    const at: Array<{ minute: number; series: Array<number | null> }> = [];
-    for (let i = 0; i < 35; i++) {
-      const { changes } = d.apply({
-        v: 1,
-        shard: 0,
-        from: i,
-        up_to: i + 1,
-        clock: t0 + (i + 1) * 60_000,
-        signals: minuteOf(t0 + i * 60_000, i < 30 ? 1000 : 1000 * factor, per),
-      });
-      for (const c of changes)
-        if (c.raised && c.row.category === 'qos.startup_regression')
-          at.push({ minute: i, series: (c.row.data.series as { values: Array<number | null> }).values });
-    }
-    return at;
-  };
+  const alerts = (per: number, factor: number): Array<{ minute: number; series: Array<number | null> }> =>
+    raisedOver(35, (i) => minuteOf(t0 + i * 60_000, i < 30 ? 1000 : 1000 * factor, per))
+      .filter((r) => r.row.category === 'qos.startup_regression')
+      .map((r) => ({ minute: r.minute, series: (r.row.data.series as { values: Array<number | null> }).values }));
   const raised = (per: number, factor: number): number[] => alerts(per, factor).map((a) => a.minute);
   t.same(raised(8, 2.5), [31], 'a small region whose startups all take 2.5 times as long: its first 16 suffice');
   t.same(raised(8, 1), [], 'the same region steady');
@@ -93,27 +101,20 @@ t.test('a startup regression is judged on every startup, allowing for a region t
 });
 
 t.test('a small region failing is alerted by the 2-minute error window a minute before the 5-minute one', async (t) => {
-  const defaults = loadThresholds();
-  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
   // 60 sessions playing and 5 starting a minute, 3 fatal sessions in the 30 minutes before; then `fatal(i)` a minute.
-  const raised = (fatal: (i: number) => number, minWindow: number): number[] => {
-    const overrides = { 'qos.error_spike': { min_window_minutes: minWindow } };
-    const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, overrides, c) });
-    const at: number[] = [];
-    for (let i = 0; i < 36; i++) {
-      const fields = { active: 60, starts: 5, fatal: i < 30 ? (i % 10 === 5 ? 1 : 0) : fatal(i) };
-      const { changes } = d.apply({
-        v: 1,
-        shard: 0,
-        from: i,
-        up_to: i + 1,
-        clock: t0 + (i + 1) * 60_000,
-        signals: [['qos_region', ['acme', 'Goa'], t0 / 1000 + i * 60, fields]],
-      });
-      for (const c of changes) if (c.raised && c.row.category === 'qos.error_spike') at.push(i);
-    }
-    return at;
-  };
+  const raised = (fatal: (i: number) => number, minWindow: number): number[] =>
+    raisedOver(
+      36,
+      (i) => [
+        [
+          'qos_region',
+          ['acme', 'Goa'],
+          minuteAt(i),
+          { active: 60, starts: 5, fatal: i < 30 ? +(i % 10 === 5) : fatal(i) },
+        ],
+      ],
+      { 'qos.error_spike': { min_window_minutes: minWindow } },
+    ).map((r) => r.minute);
   // 2 fatal sessions in the incident's first (partial) minute, then 6 a minute.
   const incident = (i: number): number => (i === 30 ? 2 : 6);
   t.same(raised(incident, 2), [31], '8 fatal sessions in 2 minutes against 3 in 30 before');
@@ -126,13 +127,9 @@ t.test('a small region failing is alerted by the 2-minute error window a minute 
 });
 
 t.test('a cohort stalling alone is alerted in its first minute: its own chance test needs no second', async (t) => {
-  const defaults = loadThresholds();
-  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
   const versions = ['5.12.0', '5.12.1', '5.13.0'];
   // A pop of 99 sessions a minute, 33 of each app version, one of each stalling; from minute 30, 15 of 5.13.0's.
-  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c) });
-  const raised: Array<{ minute: number; title: string }> = [];
-  for (let i = 0; i < 33; i++) {
+  const raised = raisedOver(33, (i) => {
     const stalls = (v: string): number => (i >= 30 && v === '5.13.0' ? 15 : 1);
     const stalled = versions.reduce((s, v) => s + stalls(v), 0);
     const cohorts: Record<string, number> = {};
@@ -140,65 +137,38 @@ t.test('a cohort stalling alone is alerted in its first minute: its own chance t
       cohorts[`a@app_version=${v}`] = 33;
       cohorts[`s@app_version=${v}`] = stalls(v);
     }
-    const { changes } = d.apply({
-      v: 1,
-      shard: 0,
-      from: i,
-      up_to: i + 1,
-      clock: t0 + (i + 1) * 60_000,
-      signals: [
-        [
-          'qos_pop',
-          ['acme', 'Goa', 'goa1'],
-          t0 / 1000 + i * 60,
-          {
-            sessions: 99,
-            stalled,
-            watch_ms: 99 * 60_000,
-            rebuffer_ms: stalled * 2000,
-          },
-        ],
-        ['qos_pop_cohorts', ['acme', 'Goa', 'goa1'], t0 / 1000 + i * 60, cohorts],
-      ],
-    });
-    for (const c of changes) if (c.raised) raised.push({ minute: i, title: c.row.title });
-  }
-  t.same(raised, [{ minute: 30, title: 'Rebuffering spike in Goa / goa1 for app version 5.13.0' }]);
+    const pop = { sessions: 99, stalled, watch_ms: 99 * 60_000, rebuffer_ms: stalled * 2000 };
+    return [
+      ['qos_pop', ['acme', 'Goa', 'goa1'], minuteAt(i), pop],
+      ['qos_pop_cohorts', ['acme', 'Goa', 'goa1'], minuteAt(i), cohorts],
+    ];
+  });
+  t.same(
+    raised.map((r) => ({ minute: r.minute, title: r.row.title })),
+    [{ minute: 30, title: 'Rebuffering spike in Goa / goa1 for app version 5.13.0' }],
+  );
 });
 
 t.test('an app version failing in a region that often fails is alerted by its own condition', async (t) => {
-  const defaults = loadThresholds();
-  const t0 = Date.UTC(2026, 10, 21, 10, 0, 0);
   // 2,000 sessions a minute, about 20 of them failing; 300 are of app version 5.13.0, which fails once every other
   // minute until minute 30, then 12 times a minute: the region's 32 are not twice its 20, the version's 12 are 24 times
   // its own.
-  const d = new Detection({ detectors, thresholds: (_t, c) => effective(defaults, null, c) });
-  const raised: Array<{ minute: number; title: string }> = [];
-  for (let i = 0; i < 34; i++) {
+  const raised = raisedOver(34, (i) => {
     const version = i < 30 ? i % 2 : 12;
     const others = i % 2 ? 20 : 19;
-    const { changes } = d.apply({
-      v: 1,
-      shard: 0,
-      from: i,
-      up_to: i + 1,
-      clock: t0 + (i + 1) * 60_000,
-      signals: [
-        ['qos_region', ['acme', 'Goa'], t0 / 1000 + i * 60, { active: 2000, starts: 200, fatal: others + version }],
-        [
-          'qos_region_cohorts',
-          ['acme', 'Goa'],
-          t0 / 1000 + i * 60,
-          {
-            'a@app_version=5.12.0': 1700,
-            'f@app_version=5.12.0': others,
-            'a@app_version=5.13.0': 300,
-            'f@app_version=5.13.0': version,
-          },
-        ],
-      ],
-    });
-    for (const c of changes) if (c.raised) raised.push({ minute: i, title: c.row.title });
-  }
-  t.same(raised, [{ minute: 30, title: 'Playback error spike in Goa for app version 5.13.0' }]);
+    const cohorts = {
+      'a@app_version=5.12.0': 1700,
+      'f@app_version=5.12.0': others,
+      'a@app_version=5.13.0': 300,
+      'f@app_version=5.13.0': version,
+    };
+    return [
+      ['qos_region', ['acme', 'Goa'], minuteAt(i), { active: 2000, starts: 200, fatal: others + version }],
+      ['qos_region_cohorts', ['acme', 'Goa'], minuteAt(i), cohorts],
+    ];
+  });
+  t.same(
+    raised.map((r) => ({ minute: r.minute, title: r.row.title })),
+    [{ minute: 30, title: 'Playback error spike in Goa for app version 5.13.0' }],
+  );
 });
