@@ -110,7 +110,7 @@ t.test('a small region failing is alerted by the 2-minute error window a minute 
           'qos_region',
           ['acme', 'Goa'],
           minuteAt(i),
-          { active: 60, starts: 5, fatal: i < 30 ? +(i % 10 === 5) : fatal(i) },
+          { active: 60, starts: 5, fatal: i < 30 ? (i % 10 === 5 ? 1 : 0) : fatal(i) },
         ],
       ],
       { 'qos.error_spike': { min_window_minutes: minWindow } },
