@@ -8,7 +8,7 @@ import { dayAudience, incidentDay, steadyDay } from './simulator/day.js';
 import { Fleet, type Incident, type IncidentKind } from './simulator/fleet.js';
 import type { OracleEvent } from './simulator/oracle.js';
 import { positive, UsageError } from './simulator/incidents.js';
-import { loadThresholds, thresholdsProblem, type Thresholds } from '../src/metric/thresholds.js';
+import { effective, loadThresholds, thresholdsProblem, type Thresholds } from '../src/metric/thresholds.js';
 
 const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--from 0] [--seed 1]
        [--noise 0.15] [--blips 2] [--per-kind 20] [--near-misses 10]
@@ -69,12 +69,12 @@ class Samples {
    * Whether the incident's scope had the sample its detector needs, at the least, to find it (`recall`): 25 sessions
    * a minute in the pop (rebuffering), 25 starts in the first 5 minutes (startup, errors), 10 failures expected in 5
    * minutes, or in 15 as 20 % of their payments (payments); or to find it within its due time (`due`): the same
-   * sessions a minute over the first 2 minutes, 15 starts in them (startup: the 2-minute window's `min_starts`),
-   * 10 (errors, 25 in 5 pro rata), 10 failures expected in 5 minutes (payments).
+   * sessions a minute over the first 2 minutes, `dueStarts` starts in them (startup: the 2-minute window's
+   * `min_starts`), 10 (errors, 25 in 5 pro rata), 10 failures expected in 5 minutes (payments).
    * An incident of one cohort is judged by the cohort's own condition: 25 of its sessions in two minutes in the pop,
    * or its starts in the region.
    */
-  enough(i: Incident, at: number, within: 'recall' | 'due'): boolean {
+  enough(i: Incident, at: number, within: 'recall' | 'due', dueStarts: number): boolean {
     const first = Math.floor(at / 60_000);
     const due = within === 'due';
     if (i.kind === 'payments') {
@@ -102,7 +102,7 @@ class Samples {
       for (let m = first; m < first + minutes; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}${cohort}`) ?? 0;
       return beats / 6 / minutes >= (cohort ? 12.5 : 25);
     }
-    return this.startsIn(i, at, minutes) >= (!due ? 25 : i.kind === 'startup' ? 15 : 10);
+    return this.startsIn(i, at, minutes) >= (!due ? 25 : i.kind === 'startup' ? dueStarts : 10);
   }
 
   /** The play_starts of the incident's region (or cohort in it) in its first minutes. */
@@ -210,6 +210,7 @@ function main(): void {
     leaveAtEnd: false,
   });
   const samples = new Samples();
+  const dueStarts = effective(loadThresholds(), overrides, 'qos.startup_regression').min_starts ?? 0;
   const run = new DetectionRun(overrides ? { overrides } : {});
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
@@ -258,8 +259,8 @@ function main(): void {
         : undefined;
     return {
       incident: i,
-      enough: samples.enough(i, from, 'recall'),
-      dueSample: samples.enough(i, from, 'due'),
+      enough: samples.enough(i, from, 'recall', dueStarts),
+      dueSample: samples.enough(i, from, 'due', dueStarts),
       starts2: samples.startsIn(i, from, 2),
       delay: hits.length > 0 ? hits[0]!.r.at - from : null,
       cohort,
