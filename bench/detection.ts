@@ -296,12 +296,13 @@ function main(): void {
           missed: expected.filter((s) => s.delay === null).map(named),
           // Every detection, so that two runs of a change can be compared incident by incident.
           delays: expected.filter((s) => s.delay !== null).map((s) => `${named(s)}: ${Math.round(s.delay! / 1000)} s`),
-          // Past due, with the play_starts of the first 2 minutes of its scope (the sample a startup or error window has).
+          // Past due, with the play_starts of the first 2 minutes of its scope (the sample a startup or error window has;
+          // a payment failure's scope is the tenant's payments).
           late: expected
             .filter((s) => s.delay !== null && s.delay > dueMs[kind])
             .map(
               (s) =>
-                `${named(s)}: ${Math.round(s.delay! / 1000)} s, ${s.starts2} starts in 2 min${s.dueSample ? '' : ', under the sample due'}`,
+                `${named(s)}: ${Math.round(s.delay! / 1000)} s${kind === 'payments' ? '' : `, ${s.starts2} starts in 2 min`}${s.dueSample ? '' : ', under the sample due'}`,
             ),
         },
       ];
