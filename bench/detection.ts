@@ -43,6 +43,9 @@ class Samples {
   private readonly beats = new Map<string, number>();
   private readonly payments = new Map<number, number>();
 
+  /** `dueStarts`: a startup regression's `min_starts`, as the run's thresholds set it. */
+  constructor(private readonly dueStarts: number) {}
+
   count(e: OracleEvent): void {
     if (e.event_type === 'payment_failed' || e.event_type === 'payment_succeeded') {
       const minute = Math.floor(e.ts / 60_000);
@@ -74,7 +77,7 @@ class Samples {
    * An incident of one cohort is judged by the cohort's own condition: 25 of its sessions in two minutes in the pop,
    * or its starts in the region.
    */
-  enough(i: Incident, at: number, within: 'recall' | 'due', dueStarts: number): boolean {
+  enough(i: Incident, at: number, within: 'recall' | 'due'): boolean {
     const first = Math.floor(at / 60_000);
     const due = within === 'due';
     if (i.kind === 'payments') {
@@ -102,7 +105,7 @@ class Samples {
       for (let m = first; m < first + minutes; m++) beats += this.beats.get(`${i.region}/${i.pop}/${m}${cohort}`) ?? 0;
       return beats / 6 / minutes >= (cohort ? 12.5 : 25);
     }
-    return this.startsIn(i, at, minutes) >= (!due ? 25 : i.kind === 'startup' ? dueStarts : 10);
+    return this.startsIn(i, at, minutes) >= (!due ? 25 : i.kind === 'startup' ? this.dueStarts : 10);
   }
 
   /** The play_starts of the incident's region (or cohort in it) in its first minutes. */
@@ -209,8 +212,7 @@ function main(): void {
     levels: fromMs === 0 ? day.levels : (t, region, pop, device) => day.levels(t + fromMs, region, pop, device),
     leaveAtEnd: false,
   });
-  const samples = new Samples();
-  const dueStarts = effective(loadThresholds(), overrides, 'qos.startup_regression').min_starts ?? 0;
+  const samples = new Samples(effective(loadThresholds(), overrides, 'qos.startup_regression').min_starts ?? 0);
   const run = new DetectionRun(overrides ? { overrides } : {});
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
@@ -259,8 +261,8 @@ function main(): void {
         : undefined;
     return {
       incident: i,
-      enough: samples.enough(i, from, 'recall', dueStarts),
-      dueSample: samples.enough(i, from, 'due', dueStarts),
+      enough: samples.enough(i, from, 'recall'),
+      dueSample: samples.enough(i, from, 'due'),
       starts2: samples.startsIn(i, from, 2),
       delay: hits.length > 0 ? hits[0]!.r.at - from : null,
       cohort,
