@@ -146,14 +146,14 @@ const quantile = (xs: number[], q: number): number | null => {
 const latencyMs = 300;
 
 /** `--thresholds`: overrides checked as a tenant's are, so that a figure is never of thresholds the service refuses. */
-function thresholdsOf(text: string): Thresholds {
+function thresholdsOf(text: string, defaults: Thresholds): Thresholds {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     throw new UsageError(`--thresholds must be JSON, got ${JSON.stringify(text.slice(0, 80))}`);
   }
-  const problem = thresholdsProblem(value, false, loadThresholds());
+  const problem = thresholdsProblem(value, false, defaults);
   if (problem) throw new UsageError(`--thresholds: ${problem}`);
   return value as Thresholds;
 }
@@ -184,7 +184,8 @@ function main(): void {
   const noise = Number(values.noise);
   const blips = Number(values.blips);
   if (!(noise >= 0) || !(blips >= 0)) throw new UsageError('--noise and --blips must be numbers, 0 or more');
-  const overrides = values.thresholds === undefined ? undefined : thresholdsOf(values.thresholds);
+  const defaults = loadThresholds();
+  const overrides = values.thresholds === undefined ? undefined : thresholdsOf(values.thresholds, defaults);
   if (values.day !== 'steady' && values.day !== 'incidents')
     throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
   // 00:00 IST of a weekday, and the run's start in it. The world is the day's from midnight, so a span of it has the
@@ -212,7 +213,7 @@ function main(): void {
     levels: fromMs === 0 ? day.levels : (t, region, pop, device) => day.levels(t + fromMs, region, pop, device),
     leaveAtEnd: false,
   });
-  const samples = new Samples(effective(loadThresholds(), overrides, 'qos.startup_regression').min_starts ?? 0);
+  const samples = new Samples(effective(defaults, overrides, 'qos.startup_regression').min_starts ?? 0);
   const run = new DetectionRun(overrides ? { overrides } : {});
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
