@@ -12,12 +12,14 @@ import { effective, loadThresholds, thresholdsProblem, type Thresholds } from '.
 
 const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--from 0] [--seed 1]
        [--noise 0.15] [--blips 2] [--per-kind 20] [--near-misses 10]
-       [--thresholds '{"qos.error_spike":{"max_chance":1e-5}}']
+       [--thresholds '{"qos.error_spike":{"max_chance":1e-5}}'] [--shards 1] [--lag-ms 0]
 --viewers: concurrent viewers at the evening peak; --from: the IST hour the run starts at, in the same day's world
 (a span of a large audience's day, e.g. --from 18 --hours 4 for its evening peak); --noise: minute-to-minute drift of each region's levels;
 --blips: short sub-threshold rises per simulated hour; --per-kind / --near-misses: incidents of each kind on the
 incident day, and near misses (under the thresholds) of each; --thresholds: a tenant's overrides of config/alerts.json
-(as PUT /v1/alert-thresholds takes them), to measure what they would raise.
+(as PUT /v1/alert-thresholds takes them), to measure what they would raise; --shards: aggregator shards, events
+routed as ingest routes them, shard i applying its events i × lag-ms / (shards − 1) behind arrival (--lag-ms: the
+most lagging shard's lag), as a cluster whose shards report apart.
 A 200,000 audience's sessions outgrow Node's default heap of about 4 GB by 21:00 IST: the npm script allows 16 GB.`;
 
 const categoryOf: Record<IncidentKind, string> = {
@@ -171,6 +173,8 @@ function main(): void {
       noise: { type: 'string', default: '0.15' },
       blips: { type: 'string', default: '2' },
       thresholds: { type: 'string' },
+      shards: { type: 'string', default: '1' },
+      'lag-ms': { type: 'string', default: '0' },
     },
     strict: true,
   });
@@ -184,6 +188,12 @@ function main(): void {
   const noise = Number(values.noise);
   const blips = Number(values.blips);
   if (!(noise >= 0) || !(blips >= 0)) throw new UsageError('--noise and --blips must be numbers, 0 or more');
+  const shards = Number(values.shards);
+  const maxLag = Number(values['lag-ms']);
+  if (!(Number.isInteger(shards) && shards >= 1))
+    throw new UsageError(`--shards must be 1 or more, got ${values.shards}`);
+  if (!(maxLag >= 0)) throw new UsageError(`--lag-ms must be a number of ms, 0 or more, got ${values['lag-ms']}`);
+  const lagMs = Array.from({ length: shards }, (_, i) => (shards === 1 ? 0 : Math.round((i * maxLag) / (shards - 1))));
   const defaults = loadThresholds();
   const overrides = values.thresholds === undefined ? undefined : thresholdsOf(values.thresholds, defaults);
   if (values.day !== 'steady' && values.day !== 'incidents')
@@ -214,7 +224,7 @@ function main(): void {
     leaveAtEnd: false,
   });
   const samples = new Samples(effective(defaults, overrides, 'qos.startup_regression').min_starts ?? 0);
-  const run = new DetectionRun(overrides ? { overrides } : {});
+  const run = new DetectionRun({ ...(overrides && { overrides }), shards, lagMs });
   const began = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
   let reported = startAt;
@@ -322,6 +332,7 @@ function main(): void {
     noise,
     blips_per_hour: blips,
     ...(overrides && { thresholds: overrides }),
+    ...(shards > 1 && { shards, lag_ms: lagMs }),
     blips: day.blips.filter((b) => b.start >= fromMs).length,
     events: run.events,
     sessions: fleet.stats.sessions,

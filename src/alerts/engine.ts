@@ -8,6 +8,10 @@ import type { Detector, Finding, OnceDetector, Window, WindowDetector } from '..
 export const freshMs = 600_000;
 /** §7: an incident resolves once its condition has been clear for 5 minutes. */
 export const resolveMs = 300_000;
+/** A shard heard from within this much clock is waited for before an alert is raised (see `Held`). */
+export const shardLiveMs = 10_000;
+/** The longest an alert waits for lagging shards: past it, it is raised with what they have reported. */
+export const maxHoldMs = 60_000;
 
 /** A version of an alert to store, and whether it was just raised (then it is also delivered and pushed live). */
 export interface AlertChange {
@@ -27,6 +31,23 @@ export interface Sighting {
   fresh: boolean;
 }
 
+/**
+ * An incident found but not yet raised. Each shard reports its part of every bucket, and one can run ahead of the
+ * others: the condition may hold on its part alone, which is too few sessions to name a cohort, or not hold on the
+ * whole. So the alert waits until every live shard has applied what arrived before the clock it was found at, then
+ * is raised as the latest finding describes it, or dropped if no bucket from the one it was found in fires any more.
+ */
+interface Held {
+  /** The data clock (arrival time) every live shard must have reached. */
+  until: number;
+  /** Clock when it was found. */
+  since: number;
+  /** The bucket it was found in: findings in earlier ones do not change it. */
+  bucket: number;
+  /** Found on fresh input (see `Detection.quietBefore`): raising is allowed. */
+  loud: boolean;
+}
+
 interface Incident {
   row: AlertRow;
   eventId: string;
@@ -34,6 +55,14 @@ interface Incident {
   last: number;
   /** False when it opened during a replay of old input: it is tracked (no second raise) but was never stored. */
   raised: boolean;
+  held: Held | null;
+}
+
+/** What the engine knows of a shard: its last batch, its data clock and when it was last heard from. */
+interface ShardState {
+  upTo: number;
+  watermark: number;
+  heard: number;
 }
 
 interface KeyState {
@@ -54,13 +83,14 @@ type SavedKey = [
   buckets: Array<[number, Fields]>,
   firing: number[],
   incident: Incident | null,
-  cohorts?: Array<[number, Fields]>,
+  cohorts: Array<[number, Fields]>,
 ];
 
 export interface SavedDetection {
-  v: 2;
+  v: 3;
   clock: number;
-  shards: Array<[number, number]>;
+  front: number;
+  shards: Array<[shard: number, upTo: number, watermark: number, heard: number]>;
   seen: string[];
   labels: Array<[string, string]>;
   keys: SavedKey[];
@@ -104,19 +134,12 @@ export function alertRow(
   f: Finding,
   clock: number,
 ): AlertRow {
-  return {
-    tenant,
-    id,
-    category,
-    severity: f.severity,
-    source,
-    title: f.title,
-    description: f.description,
-    data: f.data,
-    created_at: clock,
-    resolved_at: null,
-    version: 1,
-  };
+  return { tenant, id, category, source, ...describe(f), created_at: clock, resolved_at: null, version: 1 };
+}
+
+/** What a finding says of an alert. */
+function describe(f: Finding): Pick<AlertRow, 'severity' | 'title' | 'description' | 'data'> {
+  return { severity: f.severity, title: f.title, description: f.description, data: f.data };
 }
 
 /** Remove and re-add: a Set or Map used as a recency list keeps its most recently touched entries last. */
@@ -250,12 +273,14 @@ export class Detection {
   private readonly labels = new Map<string, string>();
   readonly budget: RaiseBudget;
   private readonly maxKeys: number;
-  private readonly shards = new Map<number, number>();
+  private readonly shards = new Map<number, ShardState>();
   private readonly open = new Set<KeyState>();
   /** Field names per bucket, once a bucket took a new one (`add`). */
   private readonly fieldCounts = new WeakMap<Fields, number>();
-  /** The latest arrival time any message carried (ms). */
+  /** The latest arrival time any message carried, or tick (ms). */
   clock = 0;
+  /** The latest arrival time any shard's batch carried (ms): how far the data goes. */
+  private front = 0;
   /** Messages with an older clock may open incidents but raise nothing: the role sets it to "now − 10 min" at start. */
   quietBefore = 0;
 
@@ -277,9 +302,11 @@ export class Detection {
 
   /** Apply one aggregator batch's signals; a batch already applied (a shard republished it) changes nothing. */
   apply(m: SignalMessage): { changes: AlertChange[]; sightings: Sighting[] } {
-    if (m.up_to <= (this.shards.get(m.shard) ?? 0)) return { changes: [], sightings: [] };
-    this.shards.set(m.shard, m.up_to);
+    const shard = this.shards.get(m.shard);
+    if (m.up_to <= (shard?.upTo ?? 0)) return { changes: [], sightings: [] };
     if (m.clock > this.clock) this.clock = m.clock;
+    if (m.clock > this.front) this.front = m.clock;
+    this.shards.set(m.shard, { upTo: m.up_to, watermark: Math.max(m.clock, shard?.watermark ?? 0), heard: this.clock });
     const loud = m.clock >= this.quietBefore;
     const sightings: Sighting[] = [];
     const dirty = new Map<KeyState, Map<number, boolean>>();
@@ -313,9 +340,9 @@ export class Detection {
     }
     const changes: AlertChange[] = [];
     for (const [st, buckets] of dirty) {
-      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0]))
-        this.evaluate(st, bucket, fresh, loud, changes);
+      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0])) this.evaluate(st, bucket, fresh, loud);
     }
+    this.release(changes);
     this.resolve(changes);
     this.budget.closeEnded(this.clock, changes);
     return { changes, sightings };
@@ -351,6 +378,7 @@ export class Detection {
   tick(clock: number): AlertChange[] {
     if (clock > this.clock) this.clock = clock;
     const changes: AlertChange[] = [];
+    this.release(changes);
     this.resolve(changes);
     this.budget.closeEnded(this.clock, changes);
     this.prune();
@@ -384,7 +412,7 @@ export class Detection {
     return made;
   }
 
-  private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean, changes: AlertChange[]): void {
+  private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean): void {
     const d = st.detector;
     const step = d.bucketSeconds;
     let since = bucket;
@@ -408,23 +436,56 @@ export class Detection {
     st.firing.add(bucket);
     if (!fresh) return;
     if (!finding.now) for (let i = 1; i < d.running; i++) if (!st.firing.has(bucket - i * step)) return;
-    if (st.incident) {
-      st.incident.last = this.clock;
+    const inc = st.incident;
+    if (inc) {
+      inc.last = this.clock;
+      if (inc.held && bucket >= inc.held.bucket) inc.row = { ...inc.row, ...describe(finding) };
       return;
     }
     const { id, eventId } = alertIdentity(st.tenant, d.category, `${st.key.join('\u0001')}\n${bucket}`);
     const row = alertRow(st.tenant, id, d.category, d.source, finding, this.clock);
-    // Past the hour's cap the incident is tracked (raised once, resolved once) but not raised.
-    const raised = loud && this.budget.take(st.tenant, d.category, d.source, this.clock, changes);
-    st.incident = { row, eventId, last: this.clock, raised };
+    st.incident = {
+      row,
+      eventId,
+      last: this.clock,
+      raised: false,
+      held: { until: this.front, since: this.clock, bucket, loud },
+    };
     this.open.add(st);
-    if (raised) changes.push({ row, raised: true, eventId });
+  }
+
+  /** Whether every shard heard from lately has applied what arrived before `h.until`, or it has waited long enough. */
+  private settled(h: Held): boolean {
+    if (this.clock - h.since >= maxHoldMs) return true;
+    for (const s of this.shards.values()) if (s.watermark < h.until && this.clock - s.heard < shardLiveMs) return false;
+    return true;
+  }
+
+  /** Raise the held incidents whose shards have all reported, as last evaluated; drop those that no longer hold. */
+  private release(changes: AlertChange[]): void {
+    for (const st of this.open) {
+      const inc = st.incident!;
+      const h = inc.held;
+      if (!h || !this.settled(h)) continue;
+      inc.held = null;
+      // The whole of the data no longer crosses (a partial minute after it may not have yet, which is no matter).
+      if (![...st.firing].some((b) => b >= h.bucket)) {
+        st.incident = null;
+        this.open.delete(st);
+        continue;
+      }
+      const d = st.detector;
+      inc.row = { ...inc.row, created_at: this.clock };
+      // Past the hour's cap the incident is tracked (raised once, resolved once) but not raised.
+      inc.raised = h.loud && this.budget.take(st.tenant, d.category, d.source, this.clock, changes);
+      if (inc.raised) changes.push({ row: inc.row, raised: true, eventId: inc.eventId });
+    }
   }
 
   private resolve(changes: AlertChange[]): void {
     for (const st of this.open) {
       const inc = st.incident!;
-      if (this.clock - inc.last < resolveMs) continue;
+      if (inc.held || this.clock - inc.last < resolveMs) continue;
       st.incident = null;
       this.open.delete(st);
       if (inc.raised)
@@ -453,9 +514,10 @@ export class Detection {
 
   save(): SavedDetection {
     return {
-      v: 2,
+      v: 3,
       clock: this.clock,
-      shards: [...this.shards],
+      front: this.front,
+      shards: [...this.shards].map(([shard, s]) => [shard, s.upTo, s.watermark, s.heard]),
       seen: [...this.seen.keys()],
       labels: [...this.labels],
       keys: [...this.keys.values()].map((st) => [
@@ -473,7 +535,8 @@ export class Detection {
 
   load(s: SavedDetection): void {
     this.clock = s.clock;
-    for (const [shard, upTo] of s.shards) this.shards.set(shard, upTo);
+    this.front = s.front;
+    for (const [shard, upTo, watermark, heard] of s.shards) this.shards.set(shard, { upTo, watermark, heard });
     for (const m of s.seen) this.seen.set(m, true);
     for (const [k, v] of s.labels) this.labels.set(k, v);
     this.budget.load(s.budget);
@@ -485,8 +548,7 @@ export class Detection {
       if (!d) continue;
       const st = this.state(d, tenant, key);
       for (const [b, f] of buckets) st.buckets.set(b, f);
-      // A checkpoint from before cohorts has none: its incidents are explained from the buckets that come.
-      for (const [b, f] of cohorts ?? []) st.cohorts.set(b, f);
+      for (const [b, f] of cohorts) st.cohorts.set(b, f);
       for (const b of firing) st.firing.add(b);
       st.incident = incident;
       if (incident) this.open.add(st);

@@ -327,7 +327,7 @@ export class AlertsService {
   }
 
   private loadCheckpoint(): Promise<Checkpoint | null> {
-    return readCheckpoint<Checkpoint>(this.store, 'alerts', (cp) => cp.v === 2 && cp.detection.v === 2, this.log);
+    return readCheckpoint<Checkpoint>(this.store, 'alerts', (cp) => cp.v === 2 && cp.detection.v === 3, this.log);
   }
 
   private async checkpoint(): Promise<void> {

@@ -1,5 +1,14 @@
 import t from 'tap';
-import { alertIdentity, Detection, maxFields, rememberedMarks, resolveMs } from '../../src/alerts/engine.js';
+import {
+  alertIdentity,
+  Detection,
+  maxFields,
+  maxHoldMs,
+  rememberedMarks,
+  resolveMs,
+  shardLiveMs,
+  type AlertChange,
+} from '../../src/alerts/engine.js';
 import {
   binomialTail,
   cohortField,
@@ -427,3 +436,93 @@ t.test('a finding that says `now` is raised in its first bucket; others wait for
   );
   t.same(raisedIn(1, [['probe', ['acme', 'a'], minute(1), { bad: 1 }]]), ['a'], 'the other in its second bucket');
 });
+
+t.test(
+  'shards that report apart: an alert waits until every live shard has reported up to where it was found',
+  async (t) => {
+    // Fires when at least half of a bucket's sessions failed, with 3 failures at least; says how many it saw.
+    const probe = windowDetector({
+      kind: 'window',
+      category: 'test.half',
+      source: 'qos',
+      signal: 'probe',
+      bucketSeconds: 60,
+      historyBuckets: 10,
+      running: 1,
+      params: {},
+      evaluate(w) {
+        const f = w.at(w.bucket);
+        const bad = f?.bad ?? 0;
+        if (bad < 3 || 2 * bad < (f?.n ?? 0)) return null;
+        return { severity: 'warning', title: `${bad} of ${f?.n ?? 0}`, description: '', data: {} };
+      },
+    });
+    const c = t0 + 60_000;
+    const ups = new Map<number, number>();
+    const said = (changes: AlertChange[]): string[] =>
+      changes.map((x) => `${x.raised ? 'raised' : 'resolved'} ${x.row.title} at ${x.row.created_at - c}`);
+    const batch = (d: Detection, shard: number, clock: number, fields?: Record<string, number>, i = 0): string[] => {
+      const upTo = (ups.get(shard) ?? 0) + 1;
+      ups.set(shard, upTo);
+      const signals: SignalMessage['signals'] = fields ? [['probe', ['acme', 'k'], minute(i), fields]] : [];
+      return said(d.apply({ v: 1, shard, from: upTo - 1, up_to: upTo, clock, signals }).changes);
+    };
+    const twoShards = (): Detection => {
+      ups.clear();
+      const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+      batch(d, 0, c);
+      batch(d, 1, c);
+      return d;
+    };
+
+    const d = twoShards();
+    t.same(batch(d, 0, c + 1000, { bad: 3, n: 4 }), [], "found on shard 0's part: held");
+    t.same(batch(d, 1, c + 500, { bad: 2, n: 4 }), [], 'shard 1 is not there yet');
+    t.same(batch(d, 1, c + 1200, { bad: 1, n: 2 }), ['raised 6 of 10 at 1200'], 'raised as both parts describe it');
+    t.equal(d.openIncidents, 1);
+
+    const fluke = twoShards();
+    t.same(batch(fluke, 0, c + 1000, { bad: 3, n: 4 }), []);
+    t.same(batch(fluke, 1, c + 1000, { bad: 0, n: 20 }), [], 'with the whole under half, nothing is raised');
+    t.equal(fluke.openIncidents, 0, 'and nothing stays open');
+
+    const silent = twoShards();
+    t.same(batch(silent, 0, c + 1000, { bad: 3, n: 4 }), []);
+    t.same(silent.tick(c + shardLiveMs - 1), [], 'shard 1 may still report');
+    t.same(
+      said(silent.tick(c + shardLiveMs)),
+      [`raised 3 of 4 at ${shardLiveMs}`],
+      'a shard silent that long is not waited for',
+    );
+
+    const lagging = twoShards();
+    t.same(batch(lagging, 0, c + 1000, { bad: 3, n: 4 }), []);
+    for (let at = c + 5000; at < c + 1000 + maxHoldMs; at += 5000) {
+      t.same(lagging.tick(at), []);
+      t.same(batch(lagging, 1, c + 200), [], 'shard 1 reports, still behind');
+    }
+    t.same(
+      said(lagging.tick(c + 1000 + maxHoldMs)),
+      [`raised 3 of 4 at ${1000 + maxHoldMs}`],
+      'waited for at most maxHoldMs',
+    );
+
+    const saved = twoShards();
+    t.same(batch(saved, 0, c + 1000, { bad: 3, n: 4 }), []);
+    const loaded = new Detection({ detectors: [probe], thresholds: () => ({}) });
+    loaded.load(structuredClone(saved.save()));
+    t.same(
+      batch(loaded, 1, c + 1200, { bad: 1, n: 2 }),
+      ['raised 4 of 6 at 1200'],
+      'a held alert survives a checkpoint',
+    );
+
+    const next = twoShards();
+    t.same(batch(next, 0, c + 1000, { bad: 3, n: 4 }), []);
+    t.same(
+      batch(next, 1, c + 1500, { bad: 0, n: 1 }, 1),
+      ['raised 3 of 4 at 1500'],
+      'the next minute, begun without the condition, does not drop it',
+    );
+  },
+);
