@@ -4,7 +4,7 @@ import type { WireEvent } from '../../src/bus/wire.js';
 import { detect, type Raised } from '../../bench/simulator/detect.js';
 import { Rng } from '../../bench/simulator/rng.js';
 import { loadConfig } from '../../src/config/load.js';
-import { normal, payments, playback, type Audience, type Conditions } from '../helpers/traffic.js';
+import { normal, oneVersionFailing, payments, playback, type Audience, type Conditions } from '../helpers/traffic.js';
 
 // Detection on generated traffic, through the aggregator runtime and the alerts engine exactly as the roles wire
 // them (bench/simulator/detect.ts), on event time. Each problem is injected in one place of a steady audience.
@@ -205,19 +205,10 @@ t.test('shards that report apart name the same cause as one aggregator: an alert
   // within a second, and the service's shards each apply their part at their own pace. A shard ahead of the others
   // can cross the region's threshold on its part alone, too few sessions of the failing version to name it.
   const now = t0 + 45 * minute;
-  const sent = playback(
-    {
-      tenant: 'cause',
-      places: { Maharashtra: ['mum1', 'mum2'] },
-      perPop: 40,
-      contents: ['c1'],
-      appVersions: ['5.12.0', '5.12.1', '5.13.0'],
-      conditions: (ts, _region, _pop, app) =>
-        app === '5.13.0' && ts >= now - 5 * minute ? { ...normal, fatalChance: 0.6 } : normal,
-    },
-    t0,
-    now,
-  ).map((e, i) => ({ ...e, received_at: now + 1000 + Math.floor(i / 500) * 20 }));
+  const sent = playback(oneVersionFailing('cause', now), t0, now).map((e, i) => ({
+    ...e,
+    received_at: now + 1000 + Math.floor(i / 500) * 20,
+  }));
   const span = sent[sent.length - 1]!.received_at - sent[0]!.received_at;
   const shards = loadConfig().shards;
   t.ok(shards > 1, `the service runs ${shards} shards`);

@@ -341,19 +341,24 @@ t.test('binomialTail: P(X ≥ k) of a binomial count', async (t) => {
   t.equal(binomialTail(3, 3, 1), 1);
 });
 
-t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot grow it', async (t) => {
-  const probe: WindowDetector = {
+/** A detector of the signal `probe` in minute buckets, and an engine with it alone, for the engine's bookkeeping. */
+function probe(category: string, running: number, evaluate: WindowDetector['evaluate']): WindowDetector {
+  return windowDetector({
     kind: 'window',
-    category: 'test.probe',
+    category,
     source: 'qos',
     signal: 'probe',
     bucketSeconds: 60,
     historyBuckets: 10,
-    running: 1,
+    running,
     params: {},
-    evaluate: () => null,
-  };
-  const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+    evaluate,
+  });
+}
+const probing = (d: WindowDetector): Detection => new Detection({ detectors: [d], thresholds: () => ({}) });
+
+t.test('a bucket takes at most maxFields counter names: made-up cohorts cannot grow it', async (t) => {
+  const d = probing(probe('test.probe', 1, () => null));
   const many = Object.fromEntries(Array.from({ length: maxFields + 500 }, (_, i) => [`f@content=made-up-${i}`, 1]));
   d.apply({
     v: 1,
@@ -405,22 +410,13 @@ t.test(
 );
 
 t.test('a finding that says `now` is raised in its first bucket; others wait for `running` buckets', async (t) => {
-  const probe = windowDetector({
-    kind: 'window',
-    category: 'test.now',
-    source: 'qos',
-    signal: 'probe',
-    bucketSeconds: 60,
-    historyBuckets: 10,
-    running: 2,
-    params: {},
-    evaluate(w) {
+  const d = probing(
+    probe('test.now', 2, (w) => {
       const f = w.at(w.bucket);
       if (!f?.bad) return null;
       return { severity: 'warning', title: w.key.join('/'), description: '', data: {}, now: (f.sure ?? 0) > 0 };
-    },
-  });
-  const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+    }),
+  );
   const raisedIn = (i: number, signals: SignalMessage['signals']): string[] =>
     d
       .apply({ v: 1, shard: 0, from: i, up_to: i + 1, clock: t0 + (i + 1) * 60_000, signals })
@@ -441,21 +437,11 @@ t.test(
   'shards that report apart: an alert waits until every live shard has reported up to where it was found',
   async (t) => {
     // Fires when at least half of a bucket's sessions failed, with 3 failures at least; says how many it saw.
-    const probe = windowDetector({
-      kind: 'window',
-      category: 'test.half',
-      source: 'qos',
-      signal: 'probe',
-      bucketSeconds: 60,
-      historyBuckets: 10,
-      running: 1,
-      params: {},
-      evaluate(w) {
-        const f = w.at(w.bucket);
-        const bad = f?.bad ?? 0;
-        if (bad < 3 || 2 * bad < (f?.n ?? 0)) return null;
-        return { severity: 'warning', title: `${bad} of ${f?.n ?? 0}`, description: '', data: {} };
-      },
+    const half = probe('test.half', 1, (w) => {
+      const f = w.at(w.bucket);
+      const bad = f?.bad ?? 0;
+      if (bad < 3 || 2 * bad < (f?.n ?? 0)) return null;
+      return { severity: 'warning', title: `${bad} of ${f?.n ?? 0}`, description: '', data: {} };
     });
     const c = t0 + 60_000;
     const ups = new Map<number, number>();
@@ -469,7 +455,7 @@ t.test(
     };
     const twoShards = (): Detection => {
       ups.clear();
-      const d = new Detection({ detectors: [probe], thresholds: () => ({}) });
+      const d = probing(half);
       batch(d, 0, c);
       batch(d, 1, c);
       return d;
@@ -509,7 +495,7 @@ t.test(
 
     const saved = twoShards();
     t.same(batch(saved, 0, c + 1000, { bad: 3, n: 4 }), []);
-    const loaded = new Detection({ detectors: [probe], thresholds: () => ({}) });
+    const loaded = probing(half);
     loaded.load(structuredClone(saved.save()));
     t.same(
       batch(loaded, 1, c + 1200, { bad: 1, n: 2 }),

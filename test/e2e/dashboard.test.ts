@@ -18,7 +18,7 @@ import {
   uniquePrefix,
 } from '../helpers/env.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
-import { normal, playback, sendEvents } from '../helpers/traffic.js';
+import { oneVersionFailing, playback, sendEvents } from '../helpers/traffic.js';
 import { makeScenario } from '../helpers/scenario.js';
 
 // The dashboard as a person uses it: real headless Chromium (Debian's, driven by playwright-core) against
@@ -487,19 +487,7 @@ t.test('an alert card names the cohort behind a QoS alert and charts its metric 
   // version of one region failing.
   const cause = await makeTenant(prefix, 'cause', 'pro');
   const now = Date.now();
-  const events = playback(
-    {
-      tenant: 'cause',
-      places: { Maharashtra: ['mum1', 'mum2'] },
-      perPop: 40,
-      contents: ['c1'],
-      appVersions: ['5.12.0', '5.12.1', '5.13.0'],
-      conditions: (ts, _region, _pop, app) =>
-        app === '5.13.0' && ts >= now - 5 * 60_000 ? { ...normal, fatalChance: 0.6 } : normal,
-    },
-    now - 45 * 60_000,
-    now,
-  );
+  const events = playback(oneVersionFailing('cause', now), now - 45 * 60_000, now);
   t.equal(await sendEvents(ingestUrl, cause.key, events), events.length);
   await page.goto(`${base}/alerts`);
   await signIn('owner@cause.test');

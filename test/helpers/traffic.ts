@@ -47,6 +47,22 @@ export interface Audience {
   seed?: number;
 }
 
+/**
+ * One region (two pops of 40 sessions, one title, three app versions) whose app version 5.13.0 fails 60 % of its
+ * sessions in the 5 minutes before `now`: an error spike whose alert should name that version.
+ */
+export function oneVersionFailing(tenant: string, now: number): Audience {
+  return {
+    tenant,
+    places: { Maharashtra: ['mum1', 'mum2'] },
+    perPop: 40,
+    contents: ['c1'],
+    appVersions: ['5.12.0', '5.12.1', '5.13.0'],
+    conditions: (ts, _region, _pop, app) =>
+      app === '5.13.0' && ts >= now - 5 * 60_000 ? { ...normal, fatalChance: 0.6 } : normal,
+  };
+}
+
 const contentSeconds = 1200;
 
 /**
