@@ -38,7 +38,7 @@ export interface Sighting {
  * is raised as the latest finding describes it, or dropped if no bucket from the one it was found in fires any more.
  */
 interface Held {
-  /** The data clock (arrival time) every live shard must have reached. */
+  /** The data clock (arrival time) of the batch that found it: every live shard must have reached it. */
   until: number;
   /** Clock when it was found. */
   since: number;
@@ -89,7 +89,6 @@ type SavedKey = [
 export interface SavedDetection {
   v: 3;
   clock: number;
-  front: number;
   shards: Array<[shard: number, upTo: number, watermark: number, heard: number]>;
   seen: string[];
   labels: Array<[string, string]>;
@@ -279,8 +278,6 @@ export class Detection {
   private readonly fieldCounts = new WeakMap<Fields, number>();
   /** The latest arrival time any message carried, or tick (ms). */
   clock = 0;
-  /** The latest arrival time any shard's batch carried (ms): how far the data goes. */
-  private front = 0;
   /** Messages with an older clock may open incidents but raise nothing: the role sets it to "now − 10 min" at start. */
   quietBefore = 0;
 
@@ -305,7 +302,6 @@ export class Detection {
     const shard = this.shards.get(m.shard);
     if (m.up_to <= (shard?.upTo ?? 0)) return { changes: [], sightings: [] };
     if (m.clock > this.clock) this.clock = m.clock;
-    if (m.clock > this.front) this.front = m.clock;
     this.shards.set(m.shard, { upTo: m.up_to, watermark: Math.max(m.clock, shard?.watermark ?? 0), heard: this.clock });
     const loud = m.clock >= this.quietBefore;
     const sightings: Sighting[] = [];
@@ -340,7 +336,8 @@ export class Detection {
     }
     const changes: AlertChange[] = [];
     for (const [st, buckets] of dirty) {
-      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0])) this.evaluate(st, bucket, fresh, loud);
+      for (const [bucket, fresh] of [...buckets].sort((a, b) => a[0] - b[0]))
+        this.evaluate(st, bucket, fresh, loud, m.clock);
     }
     this.release(changes);
     this.resolve(changes);
@@ -412,7 +409,8 @@ export class Detection {
     return made;
   }
 
-  private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean): void {
+  /** Evaluate a bucket a batch changed; `until`: the batch's data clock. */
+  private evaluate(st: KeyState, bucket: number, fresh: boolean, loud: boolean, until: number): void {
     const d = st.detector;
     const step = d.bucketSeconds;
     let since = bucket;
@@ -449,7 +447,7 @@ export class Detection {
       eventId,
       last: this.clock,
       raised: false,
-      held: { until: this.front, since: this.clock, bucket, loud },
+      held: { until, since: this.clock, bucket, loud },
     };
     this.open.add(st);
   }
@@ -516,7 +514,6 @@ export class Detection {
     return {
       v: 3,
       clock: this.clock,
-      front: this.front,
       shards: [...this.shards].map(([shard, s]) => [shard, s.upTo, s.watermark, s.heard]),
       seen: [...this.seen.keys()],
       labels: [...this.labels],
@@ -535,7 +532,6 @@ export class Detection {
 
   load(s: SavedDetection): void {
     this.clock = s.clock;
-    this.front = s.front;
     for (const [shard, upTo, watermark, heard] of s.shards) this.shards.set(shard, { upTo, watermark, heard });
     for (const m of s.seen) this.seen.set(m, true);
     for (const [k, v] of s.labels) this.labels.set(k, v);

@@ -503,6 +503,14 @@ t.test(
       'a held alert survives a checkpoint',
     );
 
+    const behind = twoShards();
+    t.same(batch(behind, 0, c + 2000, { bad: 2, n: 4 }), []);
+    t.same(
+      batch(behind, 1, c + 1000, { bad: 2, n: 2 }),
+      ['raised 4 of 6 at 2000'],
+      'found on the batch of the shard behind: the others have passed its clock, so it is raised at once',
+    );
+
     const next = twoShards();
     t.same(batch(next, 0, c + 1000, { bad: 3, n: 4 }), []);
     t.same(
