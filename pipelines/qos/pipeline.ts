@@ -233,8 +233,9 @@ function startupsFrom(f: Fields, ms: number): number {
 }
 
 /** The baseline of the window of `span` minutes ending with `w.bucket`'s end: [its start, the window's start). */
-const baselineRange = (w: Window<'baseline_minutes'>, span: number): [number, number] => {
-  const end = w.bucket + w.step - span * minute;
+/** The baseline of the window of `span` minutes ending with `w.bucket`: it ends `guard` minutes before the window. */
+const baselineRange = (w: Window<'baseline_minutes'>, span: number, guard = 0): [number, number] => {
+  const end = w.bucket + w.step - (span + guard) * minute;
   return [end - w.thresholds.baseline_minutes * minute, end];
 };
 
@@ -243,11 +244,11 @@ const baselineRange = (w: Window<'baseline_minutes'>, span: number): [number, nu
  * the detector's signal, or of its cohort signal (to explain a finding).
  */
 function windowAndBaseline(
-  w: Window<'baseline_minutes'>,
+  w: Window<'baseline_minutes' | 'guard_minutes'>,
   span: number,
   read: 'at' | 'cohorts' = 'at',
 ): { cur: Fields; base: Fields } {
-  const [from, to] = baselineRange(w, span);
+  const [from, to] = baselineRange(w, span, w.thresholds.guard_minutes);
   return { cur: windowFields(w, span, read), base: sumFields(w, from, to, true, read) };
 }
 
@@ -363,6 +364,8 @@ export const startupRegression = windowDetector({
     min_increase_ms: 'and at least this many milliseconds more',
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
+    guard_minutes:
+      'the baseline ends this many minutes before the window, so that an incident\u2019s first minutes, found by no window yet, stay out of the baselines of the windows after them',
     max_chance:
       'and the window\u2019s mean log startup time would stand so far above the baseline\u2019s by chance less often than this (a normal tail, with both samples and the drift counted)',
     drift:
@@ -426,6 +429,8 @@ const errorParams = {
   min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
   min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
   baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
+  guard_minutes:
+    'the baseline ends this many minutes before the window, so that an incident\u2019s first minutes, found by no window yet, stay out of the baselines of the windows after them',
   max_chance:
     "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
   cohort_max_chance:
@@ -440,7 +445,7 @@ function errorsOver(w: Window<ErrorParams>, span: number): Finding | null {
   const fatal = cur.fatal ?? 0;
   // Neither the region nor a cohort can cross with fewer: most windows are done here, their baselines unread.
   if (fatal < t.min_errors) return null;
-  const [from, to] = baselineRange(w, span);
+  const [from, to] = baselineRange(w, span, t.guard_minutes);
   const base = sumFields(w, from, to, true);
   // Sessions fail at their start (a licence, a manifest) and while they play (decoding, the network): the errors
   // expected are the larger of the baseline's rate per start and per session-minute (sessions with an event, summed

@@ -142,6 +142,11 @@ t.test('a small region at night failing 7 sessions in 2 minutes: chance at 10⁻
     [31],
     'a tenant that takes 10⁻⁵ hears in the second minute',
   );
+  t.same(
+    raised({ 'qos.error_spike': { guard_minutes: 1 } }),
+    [32],
+    'with a minute between window and baseline, the first minute stays out of it: a minute sooner at 10⁻⁶',
+  );
 });
 
 t.test('a cohort stalling alone is alerted in its first minute: its own chance test needs no second', async (t) => {

@@ -44,15 +44,18 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
     const longest = Math.max(
       ...windowSpans({ ...merged, window_minutes: merged.window_minutes ?? d.bucketSeconds / 60 }),
     );
-    const span = longest + (merged.baseline_minutes ?? 0);
+    const span = longest + (merged.baseline_minutes ?? 0) + (merged.guard_minutes ?? 0);
     const held = Math.floor(((d.historyBuckets - 1) * d.bucketSeconds) / 60);
     if (span > held)
-      return `alert thresholds: ${d.category} the longest window + baseline_minutes must be at most ${held}`;
+      return `alert thresholds: ${d.category} the longest window + baseline_minutes + guard_minutes must be at most ${held}`;
     for (const name of ['min_window_minutes', 'window_minutes', 'max_window_minutes']) {
       const v = merged[name];
       if (v !== undefined && !(Number.isInteger(v) && v >= 1))
         return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
     }
+    const guard = merged.guard_minutes;
+    if (guard !== undefined && !(Number.isInteger(guard) && guard >= 0))
+      return `alert thresholds: ${d.category}.guard_minutes must be a whole number, 0 or more`;
     // 0 would say a region's level never moves beyond chance, which its drifting minutes do not bear out.
     if (merged.drift !== undefined && !(merged.drift > 0))
       return `alert thresholds: ${d.category}.drift must be above 0`;

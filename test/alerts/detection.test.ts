@@ -368,7 +368,7 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: '2' } }, false), /must be a number/);
   t.match(
     thresholdsProblem({ 'qos.error_spike': { baseline_minutes: 90 } }, false, defaults),
-    /the longest window \+ baseline_minutes must be at most 63/,
+    /the longest window \+ baseline_minutes \+ guard_minutes must be at most 63/,
   );
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: 2 } }, true), /is missing/);
   t.match(thresholdsProblem([], false), /must be an object/);
@@ -378,8 +378,17 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
   );
   t.match(
     thresholdsProblem({ 'qos.startup_regression': { max_window_minutes: 40 } }, false, defaults),
-    /the longest window \+ baseline_minutes must be at most 63/,
+    /the longest window \+ baseline_minutes \+ guard_minutes must be at most 63/,
   );
   t.match(thresholdsProblem({ 'qos.startup_regression': { drift: 0 } }, false, defaults), /drift must be above 0/);
   t.equal(thresholdsProblem({ 'qos.startup_regression': { drift: 0.1 } }, false, defaults), null);
+  t.match(
+    thresholdsProblem({ 'qos.error_spike': { guard_minutes: 0.5 } }, false, defaults),
+    /guard_minutes must be a whole number, 0 or more/,
+  );
+  t.match(
+    thresholdsProblem({ 'qos.error_spike': { guard_minutes: 29 } }, false, defaults),
+    /the longest window \+ baseline_minutes \+ guard_minutes must be at most 63/,
+  );
+  t.equal(thresholdsProblem({ 'qos.error_spike': { guard_minutes: 1 } }, false, defaults), null);
 });
