@@ -232,8 +232,7 @@ function startupsFrom(f: Fields, ms: number): number {
   return n;
 }
 
-/** The baseline of the window of `span` minutes ending with `w.bucket`'s end: [its start, the window's start). */
-/** The baseline of the window of `span` minutes ending with `w.bucket`: it ends `guard` minutes before the window. */
+/** The baseline of the window of `span` minutes ending with `w.bucket`'s end: [its start, `guard` minutes before the window's start). */
 const baselineRange = (w: Window<'baseline_minutes'>, span: number, guard = 0): [number, number] => {
   const end = w.bucket + w.step - (span + guard) * minute;
   return [end - w.thresholds.baseline_minutes * minute, end];

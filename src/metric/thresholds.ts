@@ -47,7 +47,7 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
     const span = longest + (merged.baseline_minutes ?? 0) + (merged.guard_minutes ?? 0);
     const held = Math.floor(((d.historyBuckets - 1) * d.bucketSeconds) / 60);
     if (span > held)
-      return `alert thresholds: ${d.category} the longest window + baseline_minutes + guard_minutes must be at most ${held}`;
+      return `alert thresholds: ${d.category} the longest window + baseline_minutes${'guard_minutes' in d.params ? ' + guard_minutes' : ''} must be at most ${held}`;
     for (const name of ['min_window_minutes', 'window_minutes', 'max_window_minutes']) {
       const v = merged[name];
       if (v !== undefined && !(Number.isInteger(v) && v >= 1))

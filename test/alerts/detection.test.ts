@@ -370,6 +370,11 @@ t.test('thresholds are checked: unknown categories and names, bad values and win
     thresholdsProblem({ 'qos.error_spike': { baseline_minutes: 90 } }, false, defaults),
     /the longest window \+ baseline_minutes \+ guard_minutes must be at most 63/,
   );
+  t.match(
+    thresholdsProblem({ 'qos.rebuffer_spike': { baseline_minutes: 90 } }, false, defaults),
+    /the longest window \+ baseline_minutes must be at most 63/,
+    'a detector without a guard does not name one',
+  );
   t.match(thresholdsProblem({ 'qos.rebuffer_spike': { ratio: 2 } }, true), /is missing/);
   t.match(thresholdsProblem([], false), /must be an object/);
   t.match(
