@@ -232,6 +232,10 @@ function startupsFrom(f: Fields, ms: number): number {
   return n;
 }
 
+/** `guard_minutes` of the detectors whose baselines have one (errors, startup). */
+const guardMinutes =
+  'the baseline ends this many minutes before the window, so that an incident\u2019s first minutes, found by no window yet, stay out of the baselines of the windows after them';
+
 /** The baseline of the window of `span` minutes ending with `w.bucket`'s end: [its start, `guard` minutes before the window's start). */
 const baselineRange = (w: Window<'baseline_minutes'>, span: number, guard = 0): [number, number] => {
   const end = w.bucket + w.step - (span + guard) * minute;
@@ -363,8 +367,7 @@ export const startupRegression = windowDetector({
     min_increase_ms: 'and at least this many milliseconds more',
     min_starts: 'startups in the window (and in the baseline), at least',
     baseline_minutes: 'the baseline is the startups of this many minutes before the window',
-    guard_minutes:
-      'the baseline ends this many minutes before the window, so that an incident\u2019s first minutes, found by no window yet, stay out of the baselines of the windows after them',
+    guard_minutes: guardMinutes,
     max_chance:
       'and the window\u2019s mean log startup time would stand so far above the baseline\u2019s by chance less often than this (a normal tail, with both samples and the drift counted)',
     drift:
@@ -428,8 +431,7 @@ const errorParams = {
   min_sessions: 'sessions playing in the window (and session-minutes in the baseline), at least',
   min_errors: 'sessions with a fatal error in the window, at least (ours: one error in 25 sessions is not a spike)',
   baseline_minutes: 'the baseline is the sessions of this many minutes before the window',
-  guard_minutes:
-    'the baseline ends this many minutes before the window, so that an incident\u2019s first minutes, found by no window yet, stay out of the baselines of the windows after them',
+  guard_minutes: guardMinutes,
   max_chance:
     "and so many fatal sessions would come by chance at the baseline's rate less often than this (a negative binomial tail)",
   cohort_max_chance:

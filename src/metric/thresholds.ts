@@ -48,14 +48,17 @@ export function thresholdsProblem(value: unknown, complete: boolean, base: Thres
     const held = Math.floor(((d.historyBuckets - 1) * d.bucketSeconds) / 60);
     if (span > held)
       return `alert thresholds: ${d.category} the longest window + baseline_minutes${'guard_minutes' in d.params ? ' + guard_minutes' : ''} must be at most ${held}`;
-    for (const name of ['min_window_minutes', 'window_minutes', 'max_window_minutes']) {
+    const wholeMinutes: Array<[name: string, least: number]> = [
+      ['min_window_minutes', 1],
+      ['window_minutes', 1],
+      ['max_window_minutes', 1],
+      ['guard_minutes', 0],
+    ];
+    for (const [name, least] of wholeMinutes) {
       const v = merged[name];
-      if (v !== undefined && !(Number.isInteger(v) && v >= 1))
-        return `alert thresholds: ${d.category}.${name} must be a whole number, 1 or more`;
+      if (v !== undefined && !(Number.isInteger(v) && v >= least))
+        return `alert thresholds: ${d.category}.${name} must be a whole number, ${least} or more`;
     }
-    const guard = merged.guard_minutes;
-    if (guard !== undefined && !(Number.isInteger(guard) && guard >= 0))
-      return `alert thresholds: ${d.category}.guard_minutes must be a whole number, 0 or more`;
     // 0 would say a region's level never moves beyond chance, which its drifting minutes do not bear out.
     if (merged.drift !== undefined && !(merged.drift > 0))
       return `alert thresholds: ${d.category}.drift must be above 0`;
