@@ -30,6 +30,7 @@ const categoryOf: Record<IncidentKind, string> = {
 };
 /** A title's first playback is news once, whatever the day: neither true nor false. */
 const newRelease = 'content.new_release_detected';
+const completionDrop = 'content.completion_drop';
 /** How soon each kind must be alerted (issue 32): QoS within 2 minutes, payment failures within 5. */
 const dueMs: Record<IncidentKind, number> = { rebuffer: 120_000, startup: 120_000, errors: 120_000, payments: 300_000 };
 
@@ -279,9 +280,24 @@ function main(): void {
       cohort,
     };
   });
-  const falseAlerts = alerts.filter((_, index) => !matched.has(index));
   const named = (s: (typeof scored)[number]): string =>
     `${new Date(startAt + s.incident.start + 5.5 * 3_600_000).toISOString().slice(11, 16)} IST ${s.incident.region ?? 'tenant'}${s.incident.pop ? `/${s.incident.pop}` : ''}${s.incident.cohort ? ` ${s.incident.cohort.dimension}=${s.incident.cohort.value}` : ''} ×${s.incident.magnitude?.toFixed(2)}`;
+  // A title's completion drop that names as its cause the region or pop of an injected incident, from its start to
+  // an hour after its end (completion is judged per hour of closing), is that incident's consequence: listed, not false.
+  const consequences = new Map<number, string>();
+  alerts.forEach((r, index) => {
+    const c = r.row.data.cohort as { dimension: string; value: string } | null | undefined;
+    if (matched.has(index) || r.category !== completionDrop || !c) return;
+    const cause = scored.find(
+      ({ incident: i }) =>
+        !i.nearMiss &&
+        r.at >= startAt + i.start &&
+        r.at <= startAt + i.start + i.length + 3_600_000 &&
+        ((c.dimension === 'region' && c.value === i.region) || (c.dimension === 'pop' && c.value === i.pop)),
+    );
+    if (cause) consequences.set(index, named(cause));
+  });
+  const falseAlerts = alerts.filter((_, index) => !matched.has(index) && !consequences.has(index));
   const kindsReport = Object.fromEntries(
     (Object.keys(categoryOf) as IncidentKind[]).map((kind) => {
       const strong = scored.filter((s) => s.incident.kind === kind && !s.incident.nearMiss);
@@ -345,6 +361,11 @@ function main(): void {
         alerts.length > 0 ? Math.round(((alerts.length - falseAlerts.length) / alerts.length) * 1000) / 10 : null,
     }),
     by_category: Object.fromEntries(byCategory),
+    consequences: [...consequences].map(([index, of]) => ({
+      at: new Date(alerts[index]!.at + 5.5 * 3_600_000).toISOString().slice(11, 19) + ' IST',
+      title: alerts[index]!.row.title,
+      of,
+    })),
     alerts: falseAlerts.map((r) => ({
       at: new Date(r.at + 5.5 * 3_600_000).toISOString().slice(11, 19) + ' IST',
       category: r.category,

@@ -6,7 +6,16 @@ import {
   type SessionAttrs,
   type TableSpec,
 } from '../../src/metric/pipeline.js';
-import { round, sumFields, type OnceDetector, windowDetector } from '../../src/metric/detector.js';
+import {
+  cohortFields,
+  cohortName,
+  explain,
+  round,
+  sumFields,
+  type CohortDimensions,
+  type OnceDetector,
+  windowDetector,
+} from '../../src/metric/detector.js';
 import { watchMs } from '../watch-time/pipeline.js';
 
 /** What events say about a content: its title, type and duration; `published` marks a content_published. */
@@ -95,12 +104,23 @@ export const newRelease: OnceDetector = {
 
 const day = 86_400;
 
+// What a title's completion drop is explained by (docs/alerts.md "Naming the cause"): a regional incident ends the
+// sessions of every title watched there early.
+const completionCohorts: CohortDimensions = [
+  ['region', 'region'],
+  ['pop', 'pop'],
+  ['device', 'device'],
+  ['app_version', 'app_version'],
+  ['player', 'player'],
+];
+
 /** Completion of the sessions that closed in the current UTC hour against the 7 days before it. */
 export const completionDrop = windowDetector({
   kind: 'window',
   category: 'content.completion_drop',
   source: 'content',
   signal: 'completion',
+  cohortSignal: 'completion_cohorts',
   bucketSeconds: 3600,
   historyBuckets: 7 * 24 + 1,
   running: 1,
@@ -110,8 +130,13 @@ export const completionDrop = windowDetector({
   },
   evaluate(w) {
     const t = w.thresholds;
-    const cur = w.at(w.bucket);
+    // An hour's first sessions are too few to judge it: while the hour before fired, the two are judged together, so
+    // a drop that goes on is not resolved at the turn of the hour and raised again.
+    const own = w.at(w.bucket);
+    const from = (own?.sessions ?? 0) < t.min_sessions && w.firing(w.bucket - w.step) ? w.bucket - w.step : w.bucket;
+    const cur = from === w.bucket ? own : sumFields(w, from, w.bucket + w.step);
     if (!cur || (cur.sessions ?? 0) < t.min_sessions) return null;
+    // Firing hours are left out, the one joined above with them.
     const base = sumFields(w, w.bucket - 7 * day, w.bucket, true);
     if ((base.sessions ?? 0) < t.min_sessions) return null;
     const now = cur.pct! / cur.sessions!;
@@ -120,16 +145,37 @@ export const completionDrop = windowDetector({
     const [contentId] = w.key;
     const title = w.label(contentId!);
     const severity = now > 0 && before / now < 3 ? 'warning' : 'critical';
+    // Explained as a mean: the points each session fell short of finishing, per session.
+    const c = explain(
+      sumFields(w, from, w.bucket + w.step, false, 'cohorts'),
+      sumFields(w, w.bucket - 7 * day, w.bucket, true, 'cohorts'),
+      'u',
+      'n',
+      'mean',
+    );
+    const cohort = c && {
+      dimension: c.dimension,
+      value: c.value,
+      current_pct: round(100 - c.current),
+      baseline_pct: round(100 - c.baseline),
+      share: c.share,
+      sessions: c.exposure,
+    };
     return {
       severity,
-      title: `Completion drop: ${title || contentId}`,
-      description: `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).`,
+      title: `Completion drop: ${title || contentId}${c ? `, mostly ${cohortName(c, w)}` : ''}`,
+      description:
+        `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
+        (cohort
+          ? ` ${cohortName(c, w)} holds ${Math.round(cohort.share * 100)} % of the drop: ${cohort.current_pct} % against ${cohort.baseline_pct} % before.`
+          : ' No single cohort stands out.'),
       data: {
         severity,
         content_id: contentId,
         title: title || null,
         current_pct: round(now),
         baseline_pct: round(before),
+        cohort,
       },
     };
   },
@@ -158,13 +204,27 @@ export const content: Pipeline = {
   name: 'content',
   tables: [contentMinuteSums, contentCatalog],
   detectors: [newRelease, completionDrop],
-  sessionReads: ['tenant', 'content_id', 'ended', 'furthest_sec', 'duration_sec', 'closed_at', 'first_minute'],
+  sessionReads: [
+    'tenant',
+    'content_id',
+    'ended',
+    'furthest_sec',
+    'duration_sec',
+    'closed_at',
+    'first_minute',
+    ...completionCohorts.map(([, attr]) => attr),
+  ],
   session(a, sign, out) {
     if (a.content_id === '') return;
     const c = completionOf(a);
-    // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion.
-    if (c !== null && a.closed_at !== null)
-      out.signal('completion', [a.tenant, a.content_id], minuteOf(a.closed_at), { sessions: sign, pct: sign * c });
+    // Detector signal `completion` [tenant, content] per minute of closing: sessions, Σ completion; by cohort,
+    // sessions (`n`) and Σ of the points short of 100 (`u`).
+    if (c !== null && a.closed_at !== null) {
+      const key = [a.tenant, a.content_id];
+      const at = minuteOf(a.closed_at);
+      out.signal('completion', key, at, { sessions: sign, pct: sign * c });
+      out.signal('completion_cohorts', key, at, cohortFields(a, completionCohorts, { n: sign, u: sign * (100 - c) }));
+    }
     if (a.first_minute !== null)
       out.add(
         contentMinuteSums,

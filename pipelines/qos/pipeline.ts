@@ -8,7 +8,8 @@ import {
 } from '../../src/metric/pipeline.js';
 import { State } from '../../src/aggregate/session.js';
 import {
-  cohortField,
+  cohortFields,
+  cohortName,
   cohortSpike,
   explain,
   median,
@@ -21,6 +22,7 @@ import {
   windowFields,
   windowSpans,
   type Cohort,
+  type CohortDimensions,
   type Finding,
   type Window,
   windowDetector,
@@ -97,22 +99,14 @@ const regionKey = (a: SessionAttrs): string[] => [a.tenant, a.region];
 
 // The cohorts a regional alert is explained by (docs/alerts.md "Naming the cause"): session attributes. A pop's
 // alert is explained within the pop, by the others.
-const regionCohorts = [
+const regionCohorts: CohortDimensions = [
   ['pop', 'pop'],
   ['device', 'device'],
   ['app_version', 'app_version'],
   ['player', 'player'],
   ['content', 'content_id'],
-] as const;
+];
 const popCohorts = regionCohorts.slice(1);
-
-/** The session's counts (metric letter → count) as cohort counters: each metric once per cohort of the session. */
-function cohortFields(a: SessionAttrs, cohorts: typeof regionCohorts | typeof popCohorts, counts: Fields): Fields {
-  const fields: Fields = {};
-  for (const metric in counts)
-    for (const [dimension, attr] of cohorts) fields[cohortField(metric, dimension, a[attr])] = counts[metric]!;
-  return fields;
-}
 
 /** Minutes of the metric an alert carries (`data.series`), ending with the one that raised it: for its chart. */
 const seriesMinutes = 20;
@@ -132,10 +126,6 @@ function seriesOf(
   }
   return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };
 }
-
-/** A cohort in words: its dimension as people say it, and the content's title where the alerts role knows it. */
-const cohortName = (c: Cohort, w: Window): string =>
-  `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
 
 /** The sentence a description gets for its cohort. */
 function describe(c: Cohort | null, w: Window, what: string, unit: string): string {

@@ -1,4 +1,4 @@
-import type { Fields } from './pipeline.js';
+import type { Fields, SessionAttrs } from './pipeline.js';
 
 // What a detector (declared in a pipelines/*.ts file next to the signals it reads) is, and what the alerts role's
 // engine (engine.ts) gives it. docs/alerts.md has every condition in words.
@@ -213,6 +213,24 @@ export function cohortField(metric: string, dimension: string, value: string): s
   return name;
 }
 
+/** A session attribute that holds a cohort's value (a string: a pop, a device type, an app version, ...). */
+type CohortAttr = { [K in keyof SessionAttrs]: SessionAttrs[K] extends string ? K : never }[keyof SessionAttrs];
+
+/** The dimensions a detector's alerts are explained by, each with the session attribute that holds its value. */
+export type CohortDimensions = ReadonlyArray<readonly [string, CohortAttr]>;
+
+/** The session's counts (metric letter → count) as cohort counters: each metric once per cohort of the session. */
+export function cohortFields(a: SessionAttrs, cohorts: CohortDimensions, counts: Fields): Fields {
+  const fields: Fields = {};
+  for (const metric in counts)
+    for (const [dimension, attr] of cohorts) fields[cohortField(metric, dimension, a[attr])] = counts[metric]!;
+  return fields;
+}
+
+/** A cohort in words: its dimension as people say it, and the content's title where the alerts role knows it. */
+export const cohortName = (c: Cohort, w: Window): string =>
+  `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
+
 /** A cohort that explains a finding: one value of one dimension, and how it moved. */
 export interface Cohort {
   dimension: string;
@@ -256,7 +274,7 @@ function cohortCounts(
 
 /** A named cohort explains at least this part of what the window has above its baseline... */
 export const cohortMinShare = 0.5;
-/** ...and its part of the window's count is at least this many times the part its baseline expects (else all moved alike)... */
+/** ...and its count against its baseline's expectation is at least this many times the rest's (else all moved alike)... */
 export const cohortMinConcentration = 1.5;
 /** ...and, of a count, a part that large would come by chance less often than this, had every cohort moved alike. */
 export const cohortMaxChance = 0.01;
@@ -281,11 +299,11 @@ export function binomialTail(k: number, n: number, p: number): number {
  * Contribution analysis (as Adtributor, or Conviva's cohort alerts): which single cohort, among every dimension's
  * values, holds what the window has above its baseline. For each value, excess = bad − exposure × its own baseline
  * rate (shrunk toward its dimension's rate by `prior` units of exposure, so a cohort new to the baseline is judged by
- * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its part of
- * the window's count is at least `cohortMinConcentration` times the part the cohorts' baselines expect of it (for a
- * count, a part that chance gives less often than `cohortMaxChance`); of those, the most concentrated, the narrowest
- * explanation. None, when the whole scope moved alike: a region-wide incident, in which every cohort's count grew by
- * the same factor whatever its own level.
+ * its dimension). A cohort is named when it holds at least `cohortMinShare` of its dimension's excess and its count
+ * against its expectation is at least `cohortMinConcentration` times that of the dimension's other values together
+ * (for a count, its part of the window's must also be one that chance gives less often than `cohortMaxChance`); of
+ * those, the most concentrated against the whole dimension, the narrowest explanation. None, when the whole scope
+ * moved alike: a region-wide incident, in which every cohort's count grew by the same factor whatever its own level.
  * `bad` and `exposure` are metric letters; `kind` says whether bad / exposure is a rate (shown in %) or a mean.
  */
 export function explain(
@@ -304,7 +322,7 @@ export function explain(
     for (const [value, [cb, ce]] of values) {
       const e = x.expected.get(value)!;
       if (value === '' || cb <= e || ce <= 0) continue;
-      const s = standing(x, cb, e);
+      const s = standing(x, cb, e, 'rest');
       if (!s || s.concentration <= bestConcentration) continue;
       // Were the whole scope moved alike, each of the window's bad sessions would be this cohort's with the chance its
       // expected part gives: a handful (a partial minute) often puts most of them in one title by chance.
@@ -370,12 +388,25 @@ function expectations(
 
 /**
  * A value with `cb` bad of the window, `e` expected of it, as it stands in its dimension (`expectations`): its part of
- * the dimension's excess and its concentration, when both reach what a named cohort needs; else null.
+ * the dimension's excess and its concentration, when both reach what a named cohort needs; else null. Concentration
+ * is its count against its expectation over the same of the whole dimension (`scope`, at most 1 / its expected part),
+ * or of the dimension's other values (`rest`): a cohort that holds most of a title's sessions can be the one that
+ * moved while the others did not, which only the second can say.
  */
-function standing(x: Expectations, cb: number, e: number): { share: number; concentration: number } | null {
+function standing(
+  x: Expectations,
+  cb: number,
+  e: number,
+  against: 'scope' | 'rest',
+): { share: number; concentration: number } | null {
   const share = (cb - e) / x.excess;
   const concentration = cb / x.bad / (e / x.allExpected);
-  return share >= cohortMinShare && concentration >= cohortMinConcentration ? { share, concentration } : null;
+  const restExpected = x.allExpected - e;
+  const stands =
+    against === 'scope'
+      ? concentration >= cohortMinConcentration
+      : restExpected > 0 && cb / e >= cohortMinConcentration * ((x.bad - cb) / restExpected);
+  return share >= cohortMinShare && stands ? { share, concentration } : null;
 }
 
 /** What a cohort's own rate must do for `cohortSpike` to find it. */
@@ -425,7 +456,7 @@ export function cohortSpike(
       if (rate < c.ratio * baseRate || rate < baseRate + c.minPoints) continue;
       // It must stand out of its scope as `explain` names a cohort: most of its dimension's excess, and concentrated.
       // When the whole scope moved alike, the scope's own condition speaks for it.
-      if (!standing(x, cb, x.expected.get(value)!)) continue;
+      if (!standing(x, cb, x.expected.get(value)!, 'scope')) continue;
       const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
       if (chance >= bestChance) continue;
       bestChance = chance;

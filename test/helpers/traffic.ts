@@ -68,10 +68,12 @@ const contentSeconds = 1200;
 /**
  * Playback of a steady audience from `from` to `to` (ms): each pop holds `perPop` sessions back to back (2 to 6
  * minutes each), with heartbeats, stalls, startups, fatal errors and endings drawn from its conditions. Events
- * arrive 200 ms after they happen; the list is in arrival order.
+ * arrive 200 ms after they happen; the list is in arrival order. Session and viewer ids carry the seed: audiences of
+ * one tenant played together need seeds of their own.
  */
 export function playback(a: Audience, from: number, to: number): WireEvent[] {
-  const r = rng(a.seed ?? 1);
+  const seed = a.seed ?? 1;
+  const r = rng(seed);
   const hb = a.heartbeatMs ?? 15_000;
   const out: WireEvent[] = [];
   let n = 0;
@@ -81,7 +83,7 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
         // Stagger the slots so that sessions do not all start together.
         let t = from + Math.floor(r() * 240_000) - 240_000;
         while (t < to) {
-          const session_id = `s${++n}`;
+          const session_id = `s${seed}-${++n}`;
           const content_id = a.contents[n % a.contents.length]!;
           const app = a.appVersions?.[n % a.appVersions.length];
           const c = a.conditions?.(t, region, pop, app ?? '') ?? normal;
@@ -106,7 +108,7 @@ export function playback(a: Audience, from: number, to: number): WireEvent[] {
           const ends = r() < c.endChance;
           push('play_start', t, {
             content_id,
-            anonymous_id: `a${n}`,
+            anonymous_id: `a${seed}-${n}`,
             content_title: `Title ${content_id}`,
             properties: { duration_sec: contentSeconds },
           });

@@ -286,6 +286,32 @@ t.test("Slack: a readable message with the alert's facts and a link; one per sec
     '*Cohort*\\napp version 5.13.0, 93 % of it: 31.5 % (baseline 2.2 %)',
   ])
     t.ok(blocks.includes(s), s);
+  const drop = slackMessage(
+    {
+      id: 'evt_2',
+      type: 'content.completion_drop',
+      created_at: '2026-11-21T10:00:00Z',
+      tenant_slug: 'acme',
+      data: {
+        severity: 'warning',
+        content_id: 'c4',
+        title: 'Final, India v Australia',
+        current_pct: 49.76,
+        baseline_pct: 69.78,
+        cohort: {
+          dimension: 'region',
+          value: 'Kerala',
+          current_pct: 37.22,
+          baseline_pct: 70.55,
+          share: 1,
+          sessions: 565,
+        },
+      },
+    },
+    'https://darshak.example',
+  );
+  t.match(drop.text, /warning.*Completion drop, mostly region Kerala: 49\.76 % \(baseline 69\.78 %\)/);
+  t.ok(JSON.stringify(drop.blocks).includes('*Cohort*\\nregion Kerala, 100 % of it: 37.22 % (baseline 70.55 %)'));
   const pacer = new SlackPacer();
   t.same(pacer.reserve('u', 0), { at: 0, waitMs: 0, reserved: true });
   t.same(pacer.reserve('u', 10), { at: 1000, waitMs: 990, reserved: true });

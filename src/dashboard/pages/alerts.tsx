@@ -22,7 +22,9 @@ function cohortWords(data: Record<string, unknown>): string | null {
   const [now, before, unit] =
     typeof c.current_mean_ms === 'number'
       ? [c.current_mean_ms, c.baseline_mean_ms, ' ms mean startup']
-      : [c.current_rate, c.baseline_rate, ' %'];
+      : typeof c.current_pct === 'number'
+        ? [c.current_pct, c.baseline_pct, ' % completion']
+        : [c.current_rate, c.baseline_rate, ' %'];
   const share = typeof c.share === 'number' ? `${Math.round(c.share * 100)} % of it` : '';
   return `${c.dimension.replace('_', ' ')} ${c.value}: ${share}, ${String(now)}${unit} against ${String(before)}${unit} before`;
 }
