@@ -103,6 +103,8 @@ export const newRelease: OnceDetector = {
 };
 
 const day = 86_400;
+/** Hours before the judged ones whose cohorts are a completion drop's cohort baseline. */
+const cohortBaselineHours = 24;
 
 // What a title's completion drop is explained by (docs/alerts.md "Naming the cause"): a regional incident ends the
 // sessions of every title watched there early.
@@ -123,6 +125,8 @@ export const completionDrop = windowDetector({
   cohortSignal: 'completion_cohorts',
   bucketSeconds: 3600,
   historyBuckets: 7 * 24 + 1,
+  // A day is baseline enough for a cohort's own completion, and a title's cohorts are tens of counters an hour.
+  cohortHistoryBuckets: cohortBaselineHours + 2,
   running: 1,
   params: {
     drop_points: 'the hour\u2019s completion is at least this many points under the 7-day completion',
@@ -148,7 +152,7 @@ export const completionDrop = windowDetector({
     // Explained as a mean: the points each session fell short of finishing, per session.
     const c = explain(
       sumFields(w, from, w.bucket + w.step, false, 'cohorts'),
-      sumFields(w, w.bucket - 7 * day, w.bucket, true, 'cohorts'),
+      sumFields(w, from - cohortBaselineHours * w.step, from, true, 'cohorts'),
       'u',
       'n',
       'mean',

@@ -496,9 +496,11 @@ export class Detection {
     const now = Math.floor(this.clock / 1000);
     for (const [id, st] of this.keys) {
       const step = st.detector.bucketSeconds;
-      const oldest = Math.floor(now / step) * step - (st.detector.historyBuckets - 1) * step;
+      const current = Math.floor(now / step) * step;
+      const oldest = current - (st.detector.historyBuckets - 1) * step;
+      const oldestCohort = current - ((st.detector.cohortHistoryBuckets ?? st.detector.historyBuckets) - 1) * step;
       for (const b of st.buckets.keys()) if (b < oldest) st.buckets.delete(b);
-      for (const b of st.cohorts.keys()) if (b < oldest) st.cohorts.delete(b);
+      for (const b of st.cohorts.keys()) if (b < oldestCohort) st.cohorts.delete(b);
       for (const b of st.firing) if (b < oldest) st.firing.delete(b);
       if (st.buckets.size === 0 && st.cohorts.size === 0 && !st.incident) {
         this.keys.delete(id);

@@ -59,6 +59,8 @@ export interface WindowDetector<P extends string = string> {
    * `signal`'s buckets and read only when a finding is explained (`Window.cohorts`), never evaluated.
    */
   cohortSignal?: string;
+  /** Buckets of the cohort signal kept per key (its baseline when a finding is explained); `historyBuckets` if not set. */
+  cohortHistoryBuckets?: number;
   /** Bucket length in seconds: 60, 3600 for hourly conditions, 10 for a window that slides with the clock. */
   bucketSeconds: number;
   /** Buckets of history kept per key: the window and the baseline behind it. */

@@ -98,6 +98,36 @@ t.test('ticks alone resolve an incident after 5 quiet minutes, and forget old bu
   t.same(d.save().keys, [], 'and after a week, the churn buckets too');
 });
 
+t.test(
+  "a detector's cohorts are kept for their own history: a completion drop's for a day, its counts a week",
+  async (t) => {
+    const d = engine();
+    d.apply({
+      v: 1,
+      shard: 0,
+      from: 0,
+      up_to: 1,
+      clock: t0 + 60_000,
+      signals: [
+        ['completion', ['acme', 'c1'], minute(0), { sessions: 1, pct: 80 }],
+        ['completion_cohorts', ['acme', 'c1'], minute(0), { 'n@region=Goa': 1, 'u@region=Goa': 20 }],
+      ],
+    });
+    const kept = (): Array<[number, number]> =>
+      d
+        .save()
+        .keys.filter((k) => k[0] === 'content.completion_drop')
+        .map((k) => [k[3].length, k[6].length]);
+    t.same(kept(), [[1, 1]]);
+    d.tick(t0 + 25 * 3_600_000);
+    t.same(kept(), [[1, 1]], 'after 25 hours, both');
+    d.tick(t0 + 26 * 3_600_000);
+    t.same(kept(), [[1, 0]], 'after 26, the counts alone');
+    d.tick(t0 + 8 * 86_400_000);
+    t.same(kept(), [], 'after a week, neither');
+  },
+);
+
 t.test('alert ids are a function of the incident; a saved and loaded engine goes on identically', async (t) => {
   t.same(
     alertIdentity('acme', 'qos.rebuffer_spike', 'Goa\u0001pop1\n1795000000'),
