@@ -169,7 +169,7 @@ export const completionDrop = windowDetector({
       severity,
       title: `Completion drop: ${title || contentId}${c ? `, mostly ${cohortName(c, w)}` : ''}`,
       description:
-        `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
+        `${round(now)} % completion ${from === w.bucket ? 'this hour' : 'this hour and the one before'} against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
         (cohort
           ? ` ${cohortName(c, w)} holds ${Math.round(cohort.share * 100)} % of the drop: ${cohort.current_pct} % against ${cohort.baseline_pct} % before.`
           : ' No single cohort stands out.'),
