@@ -456,8 +456,9 @@ export function cohortSpike(
       const rate = (cb / ce) * 100;
       const baseRate = (bb / be) * 100;
       if (rate < c.ratio * baseRate || rate < baseRate + c.minPoints) continue;
-      // It must stand out of its scope as `explain` names a cohort: most of its dimension's excess, and concentrated.
-      // When the whole scope moved alike, the scope's own condition speaks for it.
+      // It must stand out of its scope: most of its dimension's excess, and concentrated against the whole dimension
+      // (more than `explain` asks of a cause it names: raising is held to more than naming). When the whole scope
+      // moved alike, the scope's own condition speaks for it.
       if (!standing(x, cb, x.expected.get(value)!, 'scope')) continue;
       const chance = negBinomialTail(cb, bb + 1, 1 / (1 + ce / be));
       if (chance >= bestChance) continue;
