@@ -9,6 +9,7 @@ import {
 import {
   cohortFields,
   cohortName,
+  describeCohort,
   explain,
   round,
   sumFields,
@@ -157,22 +158,22 @@ export const completionDrop = windowDetector({
       'n',
       'mean',
     );
-    const cohort = c && {
-      dimension: c.dimension,
-      value: c.value,
-      current_pct: round(100 - c.current),
-      baseline_pct: round(100 - c.baseline),
-      share: c.share,
-      sessions: c.exposure,
+    // In words and in `data`, as completion: 100 less the points short.
+    const shown = c && { ...c, current: round(100 - c.current), baseline: round(100 - c.baseline) };
+    const cohort = shown && {
+      dimension: shown.dimension,
+      value: shown.value,
+      current_pct: shown.current,
+      baseline_pct: shown.baseline,
+      share: shown.share,
+      sessions: shown.exposure,
     };
     return {
       severity,
       title: `Completion drop: ${title || contentId}${c ? `, mostly ${cohortName(c, w)}` : ''}`,
       description:
         `${round(now)} % completion ${from === w.bucket ? 'this hour' : 'this hour and the one before'} against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
-        (cohort
-          ? ` ${cohortName(c, w)} holds ${Math.round(cohort.share * 100)} % of the drop: ${cohort.current_pct} % against ${cohort.baseline_pct} % before.`
-          : ' No single cohort stands out.'),
+        describeCohort(shown, w, 'of the drop', ' %'),
       data: {
         severity,
         content_id: contentId,

@@ -11,6 +11,7 @@ import {
   cohortFields,
   cohortName,
   cohortSpike,
+  describeCohort,
   explain,
   median,
   pct,
@@ -127,12 +128,6 @@ function seriesOf(
   return { start: new Date(first * 1000).toISOString(), step_seconds: minute, unit, values };
 }
 
-/** The sentence a description gets for its cohort. */
-function describe(c: Cohort | null, w: Window, what: string, unit: string): string {
-  if (!c) return ' No single cohort stands out.';
-  return ` ${cohortName(c, w)} holds ${Math.round(c.share * 100)} % ${what}: ${c.current}${unit} against ${c.baseline}${unit} before.`;
-}
-
 /** The cohort that explains a finding, as its alert's `data.cohort`, and the words its title and description get. */
 function cohortOf(
   c: Cohort | null,
@@ -140,7 +135,7 @@ function cohortOf(
   what: string,
   mean = false,
 ): { data: Record<string, unknown> | null; words: string; sentence: string } {
-  const sentence = describe(c, w, what, mean ? ' ms' : ' %');
+  const sentence = describeCohort(c, w, what, mean ? ' ms' : ' %');
   if (!c) return { data: null, words: '', sentence };
   const words = `, mostly ${cohortName(c, w)}`;
   const data = mean

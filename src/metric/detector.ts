@@ -233,6 +233,12 @@ export function cohortFields(a: SessionAttrs, cohorts: CohortDimensions, counts:
 export const cohortName = (c: Cohort, w: Window): string =>
   `${c.dimension === 'app_version' ? 'app version' : c.dimension} ${c.dimension === 'content' ? w.label(c.value) || c.value : c.value}`;
 
+/** The sentence an alert's description gets for its cohort (`what` it holds a share of), or for none. */
+export function describeCohort(c: Cohort | null, w: Window, what: string, unit: string): string {
+  if (!c) return ' No single cohort stands out.';
+  return ` ${cohortName(c, w)} holds ${Math.round(c.share * 100)} % ${what}: ${c.current}${unit} against ${c.baseline}${unit} before.`;
+}
+
 /** A cohort that explains a finding: one value of one dimension, and how it moved. */
 export interface Cohort {
   dimension: string;
