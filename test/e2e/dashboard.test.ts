@@ -486,7 +486,10 @@ t.test('an alert card names the cohort behind a QoS alert and charts its metric 
   // Another tenant, so the numbers the tests above compare stay the scenario's: 40 quiet minutes, then one app
   // version of one region failing.
   const cause = await makeTenant(prefix, 'cause', 'pro');
-  const now = Date.now();
+  // Ending on a minute's start, as in test/alerts/detection.test.ts: where the failure's first minute falls in its
+  // clock minute decides which minute first holds the sample, and with it whether the region's condition or the
+  // version's own is the first to cross (both name the version; the title differs).
+  const now = Math.floor(Date.now() / 60_000) * 60_000;
   const events = playback(oneVersionFailing('cause', now), now - 45 * 60_000, now);
   t.equal(await sendEvents(ingestUrl, cause.key, events), events.length);
   await page.goto(`${base}/alerts`);
