@@ -135,13 +135,9 @@ export const completionDrop = windowDetector({
   },
   evaluate(w) {
     const t = w.thresholds;
-    // An hour's first sessions are too few to judge it: while the hour before fired, the two are judged together, so
-    // a drop that goes on is not resolved at the turn of the hour and raised again.
-    const own = w.at(w.bucket);
-    const from = (own?.sessions ?? 0) < t.min_sessions && w.firing(w.bucket - w.step) ? w.bucket - w.step : w.bucket;
-    const cur = from === w.bucket ? own : sumFields(w, from, w.bucket + w.step);
+    const cur = w.at(w.bucket);
     if (!cur || (cur.sessions ?? 0) < t.min_sessions) return null;
-    // Firing hours are left out, the one joined above with them.
+    // Firing hours are left out.
     const base = sumFields(w, w.bucket - 7 * day, w.bucket, true);
     if ((base.sessions ?? 0) < t.min_sessions) return null;
     const now = cur.pct! / cur.sessions!;
@@ -152,8 +148,8 @@ export const completionDrop = windowDetector({
     const severity = now > 0 && before / now < 3 ? 'warning' : 'critical';
     // Explained as a mean: the points each session fell short of finishing, per session.
     const c = explain(
-      sumFields(w, from, w.bucket + w.step, false, 'cohorts'),
-      sumFields(w, from - cohortBaselineHours * w.step, from, true, 'cohorts'),
+      w.cohorts(w.bucket) ?? {},
+      sumFields(w, w.bucket - cohortBaselineHours * w.step, w.bucket, true, 'cohorts'),
       'u',
       'n',
       'mean',
@@ -172,7 +168,7 @@ export const completionDrop = windowDetector({
       severity,
       title: `Completion drop: ${title || contentId}${c ? `, mostly ${cohortName(c, w)}` : ''}`,
       description:
-        `${round(now)} % completion ${from === w.bucket ? 'this hour' : 'this hour and the one before'} against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
+        `${round(now)} % completion this hour against ${round(before)} % over 7 days (${cur.sessions} sessions).` +
         describeCohort(shown, w, 'of the drop', ' %'),
       data: {
         severity,

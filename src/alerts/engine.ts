@@ -6,7 +6,7 @@ import type { Detector, Finding, OnceDetector, Window, WindowDetector } from '..
 
 /** §6: an event more than 10 minutes old on arrival raises no alert. */
 export const freshMs = 600_000;
-/** §7: an incident resolves once its condition has been clear for 5 minutes. */
+/** §7: an incident resolves once its condition has been clear for 5 minutes (and a whole bucket: `resolve`). */
 export const resolveMs = 300_000;
 /** A shard heard from within this much clock is waited for before an alert is raised (see `Held`). */
 export const shardLiveMs = 10_000;
@@ -480,10 +480,18 @@ export class Detection {
     }
   }
 
+  /**
+   * Resolve the incidents clear for 5 minutes and for the whole bucket after their last firing one. An hour's first
+   * minutes hold too few cancellations or sessions to cross an hourly condition: judged on them alone, a churn spike
+   * or a completion drop that goes on would be resolved at the turn of the hour and raised again when it crosses.
+   */
   private resolve(changes: AlertChange[]): void {
     for (const st of this.open) {
       const inc = st.incident!;
       if (inc.held || this.clock - inc.last < resolveMs) continue;
+      let latest = -Infinity;
+      for (const b of st.firing) if (b > latest) latest = b;
+      if (this.clock < (latest + 2 * st.detector.bucketSeconds) * 1000) continue;
       st.incident = null;
       this.open.delete(st);
       if (inc.raised)

@@ -99,6 +99,52 @@ t.test('ticks alone resolve an incident after 5 quiet minutes, and forget old bu
 });
 
 t.test(
+  'a churn spike that goes on past the turn of the hour is one incident, resolved after a clear hour',
+  async (t) => {
+    const d = engine();
+    const hour = 3_600_000;
+    const start = t0 - 8 * 24 * hour;
+    let seq = 0;
+    const changes: AlertChange[] = [];
+    // `n` cancellations in hour `h` (after `start`), spread over its minutes; the clock is each minute's end.
+    const cancel = (h: number, n: number): void => {
+      for (let i = 0; i < n; i++) {
+        const at = start + h * hour + Math.floor((i * 60) / n) * 60_000;
+        changes.push(
+          ...d.apply({
+            v: 1,
+            shard: 0,
+            from: seq,
+            up_to: ++seq,
+            clock: at + 60_000,
+            signals: [['billing', ['acme'], at / 1000, { payments: 0, failed: 0, cancellations: 1 }]],
+          }).changes,
+        );
+      }
+    };
+    // Eight days of 4 an hour, then 30 in each of two hours: the second hour's first 4 minutes hold 2 (under 10).
+    for (let h = 0; h < 8 * 24; h++) cancel(h, 4);
+    t.same(changes, [], 'a steady week');
+    cancel(8 * 24, 30);
+    t.same(
+      changes.map((c) => [c.row.category, c.raised]),
+      [['billing.churn_spike', true]],
+    );
+    cancel(8 * 24 + 1, 30);
+    t.equal(changes.length, 1, 'not resolved at the turn of the hour, nor raised again');
+    // Then an ordinary hour: resolved once it is over (and 5 minutes passed since the last finding).
+    cancel(8 * 24 + 2, 4);
+    const over = start + (8 * 24 + 3) * hour;
+    t.same(d.tick(over - 1000), [], 'not while the clear hour goes on');
+    const resolved = d.tick(over);
+    t.match(
+      resolved.map((c) => c.row),
+      [{ category: 'billing.churn_spike', version: 2, resolved_at: over }],
+    );
+  },
+);
+
+t.test(
   "a detector's cohorts are kept for their own history: a completion drop's for a day, its counts a week",
   async (t) => {
     const d = engine();
