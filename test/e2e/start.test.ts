@@ -22,7 +22,8 @@ import { autoEngine } from '../helpers/engines.js';
 interface Proc {
   child: ChildProcess;
   output: () => string;
-  exited: Promise<number | null>;
+  /** The exit code, or the signal that ended it. */
+  exited: Promise<number | NodeJS.Signals | null>;
 }
 
 function darshak(args: string[], env: Record<string, string>): Proc {
@@ -33,7 +34,9 @@ function darshak(args: string[], env: Record<string, string>): Proc {
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const exited = new Promise<number | NodeJS.Signals | null>((r) =>
+    child.on('exit', (code, signal) => r(code ?? signal)),
+  );
   return { child, output: () => out, exited };
 }
 
