@@ -12,8 +12,10 @@
 //    (content.new_release_detected). The time from the POST to the receiver having the alert's webhook, p50/p99. The
 //    path is the whole of an alert's: ingest → events stream → aggregator batch (sealed every 500 ms) → signals →
 //    alerts role → webhook event → fan-out → signed delivery.
+// 4. The same for QoS alerts (qos.error_spike), which also wait for every shard's part of the data: each probe a
+//    region whose current minute, posted at once, fails against a quiet baseline sent beforehand.
 //
-//   npm run bench:webhooks [-- --events 20000 --probes 200 --concurrency 64]
+//   npm run bench:webhooks [-- --events 20000 --probes 200 --concurrency 64 --qos-probes 100]
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Agent, request } from 'node:http';
@@ -21,6 +23,7 @@ import { mkdtempSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { defaultMaxPerHour } from '../src/alerts/engine.js';
 import { Bus } from '../src/bus/bus.js';
 import { removeNamespace } from '../src/bus/namespace.js';
 import { loadConfig } from '../src/config/load.js';
@@ -37,10 +40,12 @@ const { values: args } = parseArgs({
     events: { type: 'string', default: '20000' },
     probes: { type: 'string', default: '200' },
     concurrency: { type: 'string', default: '64' },
+    'qos-probes': { type: 'string', default: '100' },
   },
 });
 const events = Number(args.events);
 const probes = Number(args.probes);
+const qosProbes = Number(args['qos-probes']);
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('warn');
 
@@ -59,6 +64,7 @@ const server = http.createServer((req, res) => {
     count++;
     if (req.url === '/probe') process.send({ probe: req.headers['x-service-delivery'], at: Date.now() });
     if (req.url === '/detect') process.send({ detect: JSON.parse(Buffer.concat(chunks).toString()).data.content_id, at: Date.now() });
+    if (req.url === '/qos') process.send({ qos: JSON.parse(Buffer.concat(chunks).toString()).data.region, at: Date.now() });
     res.writeHead(200).end();
   });
 });
@@ -222,7 +228,8 @@ try {
     `latency (publishWebhookEvent → received), ${latencies.length}/${probes} probes: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${latencies.at(-1)} ms`,
   );
 
-  // Detection to delivery, through the roles that carry an alert.
+  // Detection to delivery, through the roles that carry an alert. A tenant's alerts of one category past
+  // `defaultMaxPerHour` in an hour are summed into one summary alert: the probes are spread over tenants of that many.
   const config = loadConfig({
     overrides: {
       nats_url: natsUrl,
@@ -234,44 +241,113 @@ try {
   });
   roles = await startModules(registry, ['ingest', 'aggregate', 'alerts'], new Services(config, log));
   const ingestUrl = `http://127.0.0.1:${roles.services.listeners.get('ingest')!.port}/v1/ingest/events`;
-  const key = await control.apiKeys.create({ tenant: 'bench', name: 'bench', environment: 'production' });
-  await control.webhooks.create('bench', {
-    url: `http://127.0.0.1:${port}/detect`,
-    categories: ['content.new_release_detected'],
-  });
+  const keys: string[] = [];
+  for (let k = 0; k < Math.ceil(Math.max(probes, qosProbes) / defaultMaxPerHour); k++) {
+    const slug = `probe-${k}`;
+    await control.createTenant({
+      slug,
+      name: `Probe ${k}`,
+      plan: 'enterprise',
+      ownerEmail: `owner@${slug}.test`,
+      ownerPassword: 'correct horse battery',
+    });
+    keys.push((await control.apiKeys.create({ tenant: slug, name: 'bench', environment: 'production' })).key);
+    await control.webhooks.create(slug, {
+      url: `http://127.0.0.1:${port}/detect`,
+      categories: ['content.new_release_detected'],
+    });
+    await control.webhooks.create(slug, { url: `http://127.0.0.1:${port}/qos`, categories: ['qos.error_spike'] });
+  }
+  const keyOf = (probe: number): string => keys[Math.floor(probe / defaultMaxPerHour)]!;
+  const ingest = async (key: string, events: Array<Record<string, unknown>>): Promise<void> => {
+    for (;;) {
+      const r = await fetch(ingestUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key },
+        // With its clock, so that events of past minutes keep their times (CONTRACT §4 "Timestamps").
+        body: JSON.stringify({ sent_at: new Date().toISOString(), events }),
+      });
+      if (r.status === 200) return;
+      // Shed under load: wait as told and send it again.
+      if (r.status !== 429 && r.status !== 503) throw new Error(`ingest answered ${r.status}: ${await r.text()}`);
+      await new Promise((w) => setTimeout(w, 1000 * Number(r.headers.get('retry-after') ?? 1)));
+    }
+  };
+  /** Probes by their key in the receiver's report, and the delays measured. */
+  const measure = (kind: 'detect' | 'qos'): { posted: Map<string, number>; delays: number[] } => {
+    const posted = new Map<string, number>();
+    const delays: number[] = [];
+    child.on('message', (m: { detect?: string; qos?: string; at?: number }) => {
+      const probe = m[kind];
+      const t0 = probe ? posted.get(probe) : undefined;
+      if (t0 !== undefined && m.at !== undefined) delays.push(m.at - t0);
+    });
+    return { posted, delays };
+  };
+  const report = async (what: string, delays: number[], expected: number): Promise<void> => {
+    const until = Date.now() + 15_000;
+    while (delays.length < expected && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    delays.sort((a, b) => a - b);
+    console.log(
+      `${what}, ${delays.length}/${expected} alerts: p50 ${pct(delays, 50)} ms, p99 ${pct(delays, 99)} ms, max ${delays.at(-1)} ms`,
+    );
+  };
   await new Promise((r) => setTimeout(r, 1000));
-  const posted = new Map<string, number>();
-  const detected: number[] = [];
-  child.on('message', (m: { detect?: string; at?: number }) => {
-    const t0 = m.detect ? posted.get(m.detect) : undefined;
-    if (t0 !== undefined && m.at !== undefined) detected.push(m.at - t0);
-  });
+  const releases = measure('detect');
   const sends: Array<Promise<unknown>> = [];
   for (let i = 0; i < probes; i++) {
     const title = `premiere-${i}`;
-    const body = JSON.stringify({
-      events: [
-        {
-          event_type: 'play_start',
-          ts: new Date().toISOString(),
-          session_id: `s-${i}`,
-          anonymous_id: `a-${i}`,
-          content_id: title,
-        },
-      ],
-    });
-    posted.set(title, Date.now());
-    sends.push(
-      fetch(ingestUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body }),
-    );
+    const event = {
+      event_type: 'play_start',
+      ts: new Date().toISOString(),
+      session_id: `s-${i}`,
+      anonymous_id: `a-${i}`,
+    };
+    releases.posted.set(title, Date.now());
+    sends.push(ingest(keyOf(i), [{ ...event, content_id: title }]));
     await new Promise((r) => setTimeout(r, 25));
   }
   await Promise.all(sends);
-  const until = Date.now() + 15_000;
-  while (detected.length < probes && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-  detected.sort((a, b) => a - b);
-  console.log(
-    `detection to delivery (ingest POST → webhook received), ${detected.length}/${probes} alerts: p50 ${pct(detected, 50)} ms, p99 ${pct(detected, 99)} ms, max ${detected.at(-1)} ms`,
+  await report('detection to delivery (ingest POST → webhook received)', releases.delays, probes);
+
+  // The same for a QoS alert, which is raised once every shard has reported its part of the data (docs/alerts.md
+  // "Incidents"). Each probe is a region of its own: 30 sessions playing without error for 33 minutes, sent
+  // beforehand (minutes too old to raise anything, which feed the baseline), then one batch of their current minute
+  // in which half of them fail. The sessions are spread over the shards as ingest routes them.
+  const sessions = 30;
+  const minute = 60_000;
+  const qosEvent = (probe: number, s: number, type: string, ts: number, fatal = false): Record<string, unknown> => ({
+    event_type: type,
+    ts: new Date(ts).toISOString(),
+    session_id: `q${probe}-${s}`,
+    anonymous_id: `qa${probe}-${s}`,
+    content_id: 'qos-bench',
+    context: { region: `Bench ${probe}`, country: 'IN' },
+    ...(fatal && { properties: { fatal: true, code: 'BENCH_FATAL' } }),
+  });
+  const qosStart = Date.now();
+  for (let probe = 0; probe < qosProbes; probe++) {
+    const baseline: Array<Record<string, unknown>> = [];
+    for (let s = 0; s < sessions; s++) {
+      baseline.push(qosEvent(probe, s, 'play_start', qosStart - 33 * minute + s * 1000));
+      for (let m = 32; m >= 1; m--) baseline.push(qosEvent(probe, s, 'heartbeat', qosStart - m * minute + s * 1000));
+    }
+    for (let i = 0; i < baseline.length; i += 500) await ingest(keyOf(probe), baseline.slice(i, i + 500));
+  }
+  await new Promise((r) => setTimeout(r, 5000));
+  const spikes = measure('qos');
+  for (let probe = 0; probe < qosProbes; probe++) {
+    const now = Date.now();
+    const batch = Array.from({ length: sessions }, (_, s) => qosEvent(probe, s, 'heartbeat', now));
+    for (let s = 0; s < sessions / 2; s++) batch.push(qosEvent(probe, s, 'error', now, true));
+    spikes.posted.set(`Bench ${probe}`, now);
+    await ingest(keyOf(probe), batch);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  await report(
+    `QoS detection to delivery (ingest POST → error spike's webhook, ${config.shards} shards)`,
+    spikes.delays,
+    qosProbes,
   );
 } finally {
   await roles?.stop();
