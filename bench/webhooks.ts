@@ -43,9 +43,19 @@ const { values: args } = parseArgs({
     'qos-probes': { type: 'string', default: '100' },
   },
 });
-const events = Number(args.events);
-const probes = Number(args.probes);
-const qosProbes = Number(args['qos-probes']);
+/** A count from the command line: a whole number, 1 or more, or the usage and exit 2. */
+function count(name: keyof typeof args): number {
+  const n = Number(args[name]);
+  if (Number.isInteger(n) && n >= 1) return n;
+  console.error(
+    `--${name} must be a whole number, 1 or more, got ${JSON.stringify(args[name])}\n\nusage: npm run bench:webhooks -- [--events 20000] [--probes 200] [--concurrency 64] [--qos-probes 100]`,
+  );
+  process.exit(2);
+}
+const events = count('events');
+const probes = count('probes');
+const concurrency = count('concurrency');
+const qosProbes = count('qos-probes');
 const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('warn');
 
@@ -144,7 +154,7 @@ try {
   service = await WebhookService.start(bus, control, mailer, log, {
     allowHosts: ['127.0.0.0/8'],
     dashboardUrl: 'http://127.0.0.1:8080',
-    concurrency: Number(args.concurrency),
+    concurrency,
   });
   const logged = async (): Promise<number> => (await bus.jsm.streams.info(bus.names.webhookLogStream)).state.messages;
   // The log keeps 200 per endpoint, so count what the log stream has ever taken (its last sequence).
@@ -156,7 +166,7 @@ try {
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const got = await received(child);
   console.log(
-    `throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${args.concurrency})`,
+    `throughput: ${events} events → ${got} deliveries received, ${await lastLogSeq()} attempts logged (${await logged()} kept) in ${seconds.toFixed(2)} s = ${Math.round(events / seconds)} deliveries/s (concurrency ${concurrency})`,
   );
   // Per CPU-second of this process (the webhooks role, and this loop's polls): what one core would do were the
   // role alone on it, whatever else the machine runs (NATS, the receiver, other work).
@@ -190,7 +200,7 @@ try {
   let sent = 0;
   const bareStarted = performance.now();
   await Promise.all(
-    Array.from({ length: Number(args.concurrency) }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (sent < events) {
         sent++;
         await post();
@@ -200,7 +210,7 @@ try {
   agent.destroy();
   const bare = events / ((performance.now() - bareStarted) / 1000);
   console.log(
-    `bare POSTs (node:http keep-alive agent, ${args.concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${((events / seconds / bare) * 100).toFixed(0)}% of it`,
+    `bare POSTs (node:http keep-alive agent, ${concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${((events / seconds / bare) * 100).toFixed(0)}% of it`,
   );
 
   // Latency: probes to a second endpoint.
