@@ -269,13 +269,13 @@ try {
     await control.webhooks.create(slug, { url: `http://127.0.0.1:${port}/qos`, categories: ['qos.error_spike'] });
   }
   const keyOf = (probe: number): string => keys[Math.floor(probe / defaultMaxPerHour)]!;
-  const ingest = async (key: string, events: Array<Record<string, unknown>>): Promise<void> => {
+  const ingest = async (key: string, batch: Array<Record<string, unknown>>): Promise<void> => {
     for (;;) {
       const r = await fetch(ingestUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': key },
         // With its clock, so that events of past minutes keep their times (CONTRACT §4 "Timestamps").
-        body: JSON.stringify({ sent_at: new Date().toISOString(), events }),
+        body: JSON.stringify({ sent_at: new Date().toISOString(), events: batch }),
       });
       if (r.status === 200) return;
       // Shed under load: wait as told and send it again.
