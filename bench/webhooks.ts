@@ -213,30 +213,41 @@ try {
     `bare POSTs (node:http keep-alive agent, ${concurrency} at once, same receiver): ${Math.round(bare)}/s; deliveries run at ${((events / seconds / bare) * 100).toFixed(0)}% of it`,
   );
 
+  /** Probes by their key in the receiver's report (`kind`), when each was sent, and the delays measured. */
+  const measure = (kind: 'probe' | 'detect' | 'qos'): { posted: Map<string, number>; delays: number[] } => {
+    const posted = new Map<string, number>();
+    const delays: number[] = [];
+    child.on('message', (m: { probe?: string; detect?: string; qos?: string; at?: number }) => {
+      const probe = m[kind];
+      const t0 = probe ? posted.get(probe) : undefined;
+      if (t0 !== undefined && m.at !== undefined) delays.push(m.at - t0);
+    });
+    return { posted, delays };
+  };
+  /** Wait up to `waitMs` for every probe, then print their p50, p99 and max. */
+  const report = async (what: string, delays: number[], expected: number, noun: string, waitMs: number) => {
+    const until = Date.now() + waitMs;
+    while (delays.length < expected && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    delays.sort((a, b) => a - b);
+    console.log(
+      `${what}, ${delays.length}/${expected} ${noun}: p50 ${pct(delays, 50)} ms, p99 ${pct(delays, 99)} ms, max ${delays.at(-1)} ms`,
+    );
+  };
+
   // Latency: probes to a second endpoint.
   await control.webhooks.update('bench', ep.id, { categories: ['billing.churn_spike'] });
   await control.webhooks.create('bench', { url: `http://127.0.0.1:${port}/probe`, categories: ['qos.error_spike'] });
   await new Promise((r) => setTimeout(r, 300));
-  const sentAt = new Map<string, number>();
-  const latencies: number[] = [];
   const { deliveryId } = await import('../src/contracts/webhook-events.js');
   const probeEndpoint = (await control.webhooks.list('bench')).find((e) => e.url.endsWith('/probe'))!;
-  child.on('message', (m: { probe?: string; at?: number }) => {
-    const t0 = m.probe ? sentAt.get(m.probe) : undefined;
-    if (t0 !== undefined && m.at !== undefined) latencies.push(m.at - t0);
-  });
+  const published = measure('probe');
   for (let i = 0; i < probes; i++) {
     const e = { ...event(), type: 'qos.error_spike' };
-    sentAt.set(deliveryId(e.id, probeEndpoint.id), Date.now());
+    published.posted.set(deliveryId(e.id, probeEndpoint.id), Date.now());
     await publishWebhookEvent(bus, e);
     await new Promise((r) => setTimeout(r, 20));
   }
-  const deadline = Date.now() + 10_000;
-  while (latencies.length < probes && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  latencies.sort((a, b) => a - b);
-  console.log(
-    `latency (publishWebhookEvent → received), ${latencies.length}/${probes} probes: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${latencies.at(-1)} ms`,
-  );
+  await report('latency (publishWebhookEvent → received)', published.delays, probes, 'probes', 10_000);
 
   // Detection to delivery, through the roles that carry an alert. A tenant's alerts of one category past
   // `defaultMaxPerHour` in an hour are summed into one summary alert: the probes are spread over tenants of that many.
@@ -283,25 +294,6 @@ try {
       await new Promise((w) => setTimeout(w, 1000 * Number(r.headers.get('retry-after') ?? 1)));
     }
   };
-  /** Probes by their key in the receiver's report, and the delays measured. */
-  const measure = (kind: 'detect' | 'qos'): { posted: Map<string, number>; delays: number[] } => {
-    const posted = new Map<string, number>();
-    const delays: number[] = [];
-    child.on('message', (m: { detect?: string; qos?: string; at?: number }) => {
-      const probe = m[kind];
-      const t0 = probe ? posted.get(probe) : undefined;
-      if (t0 !== undefined && m.at !== undefined) delays.push(m.at - t0);
-    });
-    return { posted, delays };
-  };
-  const report = async (what: string, delays: number[], expected: number): Promise<void> => {
-    const until = Date.now() + 15_000;
-    while (delays.length < expected && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-    delays.sort((a, b) => a - b);
-    console.log(
-      `${what}, ${delays.length}/${expected} alerts: p50 ${pct(delays, 50)} ms, p99 ${pct(delays, 99)} ms, max ${delays.at(-1)} ms`,
-    );
-  };
   await new Promise((r) => setTimeout(r, 1000));
   const releases = measure('detect');
   const sends: Array<Promise<unknown>> = [];
@@ -318,7 +310,7 @@ try {
     await new Promise((r) => setTimeout(r, 25));
   }
   await Promise.all(sends);
-  await report('detection to delivery (ingest POST → webhook received)', releases.delays, probes);
+  await report('detection to delivery (ingest POST → webhook received)', releases.delays, probes, 'alerts', 15_000);
 
   // The same for a QoS alert, which is raised once every shard has reported its part of the data (docs/alerts.md
   // "Incidents"). Each probe is a region of its own: 30 sessions playing without error for 33 minutes, sent
@@ -358,6 +350,8 @@ try {
     `QoS detection to delivery (ingest POST → error spike's webhook, ${config.shards} shards)`,
     spikes.delays,
     qosProbes,
+    'alerts',
+    15_000,
   );
 } finally {
   await roles?.stop();
