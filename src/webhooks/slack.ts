@@ -1,3 +1,4 @@
+import { cohortMeasure } from '../contracts/alert-cohort.js';
 import type { WebhookEvent } from '../contracts/webhook-events.js';
 
 const titles: Record<string, string> = {
@@ -33,7 +34,6 @@ function rates(data: Record<string, unknown>): string | null {
   const pairs: Array<[string, string, string]> = [
     ['current_rate', 'baseline_rate', ' %'],
     ['current_p50_ms', 'baseline_p50_ms', ' ms'],
-    ['current_mean_ms', 'baseline_mean_ms', ' ms'],
     ['current_pct', 'baseline_pct', ' %'],
     ['cancellations', 'baseline', ''],
   ];
@@ -51,7 +51,8 @@ function cause(data: Record<string, unknown>): { name: string; words: string } |
   if (typeof c !== 'object' || c === null) return null;
   const { dimension, value, share } = c as Record<string, unknown>;
   if (typeof dimension !== 'string' || typeof value !== 'string') return null;
-  const moved = rates(c as Record<string, unknown>);
+  const m = cohortMeasure(c as Record<string, unknown>);
+  const moved = m && `${num(m.now)}${m.unit} (baseline ${num(m.before)}${m.unit})`;
   const name = `${slackText(dimension.replace('_', ' '))} ${slackText(value)}`;
   return {
     name,

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { cohortMeasure } from '../../src/contracts/alert-cohort.js';
 import { thresholdsProblem, loadThresholds } from '../../src/metric/thresholds.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { detect, type Raised } from '../../bench/simulator/detect.js';
@@ -132,6 +133,34 @@ t.test('a startup regression in one region is alerted once, within 2 minutes', a
   ]);
 });
 
+t.test('a startup regression of one app version is named by it, with its mean startup now and before', async (t) => {
+  // Two sessions in three run 5.13.0, so its slow startups move the region's median; the other version's do not move.
+  const a: Audience = {
+    ...audience(),
+    appVersions: ['5.12.0', '5.13.0', '5.13.0'],
+    conditions: (ts, region, _pop, app) =>
+      region === 'Karnataka' && app === '5.13.0' && ts >= t0 + 40 * minute && ts < t0 + 48 * minute
+        ? { ...normal, startupMs: 2600 }
+        : normal,
+  };
+  const alerts = of(detect(playback(a, t0, t0 + 55 * minute)).raised, 'qos.startup_regression');
+  t.equal(alerts.length, 1);
+  const r = alerts[0]!;
+  t.ok(r.at - (t0 + 40 * minute) <= 2 * minute, `raised ${(r.at - t0 - 40 * minute) / 1000} s after it began`);
+  t.equal(r.row.title, 'Startup time regression in Karnataka, mostly app version 5.13.0');
+  const c = r.row.data.cohort as Record<string, unknown>;
+  t.match(c, { dimension: 'app_version', value: '5.13.0' });
+  t.same(Object.keys(c).sort(), ['baseline_mean_ms', 'current_mean_ms', 'dimension', 'share', 'startups', 'value']);
+  t.ok((c.share as number) >= 0.8, `it holds ${String(c.share)} of the added startup time`);
+  t.ok((c.current_mean_ms as number) >= 2 * (c.baseline_mean_ms as number), JSON.stringify(c));
+  t.match(r.row.description, /app version 5\.13\.0/);
+  t.same(
+    cohortMeasure(c),
+    { now: c.current_mean_ms, before: c.baseline_mean_ms, unit: ' ms', what: 'mean startup' },
+    'Slack and the dashboard read its mean startup',
+  );
+});
+
 t.test('an error spike in one region is alerted within 2 minutes, once, with its top error code', async (t) => {
   const failing = injected(40, 48, (region) => region === 'Maharashtra', { fatalChance: 0.4 });
   const { raised } = detect(playback(audience(failing), t0, t0 + 55 * minute));
@@ -177,6 +206,11 @@ t.test(
     const cohort = e[0]!.row.data.cohort as { share: number; current_rate: number; baseline_rate: number };
     t.ok(cohort.share >= 0.8, `it holds ${cohort.share} of the failed sessions`);
     t.ok(cohort.current_rate > 5 * cohort.baseline_rate);
+    t.same(
+      cohortMeasure(cohort),
+      { now: cohort.current_rate, before: cohort.baseline_rate, unit: ' %', what: '' },
+      'Slack and the dashboard read its rates',
+    );
     // In a quiet region the region's 2-minute window holds first (the same errors, tested at 10⁻⁶ where a cohort's are
     // at 10⁻⁷), and its alert names the cohort; a cohort alone in a noisy region: pipelines/qos/qos.test.ts.
     t.equal(e[0]!.row.title, 'Playback error spike in Maharashtra, mostly app version 5.13.0');
@@ -370,6 +404,11 @@ t.test('a completion drop on one title fires once', async (t) => {
     JSON.stringify(cohort),
   );
   t.ok((cohort.sessions as number) > 50);
+  t.same(
+    cohortMeasure(cohort),
+    { now: cohort.current_pct, before: cohort.baseline_pct, unit: ' %', what: 'completion' },
+    'Slack and the dashboard read its completion',
+  );
   t.match(regional[0]!.row.title, /^Completion drop: Title c4, mostly region Kerala$/);
   t.match(regional[0]!.row.description, /region Kerala holds \d+ % of the drop/);
 });

@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { cohortMeasure } from '../../contracts/alert-cohort.js';
 import { ApiError, api, can } from '../api.js';
 import { Button } from '../components/button.js';
 import { Badge } from '../components/card.js';
@@ -19,14 +20,12 @@ type StateFilter = 'all' | 'open' | 'acknowledged';
 function cohortWords(data: Record<string, unknown>): string | null {
   const c = data.cohort as Record<string, unknown> | null | undefined;
   if (!c || typeof c.dimension !== 'string' || typeof c.value !== 'string') return null;
-  const [now, before, unit] =
-    typeof c.current_mean_ms === 'number'
-      ? [c.current_mean_ms, c.baseline_mean_ms, ' ms mean startup']
-      : typeof c.current_pct === 'number'
-        ? [c.current_pct, c.baseline_pct, ' % completion']
-        : [c.current_rate, c.baseline_rate, ' %'];
+  const m = cohortMeasure(c);
   const share = typeof c.share === 'number' ? `${Math.round(c.share * 100)} % of it` : '';
-  return `${c.dimension.replace('_', ' ')} ${c.value}: ${share}, ${String(now)}${unit} against ${String(before)}${unit} before`;
+  const moved = m ? `${m.now}${m.unit}${m.what && ` ${m.what}`} against ${m.before}${m.unit} before` : '';
+  const name = `${c.dimension.replace('_', ' ')} ${c.value}`;
+  const facts = [share, moved].filter(Boolean).join(', ');
+  return facts ? `${name}: ${facts}` : name;
 }
 
 /** The metric per minute around the alert's start (`data.series`), as chart points. */
