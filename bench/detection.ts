@@ -4,15 +4,16 @@
 
 import { parseArgs } from 'node:util';
 import { DetectionRun, wireOf } from './simulator/detect.js';
-import { dayAudience, incidentDay, steadyDay } from './simulator/day.js';
+import { dayAudience, dayShapes, incidentDay, steadyDay, type DayShape } from './simulator/day.js';
 import { Fleet, type Incident, type IncidentKind } from './simulator/fleet.js';
 import type { OracleEvent } from './simulator/oracle.js';
 import { positive, UsageError } from './simulator/incidents.js';
 import { effective, loadThresholds, thresholdsProblem, type Thresholds } from '../src/metric/thresholds.js';
 
-const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--viewers 2000] [--hours 24] [--from 0] [--seed 1]
+const usage = `usage: npm run bench:detection -- [--day steady|incidents] [--shape weekday|match] [--viewers 2000] [--hours 24] [--from 0] [--seed 1]
        [--noise 0.15] [--blips 2] [--per-kind 20] [--near-misses 10]
        [--thresholds '{"qos.error_spike":{"max_chance":1e-5}}'] [--shards 1] [--lag-ms 0]
+--shape: the audience's day, a weekday's or a weekend's double-header of matches (15:00-19:00 and 19:00-23:00 IST);
 --viewers: concurrent viewers at the evening peak; --from: the IST hour the run starts at, in the same day's world
 (a span of a large audience's day, e.g. --from 18 --hours 4 for its evening peak); --noise: minute-to-minute drift of each region's levels;
 --blips: short sub-threshold rises per simulated hour; --per-kind / --near-misses: incidents of each kind on the
@@ -167,6 +168,7 @@ function main(): void {
   const { values } = parseArgs({
     options: {
       day: { type: 'string', default: 'steady' },
+      shape: { type: 'string', default: 'weekday' },
       'per-kind': { type: 'string', default: '20' },
       'near-misses': { type: 'string', default: '10' },
       viewers: { type: 'string', default: '2000' },
@@ -201,8 +203,11 @@ function main(): void {
   const overrides = values.thresholds === undefined ? undefined : thresholdsOf(values.thresholds, defaults);
   if (values.day !== 'steady' && values.day !== 'incidents')
     throw new UsageError(`--day must be steady or incidents, got ${JSON.stringify(values.day)}`);
-  // 00:00 IST of a weekday, and the run's start in it. The world is the day's from midnight, so a span of it has the
-  // levels and blips the whole day has there.
+  if (!Object.hasOwn(dayShapes, values.shape))
+    throw new UsageError(`--shape must be ${Object.keys(dayShapes).join(' or ')}, got ${JSON.stringify(values.shape)}`);
+  const shape = values.shape as DayShape;
+  // 00:00 IST of the simulated day, and the run's start in it. The world is the day's from midnight, so a span of it
+  // has the levels and blips the whole day has there.
   const startAt = Date.UTC(2026, 10, 23, 18, 30) + fromMs;
   const durationMs = Math.round(hours * 3_600_000);
   const day = steadyDay({ seed, noise, blipsPerHour: blips, hours: fromHour + hours });
@@ -222,7 +227,7 @@ function main(): void {
     durationMs,
     seed,
     incidents,
-    audience: (x) => dayAudience(fromHour + x * hours),
+    audience: (x) => dayAudience(fromHour + x * hours, shape),
     levels: fromMs === 0 ? day.levels : (t, region, pop, device) => day.levels(t + fromMs, region, pop, device),
     leaveAtEnd: false,
   });
@@ -343,6 +348,7 @@ function main(): void {
   for (const r of falseAlerts) byCategory.set(r.category, (byCategory.get(r.category) ?? 0) + 1);
   const out = {
     day: values.day,
+    shape,
     viewers,
     hours,
     from_hour: fromHour,

@@ -24,15 +24,55 @@ const weekday: ReadonlyArray<readonly [number, number]> = [
   [24, 0.3],
 ];
 
-/** The audience at `hour` ∈ [0, 24) of IST, as a share of the evening peak. */
-export function dayAudience(hour: number): number {
+/**
+ * A weekend's double-header (IPL on a Sunday): a later, higher day; the afternoon match from its toss at 15:00, an
+ * innings break at 17:15, the last overs to 19:00 and most of its audience gone by 19:15; the evening match's toss at
+ * 19:00, its innings break at 21:15, the peak in the chase and the audience leaving at 23:00. The fleet follows the
+ * curve within about 20 s, so a match's end is a wave of sessions closing and a toss a wave of startups.
+ */
+const matchDay: ReadonlyArray<readonly [number, number]> = [
+  [0, 0.3],
+  [2, 0.12],
+  [5, 0.05],
+  [7, 0.1],
+  [9, 0.3],
+  [11, 0.42],
+  [13, 0.5],
+  [15, 0.5],
+  [15.5, 0.75],
+  [17.2, 0.8],
+  [17.3, 0.62],
+  [17.6, 0.62],
+  [17.75, 0.82],
+  [18.75, 0.9],
+  [19, 0.9],
+  [19.25, 0.6],
+  [19.5, 0.7],
+  [20, 0.95],
+  [21.2, 0.95],
+  [21.3, 0.75],
+  [21.6, 0.75],
+  [21.75, 0.95],
+  [22.75, 1],
+  [23, 1],
+  [23.25, 0.45],
+  [24, 0.3],
+];
+
+/** The day's shapes: `weekday` (the default) and `match`, a weekend's double-header. */
+export const dayShapes = { weekday, match: matchDay } as const;
+export type DayShape = keyof typeof dayShapes;
+
+/** The audience at `hour` ∈ [0, 24) of IST, as a share of the evening peak, on a day of `shape`. */
+export function dayAudience(hour: number, shape: DayShape = 'weekday'): number {
+  const curve = dayShapes[shape];
   const h = ((hour % 24) + 24) % 24;
-  for (let i = 1; i < weekday.length; i++) {
-    const [h1, y1] = weekday[i]!;
-    const [h0, y0] = weekday[i - 1]!;
+  for (let i = 1; i < curve.length; i++) {
+    const [h1, y1] = curve[i]!;
+    const [h0, y0] = curve[i - 1]!;
     if (h <= h1) return y0 + ((y1 - y0) * (h - h0)) / (h1 - h0);
   }
-  return weekday[weekday.length - 1]![1];
+  return curve[curve.length - 1]![1];
 }
 
 /** A short rise of one region's levels that stays under the detectors' thresholds. */

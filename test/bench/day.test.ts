@@ -16,6 +16,16 @@ t.test('the audience of a day: a night trough, prime time at 21:00 IST', async (
   t.equal(dayAudience(24 + 21), 1, 'a day repeats');
 });
 
+t.test("a weekend's double-header: a higher day, two matches, a wave at each toss and each end", async (t) => {
+  t.equal(dayAudience(22.9, 'match'), 1, 'the peak in the evening chase');
+  t.ok(dayAudience(13, 'match') > dayAudience(13), 'a weekend afternoon is watched more than a weekday one');
+  t.ok(dayAudience(17.45, 'match') < dayAudience(17.1, 'match') - 0.1, 'the innings break');
+  t.ok(dayAudience(19.25, 'match') < 0.7 * dayAudience(19, 'match'), 'a third leave within 15 minutes of the end');
+  t.ok(dayAudience(20, 'match') > 1.5 * dayAudience(19.25, 'match'), 'and the evening match gathers them again');
+  t.ok(dayAudience(23.25, 'match') < 0.5, 'the evening match ends');
+  t.equal(dayAudience(0, 'match'), dayAudience(24, 'match'), 'a day repeats');
+});
+
 t.test('levels differ by place and minute, the same for the same seed, and blips stay short', async (t) => {
   const a = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
   const b = steadyDay({ seed: 3, noise: 0.15, blipsPerHour: 2, hours: 24 });
@@ -30,30 +40,40 @@ t.test('levels differ by place and minute, the same for the same seed, and blips
   t.ok(a.blips.every((x) => x.length <= 3 * 60_000 && x.factor < 1.6));
 });
 
-t.test('two steady hours of the day simulator raise no QoS or billing alert', async (t) => {
-  const startAt = Date.UTC(2026, 10, 23, 12, 30);
-  const day = steadyDay({ seed: 2, noise: 0.15, blipsPerHour: 2, hours: 2 });
-  const fleet = new Fleet({
-    tenant: 'acme',
-    viewers: 600,
-    startAt,
-    durationMs: 2 * hour,
-    seed: 2,
-    incidents: [],
-    audience: (x) => dayAudience(18 + 2 * x),
-    levels: day.levels,
-  });
-  const events = fleet.advance(startAt + 2 * hour + 60_000).flatMap((d) => {
-    const last = Math.max(...d.events.map((e) => e.ts));
-    return d.events.map((e) => wireOf(e, last + 300));
-  });
-  const { raised } = detect(events.sort((x, y) => x.received_at - y.received_at));
-  t.same(
-    raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`),
-    [],
+// The weekday's evening, and the match day's from the afternoon match's last overs through its end (a third of the
+// audience leaving in 15 minutes) to the evening match's toss and first hour.
+for (const [shape, from, clock] of [
+  ['weekday', 18, '18:00'],
+  ['match', 18.5, '18:30'],
+] as const) {
+  t.test(
+    `two steady hours of the day simulator raise no QoS or billing alert: ${shape}, from ${clock} IST`,
+    async (t) => {
+      const startAt = Date.UTC(2026, 10, 23, 18, 30) + from * hour;
+      const day = steadyDay({ seed: 2, noise: 0.15, blipsPerHour: 2, hours: 2 });
+      const fleet = new Fleet({
+        tenant: 'acme',
+        viewers: 600,
+        startAt,
+        durationMs: 2 * hour,
+        seed: 2,
+        incidents: [],
+        audience: (x) => dayAudience(from + 2 * x, shape),
+        levels: day.levels,
+      });
+      const events = fleet.advance(startAt + 2 * hour + 60_000).flatMap((d) => {
+        const last = Math.max(...d.events.map((e) => e.ts));
+        return d.events.map((e) => wireOf(e, last + 300));
+      });
+      const { raised } = detect(events.sort((x, y) => x.received_at - y.received_at));
+      t.same(
+        raised.filter((r) => r.category !== 'content.new_release_detected').map((r) => `${r.category}: ${r.row.title}`),
+        [],
+      );
+      t.equal(raised.length, 4, 'each title of the catalogue is new once');
+    },
   );
-  t.equal(raised.length, 4, 'each title of the catalogue is new once');
-});
+}
 
 t.test('the incident day: incidents and near misses of each kind, seeded, apart in one scope', async (t) => {
   const day = incidentDay({ seed: 4, hours: 24, perKind: 20, nearMisses: 10 });
