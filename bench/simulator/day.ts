@@ -26,9 +26,10 @@ const weekday: ReadonlyArray<readonly [number, number]> = [
 
 /**
  * A weekend's double-header (IPL on a Sunday): a later, higher day; the afternoon match from its toss at 15:00, an
- * innings break at 17:15, the last overs to 19:00 and a third of the audience gone by 19:15; the evening match from
- * 19:15, its innings break at 21:15, the peak in the chase and the audience leaving at 23:00. The fleet follows the
- * curve within about 20 s, so a match's end is a wave of sessions closing and a toss a wave of startups.
+ * innings break at 17:15, the last overs to 19:00 and a third of the audience gone by 19:15; the evening match's toss
+ * at 19:00 bringing them back from 19:15, its innings break at 21:15, the peak in the chase and the audience leaving
+ * at 23:00. The fleet follows the curve within about 20 s, so a match's end is a wave of sessions closing and a toss
+ * a wave of startups.
  */
 const matchDay: ReadonlyArray<readonly [number, number]> = [
   [0, 0.3],
