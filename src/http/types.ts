@@ -5,6 +5,13 @@ import type { Result } from '../result.js';
 
 export type BodyResult = Result<Buffer, 'too_large' | 'aborted'>;
 
+/**
+ * A body over the cap is read to its end and dropped, up to this many times the listener's cap, before the 413 is
+ * sent: a client that is still writing when the server closes gets a reset (EPIPE) in place of the answer, and
+ * retries what it should not. Past it the connection is cut (docs/errors.md "Bodies over the cap").
+ */
+export const drainFactor = 8;
+
 /** What an engine hands to the dispatcher: everything read synchronously from the native request. */
 export interface RawRequest {
   method: string;
@@ -24,7 +31,7 @@ export interface HttpRequest {
   readonly remoteAddress: string;
   readonly requestId: string;
   header(lowerCaseName: string): string | undefined;
-  /** The body, at most the listener's cap; too_large means it was not read to the end. */
+  /** The body, at most the listener's cap; too_large means it was dropped (drained up to `drainFactor` caps). */
   body(): Promise<BodyResult>;
   isAborted(): boolean;
 }

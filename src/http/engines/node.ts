@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  drainFactor,
   FileBody,
   type BodyResult,
   type Engine,
@@ -17,33 +18,38 @@ import {
 import { normaliseAddress } from '../address.js';
 import { fail, ok } from '../../result.js';
 
-function readBody(req: IncomingMessage, max: number): Promise<BodyResult> {
+/** The body up to `max`; past it, read and dropped up to `drainLimit` so the 413 reaches the client (`drainFactor`). */
+function readBody(req: IncomingMessage, max: number, drainLimit: number): Promise<BodyResult> {
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (Number.isFinite(declared) && declared > max) return Promise.resolve(fail('too_large'));
+  if (Number.isFinite(declared) && declared > drainLimit) return Promise.resolve(fail('too_large'));
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let overflow = Number.isFinite(declared) && declared > max;
     let settled = false;
     const settle = (r: BodyResult): void => {
       if (settled) return;
       settled = true;
       resolve(r);
     };
+    const whole = (): BodyResult => (overflow ? fail('too_large') : ok(Buffer.concat(chunks, size)));
     req.on('data', (chunk: Buffer) => {
       if (settled) return;
       size += chunk.length;
-      if (size > max) {
+      if (!overflow && size > max) {
+        overflow = true;
         chunks.length = 0;
+      }
+      if (!overflow) chunks.push(chunk);
+      else if (size > drainLimit) {
         req.pause();
         settle(fail('too_large'));
-        return;
       }
-      chunks.push(chunk);
     });
-    req.on('end', () => settle(ok(Buffer.concat(chunks, size))));
+    req.on('end', () => settle(whole()));
     req.on('aborted', () => settle(fail('aborted')));
     req.on('error', () => settle(fail('aborted')));
-    req.on('close', () => settle(req.complete ? ok(Buffer.concat(chunks, size)) : fail('aborted')));
+    req.on('close', () => settle(req.complete ? whole() : fail('aborted')));
   });
 }
 
@@ -77,7 +83,7 @@ function toRaw(req: IncomingMessage, bodyCap: number, isAborted: () => boolean):
     search: q === -1 ? '' : url.slice(q + 1),
     headers,
     remoteAddress: normaliseAddress(req.socket.remoteAddress ?? ''),
-    readBody: (max) => readBody(req, Math.min(max, bodyCap)),
+    readBody: (max) => readBody(req, Math.min(max, bodyCap), bodyCap * drainFactor),
     isAborted,
   };
 }

@@ -7,6 +7,7 @@ import type * as Uws from 'uWebSockets.js';
 import { normaliseAddress } from '../address.js';
 import { uwsBinarySha256 } from '../uws-pins.js';
 import {
+  drainFactor,
   FileBody,
   type BodyResult,
   type Engine,
@@ -180,9 +181,8 @@ function startBody(
     if (settle) settle(r);
     else early ??= r;
   };
-  // Past the cap the rest is read and dropped, so the client gets its 413 instead of a reset; past this much, a
-  // client still sending is cut off.
-  const drainLimit = bodyCap * 8;
+  // Past the cap the rest is read and dropped, so the client gets its 413 instead of a reset (`drainFactor`).
+  const drainLimit = bodyCap * drainFactor;
   const tooLarge: BodyResult = fail('too_large');
   res.onData((chunk, isLast) => {
     size += chunk.byteLength;
@@ -207,17 +207,20 @@ function startBody(
         resolve(early);
         return;
       }
-      if (Number.isFinite(declared) && declared > cap) {
-        overflow = true;
+      if (Number.isFinite(declared) && declared > drainLimit) {
         resolve(tooLarge);
         return;
       }
-      if (!overflow && size > cap) {
+      if (!overflow && (size > cap || (Number.isFinite(declared) && declared > cap))) {
         overflow = true;
         chunks.length = 0;
       }
       if (done) {
         resolve(overflow ? tooLarge : ok(Buffer.concat(chunks, size)));
+        return;
+      }
+      if (overflow && size > drainLimit) {
+        resolve(tooLarge);
         return;
       }
       settle = resolve;
