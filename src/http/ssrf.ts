@@ -52,6 +52,11 @@ export function unmapIpv4(address: string): string {
 
 export type Resolved = Result<{ address: string; family: 4 | 6 }, string>;
 
+/** Every address a host name resolves to (`dns.lookup` with `all`, in the resolver's order). */
+export type LookupAll = (host: string) => Promise<Array<{ address: string; family: number }>>;
+
+const systemLookup: LookupAll = (host) => lookup(host, { all: true, verbatim: true });
+
 /**
  * The SSRF guard: resolves a host once and answers the address to connect to, which the caller must use as is (no
  * second lookup, so DNS cannot answer differently between check and connect). `allow` (WEBHOOK_ALLOW_HOSTS) holds
@@ -64,7 +69,11 @@ export class AddressGuard {
 
   private readonly globalUnicast = new BlockList();
 
-  constructor(allow: readonly string[]) {
+  /** `resolver`: the system's by default; tests give names that resolve to each internal form. */
+  constructor(
+    allow: readonly string[],
+    private readonly resolver: LookupAll = systemLookup,
+  ) {
     for (const [net, prefix] of deniedIpv4) this.deny.addSubnet(net, prefix, 'ipv4');
     for (const [net, prefix] of deniedIpv6) this.deny.addSubnet(net, prefix, 'ipv6');
     this.globalUnicast.addSubnet('2000::', 3, 'ipv6');
@@ -79,13 +88,21 @@ export class AddressGuard {
     }
   }
 
-  /** Why an address may not be reached, or null. */
+  /**
+   * Why an address may not be reached, or null. An exemption of an IPv4 network covers that network's IPv4-mapped
+   * spelling (a socket to `::ffff:a.b.c.d` reaches a.b.c.d), not the other forms that carry it: a socket to
+   * IPv4-compatible `::7f00:1`, NAT64 or 6to4 goes to another host (a translator, a relay, wherever the IPv6 route
+   * leads), so exempting 127.0.0.0/8 for a local receiver must not open those.
+   */
   refusal(address: string): string | null {
     const a = unmapIpv4(address);
     const family = isIP(a);
     if (family === 0) return `${address} is not an IP address`;
     const type = family === 4 ? 'ipv4' : 'ipv6';
-    if (this.allowNets.check(a, type) || (a !== address && this.allowNets.check(address, 'ipv6'))) return null;
+    const words = a === address ? null : ipv6Words(address);
+    const reachesIpv4 = a === address || (words !== null && mappedIpv4(words) !== null);
+    if ((reachesIpv4 && this.allowNets.check(a, type)) || (a !== address && this.allowNets.check(address, 'ipv6')))
+      return null;
     const refused = this.deny.check(a, type) || (type === 'ipv6' && !this.globalUnicast.check(a, 'ipv6'));
     return refused ? `${address} is a loopback, private, link-local, shared, reserved or non-global address` : null;
   }
@@ -106,7 +123,7 @@ export class AddressGuard {
     if (isIP(host) !== 0) candidates = [{ address: host, family: isIP(host) }];
     else {
       try {
-        candidates = await lookup(host, { all: true, verbatim: true });
+        candidates = await this.resolver(host);
       } catch (err) {
         return fail(`DNS lookup of ${host} failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       }

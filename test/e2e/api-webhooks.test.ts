@@ -7,6 +7,7 @@ import t from 'tap';
 import { call, login } from '../helpers/api.js';
 import { eventually, makeTenant, startService } from '../helpers/env.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
+import { internalHosts } from '../helpers/internal-addresses.js';
 
 // Webhook endpoints over HTTP as a customer would use them, delivered to a real receiver by the webhooks role;
 // every answer is checked against docs/openapi.json by `call`.
@@ -64,13 +65,13 @@ t.test('create, list, get, update; secrets only at creation and rotation', async
 });
 
 t.test('an internal address is refused when the endpoint is created or changed, not only at delivery', async (t) => {
-  const internal = [
-    'http://10.0.0.1/hook',
-    'http://169.254.169.254/latest/meta-data/',
-    'http://[::ffff:0:a00:1]/',
-    'http://[2002:a9fe:a9fe::1]/',
-    'http://[fec0::1]/',
-  ];
+  // Every textual form (issue 60: `[::7f00:1]`, IPv4-compatible 127.0.0.1, was taken). This service exempts
+  // 127.0.0.0/8 for its receiver, which covers 127.0.0.1 however IPv4 spells it and its IPv4-mapped form (a socket to
+  // either reaches it), and no other form that carries it: IPv4-compatible, NAT64 and 6to4 reach other hosts.
+  const exempted = new Set(['127.0.0.1', '2130706433', '0x7f000001', '0177.0.0.1', '127.1', '[::ffff:127.0.0.1]']);
+  exempted.add('[::ffff:7f00:1]');
+  const internal = internalHosts.filter(([, host]) => !exempted.has(host)).map(([, host]) => `http://${host}/hook`);
+  t.ok(internal.includes('http://[::7f00:1]/hook') && internal.includes('http://[64:ff9b::7f00:1]/hook'));
   for (const url of internal) {
     const r = await create({ url, categories: ['qos.error_spike'] });
     t.equal(r.status, 400, url);
@@ -83,6 +84,10 @@ t.test('an internal address is refused when the endpoint is created or changed, 
     body: { url: 'http://192.168.1.10/hook' },
   });
   t.equal(moved.status, 400, 'nor can an endpoint be moved to one');
+  for (const url of internal) {
+    const r = await call(base, 'PATCH', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner, body: { url } });
+    t.equal(r.status, 400, `nor moved to ${url}`);
+  }
   const kept = await call(base, 'GET', `/v1/webhooks/${String(unresolved.json.id)}`, { token: owner });
   t.equal(kept.json.url, 'https://no-such-host.invalid/hook');
   t.equal(

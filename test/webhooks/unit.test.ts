@@ -14,6 +14,7 @@ import { deliveryHeaders, signature } from '../../src/webhooks/sign.js';
 import { slackMessage, SlackPacer } from '../../src/webhooks/slack.js';
 import { AddressGuard, unmapIpv4 } from '../../src/http/ssrf.js';
 import { Receiver } from '../../bench/webhook-receiver.js';
+import { internalAddresses, internalHosts } from '../helpers/internal-addresses.js';
 
 t.test(
   "the schedule: the seed's steps, jitter only adds and stays under 10 %, Retry-After up to twice the step",
@@ -200,7 +201,53 @@ t.test(
     const exempt = new AddressGuard(['127.0.0.0/8', 'internal.example']);
     t.equal(exempt.refusal('127.0.0.1'), null, 'WEBHOOK_ALLOW_HOSTS exempts a CIDR');
     t.not(exempt.refusal('10.0.0.1'), null, 'and nothing else');
+    t.equal(exempt.refusal('::ffff:7f00:1'), null, 'nor its IPv4-mapped form, which reaches the same host');
+    for (const a of ['::7f00:1', '::127.0.0.1', '64:ff9b::7f00:1', '2002:7f00:1::1', '::ffff:0:7f00:1'])
+      t.not(exempt.refusal(a), null, `but not ${a}, which carries 127.0.0.1 and reaches another host`);
+    t.equal(new AddressGuard(['64:ff9b::/96']).refusal('64:ff9b::a00:1'), null, 'a NAT64 prefix exempted as itself');
     t.ok((await new AddressGuard(['localhost']).resolve('localhost')).ok, 'or a host name');
+  },
+);
+
+t.test(
+  'every textual form of an internal address is refused at delivery, and so is a name resolving to one',
+  async (t) => {
+    const receiver = await Receiver.start();
+    t.teardown(() => receiver.close());
+    const port = new URL(receiver.url).port;
+    const guard = new AddressGuard([]);
+    for (const [what, host] of internalHosts) {
+      const r = await postOnce(new URL(`http://${host}:${port}/hook`), '{}', {}, guard, 1000);
+      t.match(r, { ok: false, refused: true, status: null, error: /SSRF guard/ }, `${what}: ${host}`);
+    }
+    t.equal(receiver.received.length, 0, 'nothing reached the receiver');
+    // Names, through a resolver that answers each internal form (the system's cannot be told what to answer).
+    const internal = internalAddresses();
+    const names = new Map<string, string[]>(internal.map((a, i) => [`internal-${i}.example`, [a]]));
+    names.set('all-internal.example', internal);
+    names.set('mixed.example', ['10.0.0.1', '93.184.215.14', '::7f00:1']);
+    const resolving = new AddressGuard([], (host) => {
+      const found = names.get(host);
+      return found
+        ? Promise.resolve(found.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })))
+        : Promise.reject(Object.assign(new Error('not found'), { code: 'ENOTFOUND' }));
+    });
+    for (const [name, addresses] of names) {
+      if (name === 'mixed.example') continue;
+      t.match(await resolving.resolve(name), { ok: false, error: /SSRF guard/ }, `${name} (${addresses.join(', ')})`);
+      t.match(await resolving.refusalOf(name), /SSRF guard/, `${name} is refused when an endpoint is set`);
+    }
+    t.same(
+      await resolving.resolve('mixed.example'),
+      { ok: true, value: { address: '93.184.215.14', family: 4 } },
+      'a name with a public address among internal ones connects to the public one only',
+    );
+    t.equal(
+      await resolving.refusalOf('unknown.example'),
+      null,
+      'a name that does not resolve yet is judged at delivery',
+    );
+    t.match(await resolving.resolve('unknown.example'), { ok: false, error: /DNS lookup/ }, 'and not reached then');
   },
 );
 
