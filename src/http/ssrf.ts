@@ -99,8 +99,7 @@ export class AddressGuard {
     const family = isIP(a);
     if (family === 0) return `${address} is not an IP address`;
     const type = family === 4 ? 'ipv4' : 'ipv6';
-    const words = a === address ? null : ipv6Words(address);
-    const reachesIpv4 = a === address || (words !== null && mappedIpv4(words) !== null);
+    const reachesIpv4 = a === address || mappedIpv4(ipv6Words(address) ?? []) !== null;
     if ((reachesIpv4 && this.allowNets.check(a, type)) || (a !== address && this.allowNets.check(address, 'ipv6')))
       return null;
     const refused = this.deny.check(a, type) || (type === 'ipv6' && !this.globalUnicast.check(a, 'ipv6'));

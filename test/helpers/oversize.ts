@@ -69,7 +69,7 @@ export function oversizeOutcomes(
 }
 
 /** Each outcome once, as seen by this process. */
-async function uploads(url: string, body: Buffer, headers: Record<string, string> = {}, rounds = 3): Promise<Outcomes> {
+async function uploads(url: string, body: Buffer, headers: Record<string, string>, rounds: number): Promise<Outcomes> {
   const byFetch: string[] = [];
   const keepAlive: string[] = [];
   const closed: string[] = [];

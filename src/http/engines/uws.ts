@@ -219,10 +219,6 @@ function startBody(
         resolve(overflow ? tooLarge : ok(Buffer.concat(chunks, size)));
         return;
       }
-      if (overflow && size > drainLimit) {
-        resolve(tooLarge);
-        return;
-      }
       settle = resolve;
     });
 }
