@@ -155,7 +155,14 @@ async function timeShard(bus: Bus, last: number, ps: readonly Pipeline[]): Promi
   const shard = new ShardAggregator(
     bus,
     0,
-    { pipelines: ps, checkpointEveryMs: 3_600_000, flushIntervalMs: 500, maxInflight: 32, sessionRetainMs: 86_400_000 },
+    {
+      pipelines: ps,
+      checkpointEveryMs: 3_600_000,
+      flushIntervalMs: 500,
+      maxInflight: 32,
+      sessionRetainMs: 86_400_000,
+      snapshotEveryMs: 60_000,
+    },
     log,
   );
   // Garbage from before (the generated events, an earlier run) is collected now, not while the shard is timed.

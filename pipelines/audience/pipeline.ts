@@ -42,6 +42,8 @@ export const sessionHours: TableSpec = {
 export const audience: Pipeline = {
   name: 'audience',
   tables: [sessionHours],
+  // What counts a session in or out of an answer at once; its progress (last_ts, events, furthest_sec) may wait.
+  snapshotNow: ['viewer', 'content_id', 'region', 'country', 'pop', 'device', 'duration_sec', 'ended', 'closed_at'],
   snapshot({ attrs: a, first_ts, last_ts, events }, out) {
     for (let hour = Math.floor(first_ts / hourMs) * hourMs; hour <= last_ts; hour += hourMs) {
       out.put(sessionHours, [

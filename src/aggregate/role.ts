@@ -38,6 +38,7 @@ export const aggregateRole: ModuleDef = {
             // acknowledgement between two input messages, 8 in flight left the shard waiting about a sixth of its time.
             maxInflight: 32,
             sessionRetainMs: config.aggregate_session_retain_ms,
+            snapshotEveryMs: config.session_snapshot_interval_ms,
           },
           services.log,
         ),

@@ -40,7 +40,15 @@ interface Session extends Timeline {
   user: string;
   anon: string;
   lastReceived: number;
+  /** Its snapshot is written at the next drain (output only: replay does not depend on it). */
   dirty: boolean;
+  /**
+   * The watermark when its snapshot fell behind its state (a change that may wait, `snapshotEveryMs`), or -1: not
+   * behind, or written at the next drain. State: set only as input is applied, so a replay rebuilds it.
+   */
+  owedSince: number;
+  /** Its owed state was written by an idle flush since it last changed (output only). */
+  lingered: boolean;
   /** Detector marks: per kind, the last minute this session was counted in. */
   marks: Record<string, number>;
 }
@@ -101,6 +109,7 @@ type SavedSession = [
   names: string[] | null,
   lastReceived: number,
   marks: Record<string, number>,
+  owedSince: number,
 ];
 
 export interface SavedState {
@@ -146,6 +155,9 @@ const attrBits = Object.fromEntries(Object.keys(noAttrs('', '')).map((k, i) => [
   number
 >;
 const readMask = (p: Pipeline): number => (p.sessionReads ? p.sessionReads.reduce((m, k) => m | attrBits[k], 0) : -1);
+/** The attributes whose change a snapshot pipeline writes at the next drain (`snapshotNow`; all when it names none). */
+const snapshotNowMask = (ps: readonly Pipeline[]): number =>
+  ps.reduce((m, p) => m | (p.snapshotNow ? p.snapshotNow.reduce((b, k) => b | attrBits[k], 0) : -1), 0);
 
 const sameDims = (a: SessionAttrs, b: SessionAttrs): boolean =>
   a.content_id === b.content_id &&
@@ -188,7 +200,14 @@ export class Aggregation implements SegmentSink {
   private adding: SessionAttrs = this.before;
   /** Sessions changed since the last drain, each once. */
   private dirty: Session[] = [];
+  /** Sessions whose snapshot waits, in the order they fell behind (`owedSince`); stale entries are skipped. */
+  private owed: Session[] = [];
+  private owedAt: number[] = [];
+  private owedHead = 0;
+  /** Whether an owed session changed since the last idle flush (`drainLingering`). */
+  private lingerPending = false;
   private readonly snapshotPipes: Pipeline[];
+  private readonly urgentMask: number;
   private readonly eventPipes: Pipeline[];
   private readonly activityPipes: Pipeline[];
   /** The latest arrival time applied: the shard's clock, for idle eviction. */
@@ -199,11 +218,17 @@ export class Aggregation implements SegmentSink {
     readonly pipelines: readonly Pipeline[],
     /** A session idle (by arrival) longer than this is dropped from memory. */
     private readonly retainMs: number,
+    /**
+     * How long (by arrival) a session's snapshot may fall behind a change outside its pipelines' `snapshotNow`
+     * (its last event's time, event count, furthest position); 0: every change is written at the next drain.
+     */
+    private readonly snapshotEveryMs = 0,
   ) {
     this.segmentPipes = pipelines.filter((p) => p.segment !== undefined);
     this.sessionPipes = pipelines.filter((p) => p.session !== undefined);
     this.sessionMasks = this.sessionPipes.map(readMask);
     this.snapshotPipes = pipelines.filter((p) => p.snapshot !== undefined);
+    this.urgentMask = snapshotNowMask(this.snapshotPipes);
     this.eventPipes = pipelines.filter((p) => p.event !== undefined);
     this.activityPipes = pipelines.filter((p) => p.activity !== undefined);
   }
@@ -234,10 +259,13 @@ export class Aggregation implements SegmentSink {
         names: null,
         lastReceived: 0,
         dirty: false,
+        owedSince: -1,
+        lingered: false,
         marks: {},
       };
       this.sessions.add(s);
     }
+    const fresh = s.tl.length === 0;
     const after: SessionAttrs = s.attrs;
     this.withEvent(s, e, r);
     // What the attributes were before this event: a copy taken at their first change, else the attributes themselves.
@@ -276,10 +304,43 @@ export class Aggregation implements SegmentSink {
       for (const p of this.activityPipes) p.activity!(after, e, this.marks, this.acc);
     }
     if (e.received_at > s.lastReceived) s.lastReceived = e.received_at;
-    if (!s.dirty) {
-      s.dirty = true;
-      this.dirty.push(s);
+    if (this.snapshotEveryMs === 0 || fresh || (changed & this.urgentMask) !== 0) this.markDirty(s);
+    else if (!s.dirty) {
+      if (s.owedSince < 0) {
+        s.owedSince = this.watermark;
+        this.owed.push(s);
+        this.owedAt.push(this.watermark);
+      }
+      s.lingered = false;
+      this.lingerPending = true;
     }
+    this.dueOwed();
+  }
+
+  /** Its snapshot at the next drain: no longer owed. */
+  private markDirty(s: Session): void {
+    s.owedSince = -1;
+    if (s.dirty) return;
+    s.dirty = true;
+    this.dirty.push(s);
+  }
+
+  /** Owed snapshots whose wait is over by the watermark go out at the next drain. */
+  private dueOwed(): void {
+    const due = this.watermark - this.snapshotEveryMs;
+    const q = this.owed;
+    let h = this.owedHead;
+    while (h < q.length && this.owedAt[h]! <= due) {
+      const s = q[h]!;
+      if (s.owedSince === this.owedAt[h]) this.markDirty(s);
+      h++;
+    }
+    if (h > 4096 && h * 2 > q.length) {
+      this.owed = q.slice(h);
+      this.owedAt = this.owedAt.slice(h);
+      h = 0;
+    }
+    this.owedHead = h;
   }
 
   /**
@@ -448,6 +509,28 @@ export class Aggregation implements SegmentSink {
 
   private snapshot(s: Session): void {
     s.dirty = false;
+    this.emitSnapshot(s);
+  }
+
+  /**
+   * Idle: the rows of every owed session that changed since the last idle flush, at `version`, leaving them owed (the
+   * state, which a replay rebuilds from input alone, does not see idle flushes). Undefined when there are none.
+   */
+  drainLingering(version: number): EncodedOutput | undefined {
+    if (!this.lingerPending) return undefined;
+    this.lingerPending = false;
+    let n = 0;
+    for (let h = this.owedHead; h < this.owed.length; h++) {
+      const s = this.owed[h]!;
+      if (s.owedSince !== this.owedAt[h] || s.lingered) continue;
+      s.lingered = true;
+      this.emitSnapshot(s);
+      n++;
+    }
+    return n === 0 ? undefined : this.acc.drainEncoded(version);
+  }
+
+  private emitSnapshot(s: Session): void {
     const view = {
       attrs: s.attrs,
       first_ts: tsOf(s.tl[0]!),
@@ -471,7 +554,8 @@ export class Aggregation implements SegmentSink {
     this.sessions.forEach((s) => {
       if (this.watermark - s.lastReceived > this.retainMs) {
         // Its last change is still owed to the snapshot tables; whether it is depends on flush timing, eviction not.
-        if (s.dirty) this.snapshot(s);
+        if (s.dirty || s.owedSince >= 0) this.snapshot(s);
+        s.owedSince = -1;
         this.sessions.delete(s);
         this.evicted.add(s.attrs.tenant, s.attrs.session_id, this.watermark);
         n++;
@@ -495,22 +579,46 @@ export class Aggregation implements SegmentSink {
         s.names,
         s.lastReceived,
         s.marks,
+        s.owedSince,
       ]),
     );
     return { watermark: this.watermark, next_sweep: this.nextSweep, sessions, evicted: this.evicted.save() };
   }
 
-  /** Start from a checkpoint taken right after a drain: nothing is pending, no session is dirty. */
+  /** Start from a checkpoint taken right after a drain: nothing is pending, no session is dirty (some owed). */
   load(state: SavedState): void {
     this.sessions.clear();
     this.acc.clear();
     this.dirty = [];
+    const owed: Session[] = [];
     this.watermark = state.watermark;
     this.nextSweep = state.next_sweep;
     this.evicted.load(state.evicted);
     // A session's key is also in its attributes.
-    for (const [, attrs, at, user, anon, tl, vals, names, lastReceived, marks] of state.sessions)
-      this.sessions.add({ attrs: { ...attrs }, at, user, anon, tl, vals, names, lastReceived, dirty: false, marks });
+    for (const [, attrs, at, user, anon, tl, vals, names, lastReceived, marks, owedSince] of state.sessions) {
+      const s: Session = {
+        attrs: { ...attrs },
+        at,
+        user,
+        anon,
+        tl,
+        vals,
+        names,
+        lastReceived,
+        marks,
+        owedSince,
+        dirty: false,
+        lingered: false,
+      };
+      this.sessions.add(s);
+      if (owedSince >= 0) owed.push(s);
+    }
+    // In the order they fell behind, as the run that saved them held them; an idle flush writes them all again.
+    owed.sort((a, b) => a.owedSince - b.owedSince);
+    this.owed = owed;
+    this.owedAt = owed.map((s) => s.owedSince);
+    this.owedHead = 0;
+    this.lingerPending = owed.length > 0;
   }
 
   /** Drop output not yet drained (a replay rebuilding state whose output was already published). */

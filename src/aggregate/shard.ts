@@ -109,10 +109,12 @@ export interface ShardOptions {
   maxInflight: number;
   /** A session idle (by arrival) longer than this leaves memory. */
   sessionRetainMs: number;
+  /** How long a session's progress may wait to be snapshotted (Aggregation `snapshotEveryMs`). */
+  snapshotEveryMs: number;
 }
 
 /** A checkpoint of another version (an earlier build's) is not read: the shard rebuilds from the store (docs/compatibility.md). */
-const checkpointVersion = 6;
+const checkpointVersion = 7;
 type Checkpoint = {
   v: typeof checkpointVersion;
   shard: number;
@@ -126,8 +128,11 @@ interface Batch {
   from: number;
   upTo: number;
   parts: Buffer[];
-  /** Its detector signals, published after the parts (the alerts role's input). */
-  signals: Buffer;
+  /**
+   * Its detector signals, published after the parts (the alerts role's input); none for an idle batch, which holds
+   * no input (from = upTo), only the snapshots of sessions whose progress waited (`Aggregation.drainLingering`).
+   */
+  signals?: Buffer;
   /** The state right after it, when a checkpoint is due. */
   checkpoint?: Buffer;
 }
@@ -202,7 +207,7 @@ export class ShardAggregator {
     log: Logger,
   ) {
     this.log = log.child({ module: 'aggregate', shard });
-    this.agg = new Aggregation(options.pipelines, options.sessionRetainMs);
+    this.agg = new Aggregation(options.pipelines, options.sessionRetainMs, options.snapshotEveryMs);
     // Room for the headers and the message framing under the server's limit.
     this.maxPayload = outputLimit(bus);
     this.maxBatchInput = batchInputLimit(bus);
@@ -239,7 +244,7 @@ export class ShardAggregator {
     // A checkpoint ahead of the raw stream (the stream was purged) describes output that no longer exists.
     const usable = checkpoint !== null && checkpoint.passed_up_to <= done ? checkpoint : null;
     this.dedup = new DedupWindow();
-    this.agg = new Aggregation(this.options.pipelines, this.options.sessionRetainMs);
+    this.agg = new Aggregation(this.options.pipelines, this.options.sessionRetainMs, this.options.snapshotEveryMs);
     if (usable) {
       this.agg.load(usable.state);
       this.dedup.load(usable.ids, usable.state.watermark);
@@ -489,7 +494,7 @@ export class ShardAggregator {
       if (this.inflight === 0) this.loop?.interrupt();
       return;
     }
-    const batch = this.sealBatch();
+    const batch = this.sealBatch() ?? (this.inflight === 0 ? this.idleBatch() : undefined);
     if (!batch) return;
     this.inflight++;
     this.publishing = this.publishing
@@ -532,6 +537,13 @@ export class ShardAggregator {
     }
     this.gaugeSessions();
     return batch;
+  }
+
+  /** No input since the last batch: the snapshots still waiting, so an answer read now is whole. */
+  private idleBatch(): Batch | undefined {
+    const output = this.agg.drainLingering(this.sealedUpTo);
+    if (!output) return undefined;
+    return { from: this.sealedUpTo, upTo: this.sealedUpTo, parts: this.split([], output) };
   }
 
   private gaugeSessions(): void {
@@ -594,7 +606,9 @@ export class ShardAggregator {
       h.set(inputSeqHeader, String(batch.upTo));
       h.set(batchHeader, `${batch.from}:${i}/${n}`);
       const ack = await this.bus.js.publish(this.bus.names.rawSubject(this.shard), batch.parts[i], {
-        msgID: `${this.shard}:${batch.upTo}:${i}`,
+        // An idle batch is not de-duplicated: its rows are a state written before, and one after a restart may
+        // share its bounds with one before it.
+        msgID: batch.signals ? `${this.shard}:${batch.upTo}:${i}` : undefined,
         headers: h,
         expect: { lastSubjectSequence: this.lastSeq.raw },
       });
@@ -602,6 +616,7 @@ export class ShardAggregator {
     }
     if (this.letGo.awaiting > 0 && batch.upTo >= this.letGo.awaiting)
       this.letGo = { raw: this.lastSeq.raw, awaiting: 0 };
+    if (!batch.signals) return;
     const ack = await this.bus.js.publish(this.bus.names.signalsSubject(this.shard), batch.signals, {
       msgID: `${this.shard}:${batch.upTo}:s`,
       expect: { lastSubjectSequence: this.lastSeq.signals },
@@ -636,6 +651,9 @@ export class ShardAggregator {
     clearInterval(this.sealTimer);
     await this.loop?.stop();
     this.lastCheckpointAt = 0;
+    this.seal();
+    await this.publishing;
+    // What waited is written too: the next start may be long after.
     this.seal();
     await this.publishing;
     if (!this.failure && this.passedUpTo !== this.checkpointedUpTo) {

@@ -38,6 +38,7 @@ export interface Config {
   flush_interval_ms: number;
   aggregate_flush_interval_ms: number;
   aggregate_session_retain_ms: number;
+  session_snapshot_interval_ms: number;
   jwt_key_file: string;
   jwks_secret: string;
   alerts_max_per_hour: number;
@@ -209,6 +210,13 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     maximum: 86400000,
     description:
       "how long a session idle (by arrival) stays in an aggregator's memory; its later events first recall its earlier ones from the store (docs/aggregation.md)",
+  },
+  session_snapshot_interval_ms: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 600000,
+    description:
+      "how long (by arrival) a session's progress (its last event's time, event count, furthest position) may wait before its `session_hours` row is rewritten; its start, end and attributes are written at the next seal, and everything when the shard is idle; 0 rewrites it at every seal (docs/store.md)",
   },
   flush_interval_ms: {
     type: 'integer',

@@ -232,8 +232,14 @@ export interface Pipeline {
    * present, the runtime calls it instead; test/pipelines/session-change.test.ts checks it against `session`.
    */
   sessionChange?(before: SessionAttrs, after: SessionAttrs, out: Emitter): void;
-  /** Called once per flush for each session that changed since the last one. */
+  /**
+   * Called at a flush for each session that changed since its last snapshot: at the next flush for a new session and
+   * for a change to an attribute in `snapshotNow`; any other change (the span's end, the event count, other
+   * attributes) may wait up to `session_snapshot_interval_ms` of arrival time, or until the shard is idle.
+   */
   snapshot?: (session: SessionView, out: Emitter) => void;
+  /** The attributes whose change `snapshot` writes at the next flush; when absent, every change is. */
+  snapshotNow?: readonly (keyof SessionAttrs)[];
   /** Any event (session or not), once, after de-duplication: for additive per-event metrics. */
   event?: (e: WireEvent, out: Emitter) => void;
   /** A session event, once, after de-duplication, with the session's attributes after it: for detector signals. */

@@ -46,6 +46,7 @@ const options: ShardOptions = {
   flushIntervalMs: 100,
   maxInflight: 4,
   sessionRetainMs: 30 * 60_000,
+  snapshotEveryMs: 60_000,
 };
 const minute = 60_000;
 const now = Math.floor(Date.now() / minute) * minute;

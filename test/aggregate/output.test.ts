@@ -84,7 +84,14 @@ t.test(
     const shard = new ShardAggregator(
       bus,
       0,
-      { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 1000, maxInflight: 4, sessionRetainMs: 86_400_000 },
+      {
+        pipelines,
+        checkpointEveryMs: 3_600_000,
+        flushIntervalMs: 1000,
+        maxInflight: 4,
+        sessionRetainMs: 86_400_000,
+        snapshotEveryMs: 60_000,
+      },
       log,
     );
     await shard.start();
@@ -165,7 +172,14 @@ t.test(
     const shard = new ShardAggregator(
       slow,
       0,
-      { pipelines, checkpointEveryMs: 3_600_000, flushIntervalMs: 200, maxInflight: 4, sessionRetainMs: 86_400_000 },
+      {
+        pipelines,
+        checkpointEveryMs: 3_600_000,
+        flushIntervalMs: 200,
+        maxInflight: 4,
+        sessionRetainMs: 86_400_000,
+        snapshotEveryMs: 60_000,
+      },
       log,
     );
     await shard.start();

@@ -4,7 +4,7 @@ import { pipelines } from '../../pipelines/index.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import type { Rows } from '../../src/aggregate/accumulator.js';
 import { Aggregation } from '../../src/aggregate/runtime.js';
-import { minuteOf, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
+import { minuteOf, type Cell, type Pipeline, type TableSpec } from '../../src/metric/pipeline.js';
 import { watchMs } from '../../pipelines/watch-time/pipeline.js';
 import { eventAt, net, tables } from '../helpers/pipeline.js';
 
@@ -110,14 +110,29 @@ function sessionEvents(seed: number): WireEvent[] {
   return out;
 }
 
-function run(events: readonly WireEvent[], flushEvery: number): Record<string, unknown> {
-  const agg = new Aggregation(all, 86_400_000);
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+
+/** A shard's idle flush (`drainLingering`) as arrays of cells, as `drain` gives them. */
+function lingering(agg: Aggregation, version: number): Rows {
+  const out = agg.drainLingering(version);
+  if (!out) return new Map();
+  return new Map(
+    out.rows.tables.map(({ name, first, count }) => [
+      name,
+      unpackr.unpackMultiple(out.rows.slice(first, count)) as Cell[][],
+    ]),
+  );
+}
+
+/** The net rows of `events` drained every `flushEvery`, then (progress waiting `snapshotEveryMs`) as a shard idle. */
+function run(events: readonly WireEvent[], flushEvery: number, snapshotEveryMs = 0): Record<string, unknown> {
+  const agg = new Aggregation(all, 86_400_000, snapshotEveryMs);
   const flushes: Rows[] = [];
   events.forEach((e, i) => {
     agg.apply(e);
     if ((i + 1) % flushEvery === 0) flushes.push(agg.drain(i).rows);
   });
-  flushes.push(agg.drain(events.length).rows);
+  flushes.push(agg.drain(events.length).rows, lingering(agg, events.length));
   return net(flushes, allTables);
 }
 
@@ -132,6 +147,7 @@ t.test('any arrival order and any flush cadence give the rows of time order', as
     const shuffled = [...events].sort(() => r() - 0.5);
     t.same(run(shuffled, 1 + (seed % 7)), inOrder, `seed ${seed}: ${events.length} events shuffled`);
     t.same(run([...events].reverse(), 3), inOrder, `seed ${seed}: reversed`);
+    t.same(run(shuffled, 1 + (seed % 5), 60_000), inOrder, `seed ${seed}: shuffled, progress snapshotted later`);
   }
 });
 
@@ -164,18 +180,61 @@ t.test('a segment plays from the CDN its first event names, else the last one na
 t.test('a checkpoint taken between flushes resumes to the same rows', async (t) => {
   const events = sessionEvents(99);
   const whole = run(events, 5);
-  const a = new Aggregation(all, 86_400_000);
-  const flushes: Rows[] = [];
-  const half = Math.floor(events.length / 2);
-  for (const e of events.slice(0, half)) a.apply(e);
-  flushes.push(a.drain(1).rows);
-  const saved = structuredClone(a.save());
-  const b = new Aggregation(all, 86_400_000);
-  b.load(saved);
-  for (const e of events.slice(half)) b.apply(e);
-  flushes.push(b.drain(2).rows);
-  t.same(net(flushes, allTables), whole);
+  for (const every of [0, 60_000]) {
+    const a = new Aggregation(all, 86_400_000, every);
+    const flushes: Rows[] = [];
+    const half = Math.floor(events.length / 2);
+    for (const e of events.slice(0, half)) a.apply(e);
+    flushes.push(a.drain(1).rows);
+    const saved = structuredClone(a.save());
+    const b = new Aggregation(all, 86_400_000, every);
+    b.load(saved);
+    for (const e of events.slice(half)) b.apply(e);
+    flushes.push(b.drain(2).rows, lingering(b, 2));
+    t.same(net(flushes, allTables), whole, `progress snapshotted within ${every} ms`);
+  }
 });
+
+t.test(
+  "a session's progress is snapshotted once a minute, its start and end at once, all of it when idle",
+  async (t) => {
+    const at = Date.UTC(2026, 10, 20, 10, 5);
+    const a = new Aggregation(pipelines, 86_400_000, 60_000);
+    const hb = (s: number): WireEvent => eventAt('heartbeat', at + s * 1000, { position_sec: s });
+    /** The session_hours rows of one drain (a seal every event): [last_ts, events] of each. */
+    const rows = (): Array<[number, number]> =>
+      (a.drain(0).rows.get('session_hours') ?? []).map((r) => [r[4] as number, r[11] as number]);
+    a.apply(eventAt('play_start', at, { anonymous_id: 'v1' }));
+    t.same(rows(), [[at, 1]], 'a new session at the next drain');
+    let written = 0;
+    for (let s = 10; s <= 600; s += 10) {
+      a.apply(hb(s));
+      written += rows().length;
+    }
+    // Fell behind at 10 s, due at 70, 140, ...: a row each 70 s of the 60 heartbeats.
+    t.ok(written >= 8 && written <= 10, `${written} rows for 60 heartbeats`);
+    t.same(
+      [...lingering(a, 1).get('session_hours')!].map((r) => [r[4], r[11]]),
+      [[at + 600_000, 61]],
+      'idle: the latest progress',
+    );
+    t.same(lingering(a, 2).size, 0, 'and only once');
+    a.apply(eventAt('ended', at + 605_000));
+    t.same(rows(), [[at + 605_000, 62]], 'an end at the next drain');
+    const b = new Aggregation(pipelines, 86_400_000, 60_000);
+    b.apply(eventAt('play_start', at, { anonymous_id: 'v1' }));
+    b.drain(0);
+    b.apply(hb(10));
+    b.drain(0);
+    const c = new Aggregation(pipelines, 86_400_000, 60_000);
+    c.load(structuredClone(b.save()));
+    t.same(
+      [...lingering(c, 1).get('session_hours')!].map((r) => [r[4], r[11]]),
+      [[at + 10_000, 2]],
+      'owed progress survives a checkpoint',
+    );
+  },
+);
 
 t.test("a session's app_version and player are the first in event order, and an earlier event's win", async (t) => {
   const at = Date.UTC(2026, 10, 20, 10);
@@ -203,7 +262,8 @@ t.test(
       const r = rng(seed * 31);
       const events = [...sessionEvents(seed)].sort(() => r() - 0.5);
       const cuts = [Math.floor(events.length / 4), Math.floor(events.length / 2), Math.floor((3 * events.length) / 4)];
-      const first = new Aggregation(all, 86_400_000);
+      const every = seed % 2 === 0 ? 60_000 : 0;
+      const first = new Aggregation(all, 86_400_000, every);
       let checkpoint: ReturnType<Aggregation['save']> | undefined;
       let batch: unknown;
       events.forEach((e, i) => {
@@ -215,7 +275,7 @@ t.test(
         if (i + 1 === cuts[1]) first.drain(2);
         if (i + 1 === cuts[2]) batch = first.drain(3);
       });
-      const again = new Aggregation(all, 86_400_000);
+      const again = new Aggregation(all, 86_400_000, every);
       again.load(checkpoint!);
       for (const e of events.slice(cuts[0], cuts[1])) again.apply(e);
       again.discard();
@@ -227,7 +287,6 @@ t.test(
 );
 
 t.test('the rows a shard publishes (MessagePack) are those of the arrays, table by table and in order', async (t) => {
-  const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
   for (let seed = 1; seed <= 20; seed++) {
     const events = sessionEvents(seed);
     const arrays = new Aggregation(pipelines, 86_400_000);
