@@ -3,7 +3,7 @@
 // the snapshot writer), inserted with the flush role's own code in inserts of several sizes. Prints, per table and
 // insert size, the process's CPU per row (every thread: chDB parses, sorts, compresses and merges in this process)
 // while inserting and including the merges that follow, and the JavaScript share of building the rows (`events`:
-// the whole TabSeparated line; `session_hours`: the cells only, its lines are built inside the insert). Sizes are
+// the whole TabSeparated line; `session_hours`: the pipeline's rows, whose lines are built inside the insert). Sizes are
 // alternated, each run three times, and the medians printed.
 //
 //   npm run bench:store-rows [-- --rows 200000 --sizes 100,5000,50000]
@@ -12,7 +12,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { sessionHours } from '../pipelines/audience/pipeline.js';
+import { audience, sessionHours } from '../pipelines/audience/pipeline.js';
+import { Accumulator } from '../src/aggregate/accumulator.js';
+import { noAttrs } from '../src/aggregate/runtime.js';
 import { createLogger } from '../src/log.js';
 import type { Cell } from '../src/metric/pipeline.js';
 import { eventLine, insertEvents } from '../src/store/events.js';
@@ -31,7 +33,6 @@ if (!(rows >= 1000) || sizes.some((s) => !(s >= 1 && s <= rows)))
 
 const regions = ['Maharashtra', 'Delhi', 'Karnataka', 'Tamil Nadu'];
 const now = Date.now();
-const hour = Math.floor(now / 3_600_000) * 3600;
 
 /** The i-th heartbeat of the bench's 100,000 viewers, as the flush role's line. */
 const eventRow = (i: number, seq: number): string => {
@@ -59,28 +60,25 @@ const eventRow = (i: number, seq: number): string => {
   );
 };
 
-/** The i-th snapshot of a session, as the audience pipeline puts it (version last). */
-const sessionRow = (i: number, version: number): Cell[] => {
-  const v = i % 100_000;
-  return [
-    'acme',
-    hour,
-    `v${v}-1`,
-    now,
-    now + i,
-    `a${v}`,
-    'ind-vs-aus-final',
-    regions[v % 4]!,
-    'IN',
-    `pop-${v % 7}`,
-    'mobile',
-    i,
-    i % 7200,
-    null,
-    0,
-    version,
-  ];
-};
+/** Snapshots of sessions [from, from + n), as the audience pipeline puts them (through the runtime's accumulator). */
+function sessionRows(from: number, n: number, version: number): Cell[][] {
+  const acc = new Accumulator();
+  for (let i = from; i < from + n; i++) {
+    const v = i % 100_000;
+    const attrs = {
+      ...noAttrs('acme', `v${v}-1`),
+      viewer: `a${v}`,
+      content_id: 'ind-vs-aus-final',
+      region: regions[v % 4]!,
+      country: 'IN',
+      pop: `pop-${v % 7}`,
+      device: 'mobile',
+      furthest_sec: i % 7200,
+    };
+    audience.snapshot!({ attrs, first_ts: now, last_ts: now + i, events: i }, acc);
+  }
+  return acc.drain(version).rows.get(sessionHours.name) ?? [];
+}
 
 interface Result {
   insertUs: number;
@@ -110,7 +108,7 @@ async function once(table: 'events' | 'session_hours', size: number): Promise<Re
         build += cpuUs() - b0;
         await insertEvents(store.client, lines, `bench:${seq}`);
       } else {
-        const cells = Array.from({ length: n }, (_, k) => sessionRow(done + k, seq));
+        const cells = sessionRows(done, n, seq);
         build += cpuUs() - b0;
         await insertSnapshotRows(store.client, sessionHours, cells, `bench:${seq}`);
       }
