@@ -4,6 +4,15 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'darshak_process_' });
 
+let metricsSource: () => Promise<string> = () => registry.metrics();
+
+/** What /metrics serves: this process's registry, or (a child of the box, cli/box.ts) the whole box's. */
+export const metricsText = (): Promise<string> => metricsSource();
+
+export function setMetricsSource(source: () => Promise<string>): void {
+  metricsSource = source;
+}
+
 export const httpEngineInfo = new Gauge({
   name: 'darshak_http_engine_info',
   help: 'HTTP engine serving each listener (1 = in use)',

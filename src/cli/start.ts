@@ -4,7 +4,9 @@ import type { Logger } from '../log.js';
 import { BusUnavailableError, isPassingBusError } from '../bus/bus.js';
 import { resolveTargets, Services, StartAbandonedError, startModules, type Started } from '../modules.js';
 import { registry } from '../registry.js';
+import { OperatorError } from '../operator-error.js';
 import { flags } from './args.js';
+import { boxChildEnv, boxProcesses, joinBox, startBox } from './box.js';
 
 /** `darshak start [--role all|r1,r2] [--shards 0,1]`: run roles until SIGINT or SIGTERM, then drain and stop. */
 export async function runStart(argv: string[], config: Config, log: Logger): Promise<void> {
@@ -28,9 +30,15 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
     // Only the single-machine mode runs its own NATS: a process of a distributed layout that found NATS down for a
     // moment (a restart) would otherwise take its address with a server of its own, and split the layout.
     const single = targets.length === resolveTargets(registry, 'all').length;
+    const inBox = process.env[boxChildEnv] === '1' && process.send !== undefined;
     let started = false;
     const localNats = await ensureLocalNats(single ? config : { ...config, nats_autostart: false }, log);
     try {
+      if (single && !inBox && config.box_processes === 'roles') {
+        await superviseBox(f.shards, targets, log, stopRequested, () => signalled);
+        return;
+      }
+      const box = inBox ? joinBox(log) : undefined;
       const running = await startPatiently(
         (abandon) => {
           const services = new Services(config, log);
@@ -42,10 +50,12 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
       );
       if (!running) return log.info({ signal: signalled }, 'stopped while starting');
       started = true;
+      const listeners = Object.fromEntries(running.services.listeners);
       log.info(
-        { roles: targets, modules: running.modules, listeners: Object.fromEntries(running.services.listeners) },
-        'darshak started',
+        { roles: targets, modules: running.modules, listeners },
+        box ? 'roles of the box started' : 'darshak started',
       );
+      box?.started(listeners);
       await stopRequested;
       log.info({ signal: signalled }, 'stopping');
       await running.stop();
@@ -57,6 +67,40 @@ export async function runStart(argv: string[], config: Config, log: Logger): Pro
     process.off('SIGINT', onInt);
     process.off('SIGTERM', onTerm);
   }
+}
+
+/**
+ * Every role on one box as child processes (cli/box.ts): started until a signal, or until one of them exits unasked,
+ * which stops the others and fails the start with the reason, for the box's own supervisor to start it again.
+ */
+async function superviseBox(
+  shards: string | undefined,
+  targets: readonly string[],
+  log: Logger,
+  stopRequested: Promise<void>,
+  signalled: () => string | undefined,
+): Promise<void> {
+  const box = startBox(shards, log);
+  const stopped = stopRequested.then(() => null);
+  const failed = box.failed.then((f) => ({ kind: 'failed' as const, ...f }));
+  const first = await Promise.race([
+    box.started.then((listeners) => ({ kind: 'started' as const, listeners })),
+    failed,
+    stopped,
+  ]);
+  if (first?.kind === 'started')
+    log.info(
+      { roles: targets, processes: boxProcesses.map((roles) => roles.join(',')), listeners: first.listeners },
+      'darshak started',
+    );
+  const failure = first?.kind === 'failed' ? first : first === null ? null : await Promise.race([failed, stopped]);
+  if (failure === null) log.info({ signal: signalled() }, 'stopping');
+  await box.stop();
+  if (failure !== null)
+    throw new OperatorError(
+      `the ${failure.roles} process of the box exited (${failure.signal ?? `code ${failure.code}`}); the others were stopped: its log above says why`,
+    );
+  log.info('stopped');
 }
 
 /** How long a start is tried again while JetStream does not answer. */

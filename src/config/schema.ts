@@ -9,6 +9,7 @@ export interface Config {
   nats_url: string;
   nats_prefix: string;
   nats_autostart: boolean;
+  box_processes: 'roles' | 'one';
   nats_user: string;
   nats_password: string;
   nats_token: string;
@@ -117,6 +118,12 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     type: 'string',
     enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     description: 'pino log level',
+  },
+  box_processes: {
+    type: 'string',
+    enum: ['roles', 'one'],
+    description:
+      '`darshak start` with every role: `roles` runs ingest, the aggregators, and the roles that use the store (flush, api, alerts, webhooks) as three child processes, so they use separate cores; `one` runs every role in this process',
   },
   http_engine: {
     type: 'string',

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { registry } from '../metrics.js';
+import { metricsText, registry } from '../metrics.js';
 import { replyError } from './server.js';
 import type { Route } from './types.js';
 
@@ -51,7 +51,7 @@ export function opsRoutes(checks: () => readonly ReadinessCheck[], opsToken: str
       handler: operator(async () => ({
         status: 200,
         headers: { 'content-type': registry.contentType },
-        body: await registry.metrics(),
+        body: await metricsText(),
       })),
     },
   ];

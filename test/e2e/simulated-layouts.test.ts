@@ -71,24 +71,43 @@ function comparable(r: SimulationResult, answer: string): unknown {
   });
 }
 
-t.test('one process and the distributed layout give the same answers for the same simulated match', async (t) => {
-  const single = await run(t, async (procs, dir) => {
-    const [ingest, base] = [await freePort(), await freePort()];
-    procs.start([], { INGEST_PORT: String(ingest), BASE_PORT: String(base), DATA_DIR: dir });
-    return { ingestUrls: [`http://127.0.0.1:${ingest}`], apiUrl: `http://127.0.0.1:${base}` };
-  });
-  const distributed = await run(t, async (procs, dir) => {
-    const ingest = [await freePort(), await freePort()];
-    const base = await freePort();
-    ingest.forEach((port, i) =>
-      procs.start(['--role', 'ingest'], { INGEST_PORT: String(port), DATA_DIR: join(dir, `ingest-${i}`) }),
-    );
-    procs.start(['--role', 'aggregate', '--shards', '0,1']);
-    procs.start(['--role', 'aggregate', '--shards', '2,3']);
-    procs.start(['--role', 'flush,api,alerts'], { BASE_PORT: String(base), DATA_DIR: join(dir, 'store') });
-    return { ingestUrls: ingest.map((p) => `http://127.0.0.1:${p}`), apiUrl: `http://127.0.0.1:${base}` };
-  });
-  t.equal(distributed.send.accepted, single.send.accepted, 'the same events accepted');
-  for (const a of single.answers)
-    t.same(comparable(distributed, a.answer), comparable(single, a.answer), `${a.answer}: the same in both layouts`);
-});
+t.test(
+  'one process, the box and the distributed layout give the same answers for the same simulated match',
+  async (t) => {
+    const oneBox = (boxProcesses: 'one' | 'roles') => async (procs: RoleProcesses, dir: string) => {
+      const [ingest, base] = [await freePort(), await freePort()];
+      procs.start([], {
+        INGEST_PORT: String(ingest),
+        BASE_PORT: String(base),
+        DATA_DIR: dir,
+        BOX_PROCESSES: boxProcesses,
+      });
+      return { ingestUrls: [`http://127.0.0.1:${ingest}`], apiUrl: `http://127.0.0.1:${base}` };
+    };
+    const single = await run(t, oneBox('one'));
+    const box = await run(t, oneBox('roles'));
+    const distributed = await run(t, async (procs, dir) => {
+      const ingest = [await freePort(), await freePort()];
+      const base = await freePort();
+      ingest.forEach((port, i) =>
+        procs.start(['--role', 'ingest'], { INGEST_PORT: String(port), DATA_DIR: join(dir, `ingest-${i}`) }),
+      );
+      procs.start(['--role', 'aggregate', '--shards', '0,1']);
+      procs.start(['--role', 'aggregate', '--shards', '2,3']);
+      procs.start(['--role', 'flush,api,alerts'], { BASE_PORT: String(base), DATA_DIR: join(dir, 'store') });
+      return { ingestUrls: ingest.map((p) => `http://127.0.0.1:${p}`), apiUrl: `http://127.0.0.1:${base}` };
+    });
+    for (const [name, other] of [
+      ['the box', box],
+      ['distributed', distributed],
+    ] as const) {
+      t.equal(other.send.accepted, single.send.accepted, `${name}: the same events accepted`);
+      for (const a of single.answers)
+        t.same(
+          comparable(other, a.answer),
+          comparable(single, a.answer),
+          `${a.answer}: the same in ${name} as in one process`,
+        );
+    }
+  },
+);

@@ -8,6 +8,7 @@ import {
   type ModuleRegistry,
 } from '../../src/modules.js';
 import { registry } from '../../src/registry.js';
+import { boxProcesses } from '../../src/cli/box.js';
 import { createLogger } from '../../src/log.js';
 import { testConfig } from '../helpers/env.js';
 
@@ -72,4 +73,13 @@ t.test('a start abandoned (a signal came) stops after the module under way, and 
     StartAbandonedError,
   );
   t.same(events, ['start a', 'stop a'], 'b and c never started; a stopped');
+});
+
+t.test('the box runs every role exactly once, and every role that opens the store in one process', async (t) => {
+  const grouped = boxProcesses.flat();
+  t.same([...grouped].sort(), [...resolveTargets(registry, 'all')].sort(), 'every role');
+  t.equal(new Set(grouped).size, grouped.length, 'once');
+  const withStore = boxProcesses.filter((roles) => startOrder(registry, roles).includes('store'));
+  t.equal(withStore.length, 1, 'chDB admits one process per data directory');
+  t.same(boxProcesses[0], ['ingest'], 'ingest stops first, so nothing is accepted after the aggregators stop');
 });
