@@ -1,6 +1,6 @@
 // How big an event can one box follow? (npm run bench:capacity)
 //
-// Starts `darshak start` as a new user would (every role in one process, the embedded store, NATS at NATS_URL), an
+// Starts `darshak start` as a new user would (every role, as child processes by default, the embedded store, NATS at NATS_URL), an
 // enterprise tenant with its rate raised, and an open-loop generator in a child process: viewers each send a
 // heartbeat every 10 s, with starts, stalls and ends in realistic proportion, batched as an edge or SDK buffer sends
 // them. The audience rises step by step; for each step it reports the events sent and accepted per second, the
@@ -8,7 +8,8 @@
 // acknowledged → visible in /v1/analytics/concurrency) and CPU per process; at the end, how long the backlog took to
 // drain. It prints the largest audience held with freshness p99 ≤ 2 s and no 5xx.
 //
-//   npm run bench:capacity [-- --steps 50000,100000,200000,300000,400000,500000 --step-seconds 40 --batch 500]
+//   npm run bench:capacity [-- --steps 50000,100000,200000,300000,400000,500000 --step-seconds 40 --batch 500
+//                              --box-processes roles|one]
 //
 // Environment: NATS_URL (default nats://127.0.0.1:4222); BENCH_SERVICE_NODE_ARGS adds node flags to the service
 // (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
@@ -36,6 +37,7 @@ import {
   natsServerVersion,
   natsUrl,
   processCpu,
+  processTree,
   scrapeMetrics,
   sleep,
   threadCpu,
@@ -225,12 +227,19 @@ interface Options {
   steps: number[];
   stepSeconds: number;
   batch: number;
+  /** `darshak start`'s layout (BOX_PROCESSES): the roles as child processes, or all in one. */
+  boxProcesses: 'roles' | 'one';
 }
 
 function options(argv: string[]): Options {
   const { values } = parseArgs({
     args: argv,
-    options: { steps: { type: 'string' }, 'step-seconds': { type: 'string' }, batch: { type: 'string' } },
+    options: {
+      steps: { type: 'string' },
+      'step-seconds': { type: 'string' },
+      batch: { type: 'string' },
+      'box-processes': { type: 'string' },
+    },
     strict: true,
   });
   const steps = (values.steps ?? '50000,100000,200000,300000,400000,500000').split(',').map(Number);
@@ -239,7 +248,9 @@ function options(argv: string[]): Options {
   if (steps.some((s) => !(s > 0)) || !(stepSeconds >= 15) || !(batch >= 1 && batch <= 500)) {
     throw new Error('--steps takes viewer counts above 0, --step-seconds at least 15, --batch 1 to 500');
   }
-  return { steps, stepSeconds, batch };
+  const boxProcesses = values['box-processes'] ?? 'roles';
+  if (boxProcesses !== 'roles' && boxProcesses !== 'one') throw new Error('--box-processes takes roles or one');
+  return { steps, stepSeconds, batch, boxProcesses };
 }
 
 const quantile = (xs: number[], q: number): number => {
@@ -386,7 +397,8 @@ interface StepResult {
   freshCount: number;
   liveP50: number;
   liveP99: number;
-  cpu: { service: number; nats: number; generator: number; machine: number };
+  /** `each`: the service's processes' (`tree`), in its order. */
+  cpu: { service: number; each: number[]; nats: number; generator: number; machine: number };
   /** The service's CPU by thread group (host.ts `threadCpu`), cores. */
   threads: Record<'loop' | 'merges' | 'store' | 'node', number>;
   /** Rows written to the store per second, by table. */
@@ -411,6 +423,7 @@ async function main(): Promise<void> {
       BASE_PORT: String(basePort),
       INGEST_PORT: String(ingestPort),
       LOG_LEVEL: 'warn',
+      BOX_PROCESSES: opts.boxProcesses,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -507,16 +520,31 @@ async function main(): Promise<void> {
     const probe = new Probe(ingestUrl, baseUrl, probeKey, login.access_token);
     probe.start();
     const natsPid = natsServerPid();
-    const cpu = () => ({
-      service: processCpu(service.pid),
-      nats: processCpu(natsPid),
-      generator: processCpu(gen.pid),
-      machine: machineCpu(),
-      threads: threadCpu(service.pid),
-    });
+    // The service is `darshak start` and, in the roles layout, the child process of each group of roles it runs.
+    const tree = processTree(service.pid).map(({ pid, command }) => ({
+      pid,
+      label: /--role (\S+)/.exec(command)?.[1] ?? (opts.boxProcesses === 'roles' ? 'supervisor' : 'all roles'),
+    }));
+    const cpu = () => {
+      const each = tree.map((p) => processCpu(p.pid));
+      const threads = tree.map((p) => threadCpu(p.pid));
+      return {
+        service: each.reduce((a, b) => a + b, 0),
+        each,
+        nats: processCpu(natsPid),
+        generator: processCpu(gen.pid),
+        machine: machineCpu(),
+        threads: {
+          loop: threads.reduce((a, t) => a + t.loop, 0),
+          merges: threads.reduce((a, t) => a + t.merges, 0),
+          store: threads.reduce((a, t) => a + t.store, 0),
+          node: threads.reduce((a, t) => a + t.node, 0),
+        },
+      };
+    };
 
     console.log(
-      `Darshak capacity benchmark: one \`darshak start\` (every role, embedded store), viewers with a heartbeat every 10 s`,
+      `Darshak capacity benchmark: one \`darshak start\` (every role, embedded store; BOX_PROCESSES=${opts.boxProcesses}), viewers with a heartbeat every 10 s`,
     );
     console.log(
       `  machine: ${cpuModel()}, Node ${process.version}, nats-server ${await natsServerVersion()}; commit ${gitCommit()}`,
@@ -572,6 +600,7 @@ async function main(): Promise<void> {
         liveP99: NaN,
         cpu: {
           service: (cpu1.service - cpu0.service) / span,
+          each: cpu1.each.map((c, i) => (c - cpu0.each[i]!) / span),
           nats: (cpu1.nats - cpu0.nats) / span,
           generator: (cpu1.generator - cpu0.generator) / span,
           machine: (cpu1.machine - cpu0.machine) / span,
@@ -665,6 +694,22 @@ async function main(): Promise<void> {
         `| ${n(r.viewers)} | ${(th.loop * 100).toFixed(0)}% | ${(th.node * 100).toFixed(0)}% | ${(th.store * 100).toFixed(0)}% | ${(th.merges * 100).toFixed(0)}% | ` +
           `${((r.cpu.service * 1e6) / r.acceptedPerSecond).toFixed(0)} | ${(total / r.acceptedPerSecond).toFixed(2)} | ${per('events')} / ${per('session_hours')} / ${per('viewer_windows')} / ${content.toFixed(2)} |`,
       );
+    }
+    console.log('');
+    console.log('CPU per accepted event by process of the service (µs), beside the budget of issue 58:');
+    console.log('');
+    const budget: Record<string, string> = {
+      ingest: '≤ 5',
+      aggregate: '≤ 4',
+      'flush,api,alerts,webhooks': '≤ 15 (store)',
+    };
+    console.log(
+      `| viewers | ${tree.map((p) => `${p.label} (budget ${budget[p.label] ?? '–'})`).join(' | ')} | nats + generator (rest) |`,
+    );
+    console.log(`|---:|${tree.map(() => '---:|').join('')}---:|`);
+    for (const r of results) {
+      const us = (cores: number): string => ((cores * 1e6) / r.acceptedPerSecond).toFixed(1);
+      console.log(`| ${n(r.viewers)} | ${r.cpu.each.map(us).join(' | ')} | ${us(r.cpu.nats + r.cpu.generator)} |`);
     }
     console.log('');
     console.log(

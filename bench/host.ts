@@ -146,6 +146,30 @@ export function processCpu(pid: number | undefined): number {
   }
 }
 
+/** A process and its child processes (a `darshak start` box supervises one per group of roles), each with its command line. */
+export function processTree(pid: number | undefined): Array<{ pid: number; command: string }> {
+  if (pid === undefined) return [];
+  const out: Array<{ pid: number; command: string }> = [];
+  const visit = (p: number): void => {
+    let command = '';
+    try {
+      command = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').join(' ').trim();
+    } catch {
+      return;
+    }
+    out.push({ pid: p, command });
+    let kids: string[] = [];
+    try {
+      kids = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    } catch {
+      return;
+    }
+    for (const k of kids) visit(Number(k));
+  };
+  visit(pid);
+  return out;
+}
+
 /**
  * CPU seconds of a process's threads, by what they do: its event loop (the thread whose id is the process's), the
  * embedded store's merges (ClickHouse names them `MergeMutate`), its other named pools (`ThreadPool`, `BgSchPool`,
