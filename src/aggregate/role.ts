@@ -25,14 +25,16 @@ export const aggregateRole: ModuleDef = {
   async start(services) {
     const { config } = services;
     const bus = services.get('bus');
-    const aggregators = shardsOf(config.aggregate_shards, config.shards).map(
-      (shard) =>
+    const shards = shardsOf(config.aggregate_shards, config.shards);
+    const aggregators = shards.map(
+      (shard, i) =>
         new ShardAggregator(
           bus,
           shard,
           {
             pipelines,
             checkpointEveryMs: config.checkpoint_interval_ms,
+            checkpointPhase: i / shards.length,
             flushIntervalMs: config.aggregate_flush_interval_ms,
             // A batch holds up to about 2 MB of input; publishing them one after another, each waiting for its
             // acknowledgement between two input messages, 8 in flight left the shard waiting about a sixth of its time.

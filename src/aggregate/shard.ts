@@ -71,6 +71,14 @@ const batchSeconds = new Histogram({
   registers: [registry],
 });
 
+const checkpointSeconds = new Histogram({
+  name: 'darshak_aggregate_checkpoint_seconds',
+  help: 'Time to checkpoint a shard, by step: packing its state (blocks the shard\u2019s loop) and writing it to the object store',
+  labelNames: ['step'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  registers: [registry],
+});
+
 /** Header on every output message: which batch it belongs to, `<previous batch end>:<part>/<parts>`. */
 export const batchHeader = 'Darshak-Batch';
 
@@ -103,6 +111,11 @@ export interface ShardOptions {
   pipelines: readonly Pipeline[];
   /** How often the state is checkpointed (only when it changed). */
   checkpointEveryMs: number;
+  /**
+   * Where in the interval this shard checkpoints, as a fraction from 0 to 1: packing blocks the process's loop, so the
+   * shards of one process take turns instead of all packing in the same second. Default 0.
+   */
+  checkpointPhase?: number;
   /** Output is sealed and published at least this often (snapshots reach ClickHouse within about twice this). */
   flushIntervalMs: number;
   /** Sealed batches published and not yet acknowledged, at most; input waits beyond it. */
@@ -194,7 +207,7 @@ export class ShardAggregator {
   private readonly log: Logger;
   private store: ObjectStore | undefined;
   private checkpointedUpTo = -1;
-  private lastCheckpointAt = Date.now();
+  private lastCheckpointAt: number;
   private readonly maxPayload: number;
   private readonly maxBatchInput: number;
   private stopping = false;
@@ -211,6 +224,7 @@ export class ShardAggregator {
     // Room for the headers and the message framing under the server's limit.
     this.maxPayload = outputLimit(bus);
     this.maxBatchInput = batchInputLimit(bus);
+    this.lastCheckpointAt = Date.now() - options.checkpointEveryMs * (options.checkpointPhase ?? 0);
   }
 
   /**
@@ -629,6 +643,7 @@ export class ShardAggregator {
 
   /** The state now, right after the input `upTo`, as a checkpoint. */
   private packState(upTo: number): Buffer {
+    const done = checkpointSeconds.startTimer({ step: 'pack' });
     const cp: Checkpoint = {
       v: checkpointVersion,
       shard: this.shard,
@@ -636,12 +651,17 @@ export class ShardAggregator {
       ids: this.dedup.save(),
       state: this.agg.save(),
     };
-    return packCheckpoint(cp);
+    const blob = packCheckpoint(cp);
+    done();
+    return blob;
   }
 
   private async writeCheckpoint(upTo: number, blob: Buffer): Promise<void> {
-    if (this.store && (await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log)))
-      this.checkpointedUpTo = upTo;
+    if (!this.store) return;
+    const done = checkpointSeconds.startTimer({ step: 'write' });
+    const written = await writeCheckpoint(this.store, `shard-${this.shard}`, blob, this.log);
+    done();
+    if (written) this.checkpointedUpTo = upTo;
   }
 
   /** Stop reading, publish what is pending, and leave a checkpoint of the final state. */
