@@ -96,7 +96,7 @@ export function startBox(shards: string | undefined, log: Logger): Box {
         },
       });
       for (const c of live) c.child.send({ kind: 'metrics_collect', id } satisfies BoxMessage);
-      if (live.length === 0) done();
+      if (live.length === 0) collecting.get(id)!.done();
     });
     collecting.delete(id);
     return AggregatorRegistry.aggregate(reports).metrics();
