@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,37 +5,20 @@ import t, { type Test } from 'tap';
 import { call, login } from '../helpers/api.js';
 import {
   eventually,
+  darshak,
   freePort,
-  mainJs,
   makeTenant,
   natsUrl,
   post,
   removeNamespace,
   uniquePrefix,
+  type DarshakProcess,
 } from '../helpers/env.js';
 
 // `darshak start` with every role on one box (BOX_PROCESSES=roles, the default): a supervisor and a child process per
 // group of roles (src/cli/box.ts), driven as an operator would: signals, kill -9, /metrics, the API.
 
-interface Box {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | NodeJS.Signals | null>;
-}
-
-function startBox(env: Record<string, string>): Box {
-  const child = spawn(process.execPath, [mainJs, 'start'], {
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', NATS_URL: natsUrl, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | NodeJS.Signals | null>((r) =>
-    child.on('exit', (code, signal) => r(code ?? signal)),
-  );
-  return { child, output: () => out, exited };
-}
+const startBox = (env: Record<string, string>): DarshakProcess => darshak(['start'], { NATS_URL: natsUrl, ...env });
 
 /** The supervisor's children: pid and the roles each runs. */
 function children(pid: number): Array<{ pid: number; roles: string }> {
@@ -72,7 +54,7 @@ async function setUp(t: Test): Promise<{ env: Record<string, string>; ingest: st
 const ready = (url: string) => async (): Promise<boolean> =>
   (await fetch(`${url}/readyz`).catch(() => null))?.status === 200;
 
-const started = (box: Box) => async (): Promise<boolean> => /"msg":"darshak started"/.test(box.output());
+const started = (box: DarshakProcess) => async (): Promise<boolean> => /"msg":"darshak started"/.test(box.output());
 
 /** `n` sessions that start and show their first frame, in one batch. */
 const sessions = (from: number, n: number): unknown => ({

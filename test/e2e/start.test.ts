@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -7,38 +6,17 @@ import t from 'tap';
 import { connect } from 'nats';
 import {
   eventually,
-  mainJs,
   makeTenant,
   natsUrl,
   post,
   removeNamespace,
   uniquePrefix,
   freePort,
+  darshak,
 } from '../helpers/env.js';
 import { autoEngine } from '../helpers/engines.js';
 
 // `darshak start` as its own process, the way `npm start` runs it.
-
-interface Proc {
-  child: ChildProcess;
-  output: () => string;
-  /** The exit code, or the signal that ended it. */
-  exited: Promise<number | NodeJS.Signals | null>;
-}
-
-function darshak(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [mainJs, ...args], {
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | NodeJS.Signals | null>((r) =>
-    child.on('exit', (code, signal) => r(code ?? signal)),
-  );
-  return { child, output: () => out, exited };
-}
 
 const ready = (port: number) => async (): Promise<boolean> => {
   try {

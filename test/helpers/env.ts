@@ -130,6 +130,28 @@ export class RoleProcesses {
   }
 }
 
+/** A `darshak` process as an operator runs it: its output gathered, and how it ended. */
+export interface DarshakProcess {
+  child: ChildProcess;
+  output: () => string;
+  /** The exit code, or the signal that ended it. */
+  exited: Promise<number | NodeJS.Signals | null>;
+}
+
+export function darshak(args: string[], env: Record<string, string>): DarshakProcess {
+  const child = spawn(process.execPath, [mainJs, ...args], {
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | NodeJS.Signals | null>((r) =>
+    child.on('exit', (code, signal) => r(code ?? signal)),
+  );
+  return { child, output: () => out, exited };
+}
+
 /** Resolves once `url`/readyz answers 200 (false after `ms`). */
 export async function ready(url: string, ms = 20_000): Promise<boolean> {
   return (await eventually(async () => (await fetch(`${url}/readyz`).catch(() => null))?.ok === true, ms, 100)) >= 0;
