@@ -26,11 +26,17 @@ export interface ServiceTypes {
   exports: ExportService;
 }
 
+/** A listener a role opened: its bound port and the HTTP engine serving it. */
+export interface Listener {
+  port: number;
+  engine: string;
+}
+
 export class Services {
   private readonly values = new Map<keyof ServiceTypes, unknown>();
   readonly checks: ReadinessCheck[] = [];
   /** Listeners opened by roles, by name (`ingest`, `base`): the bound port matters when the config asks for port 0. */
-  readonly listeners = new Map<string, { port: number; engine: string }>();
+  readonly listeners = new Map<string, Listener>();
   constructor(
     readonly config: Config,
     readonly log: Logger,

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Logger } from '../log.js';
+import type { Listener } from '../modules.js';
 import { registry, setMetricsSource } from '../metrics.js';
 
 // One box, every role (`box_processes: roles`, docs/deployment.md): `darshak start` supervises a child process per
@@ -24,9 +25,16 @@ export const boxChildEnv = 'DARSHAK_BOX_CHILD';
 
 type Metrics = MetricObjectWithValues<MetricValue<string>>[];
 
+/** A child that exited unasked: its roles, and how it ended. */
+export interface ChildExit {
+  roles: string;
+  code: number | null;
+  signal: string | null;
+}
+
 /** What supervisor and children tell each other over the IPC channel. */
 type BoxMessage =
-  | { kind: 'started'; listeners: Record<string, { port: number; engine: string }> }
+  | { kind: 'started'; listeners: Record<string, Listener> }
   | { kind: 'metrics_request'; id: number }
   | { kind: 'metrics_collect'; id: number }
   | { kind: 'metrics_report'; id: number; metrics: Metrics }
@@ -40,9 +48,9 @@ const metricsWaitMs = 2000;
 
 export interface Box {
   /** Resolves with the children's listeners once every child has started its roles. */
-  started: Promise<Record<string, { port: number; engine: string }>>;
+  started: Promise<Record<string, Listener>>;
   /** Resolves with the first child that exited unasked (its roles failed), or never. */
-  failed: Promise<{ roles: string; code: number | null; signal: string | null }>;
+  failed: Promise<ChildExit>;
   /** Stop the children in `boxProcesses` order, each after the one before has exited. */
   stop(): Promise<void>;
 }
@@ -51,11 +59,9 @@ export interface Box {
 export function startBox(shards: string | undefined, log: Logger): Box {
   const boxLog = log.child({ module: 'box' });
   let stopping = false;
-  let reportFailure: (f: { roles: string; code: number | null; signal: string | null }) => void = () => undefined;
-  const failed = new Promise<{ roles: string; code: number | null; signal: string | null }>(
-    (resolve) => (reportFailure = resolve),
-  );
-  const listeners: Record<string, { port: number; engine: string }> = {};
+  let reportFailure: (f: ChildExit) => void = () => undefined;
+  const failed = new Promise<ChildExit>((resolve) => (reportFailure = resolve));
+  const listeners: Record<string, Listener> = {};
   const collecting = new Map<number, { reports: Metrics[]; waiting: number; done: () => void }>();
   let nextCollect = 1;
 
@@ -77,8 +83,8 @@ export function startBox(shards: string | undefined, log: Logger): Box {
     return { roles: label, child, started: false };
   });
 
-  let markStarted: (l: Record<string, { port: number; engine: string }>) => void = () => undefined;
-  const started = new Promise<Record<string, { port: number; engine: string }>>((resolve) => (markStarted = resolve));
+  let markStarted: (l: Record<string, Listener>) => void = () => undefined;
+  const started = new Promise<Record<string, Listener>>((resolve) => (markStarted = resolve));
 
   /** Every child's registry, merged as prom-client's cluster mode merges its workers' (counters and histograms summed). */
   const collect = async (): Promise<string> => {
@@ -145,7 +151,7 @@ export function startBox(shards: string | undefined, log: Logger): Box {
  * metrics, serve the whole box's on /metrics, and die with the supervisor (a supervisor killed with -9 must not
  * leave roles running that a restart would collide with: the store's lock, the listeners' ports).
  */
-export function joinBox(log: Logger): { started(listeners: Record<string, { port: number; engine: string }>): void } {
+export function joinBox(log: Logger): { started(listeners: Record<string, Listener>): void } {
   const send = (m: BoxMessage): void => {
     if (process.connected) process.send!(m);
   };

@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { processTree } from '../../bench/host.js';
 import { call, login } from '../helpers/api.js';
 import {
   eventually,
@@ -10,6 +11,7 @@ import {
   makeTenant,
   natsUrl,
   post,
+  ready,
   removeNamespace,
   uniquePrefix,
   type DarshakProcess,
@@ -21,13 +23,10 @@ import {
 const startBox = (env: Record<string, string>): DarshakProcess => darshak(['start'], { NATS_URL: natsUrl, ...env });
 
 /** The supervisor's children: pid and the roles each runs. */
-function children(pid: number): Array<{ pid: number; roles: string }> {
-  const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-  return kids.map((k) => {
-    const command = readFileSync(`/proc/${k}/cmdline`, 'utf8').split('\0');
-    return { pid: Number(k), roles: command[command.indexOf('--role') + 1] ?? '' };
-  });
-}
+const children = (pid: number): Array<{ pid: number; roles: string }> =>
+  processTree(pid)
+    .slice(1)
+    .map((p) => ({ pid: p.pid, roles: /--role (\S+)/.exec(p.command)?.[1] ?? '' }));
 
 const alive = (pid: number): boolean => {
   try {
@@ -50,9 +49,6 @@ async function setUp(t: Test): Promise<{ env: Record<string, string>; ingest: st
     base: `http://127.0.0.1:${basePort}`,
   };
 }
-
-const ready = (url: string) => async (): Promise<boolean> =>
-  (await fetch(`${url}/readyz`).catch(() => null))?.status === 200;
 
 const started = (box: DarshakProcess) => async (): Promise<boolean> => /"msg":"darshak started"/.test(box.output());
 
@@ -81,8 +77,8 @@ t.test('every role as a child process: one /metrics for the box, and a SIGTERM s
     ['ingest', 'aggregate', 'flush,api,alerts,webhooks'],
     'ingest, the aggregators and the store roles each in a process',
   );
-  t.ok(await ready(ingest)(), 'ingest ready');
-  t.ok(await ready(base)(), 'api ready');
+  t.ok(await ready(ingest), 'ingest ready');
+  t.ok(await ready(base), 'api ready');
   const tenant = await makeTenant(env.NATS_PREFIX!, 'acme', 'pro', natsUrl, { DATA_DIR: env.DATA_DIR! });
   t.equal((await post(`${ingest}/v1/ingest/events`, sessions(0, 3), { 'x-api-key': tenant.key })).status, 200);
   // Counters of three processes on either listener: ingest's, the aggregators', the flusher's.
