@@ -303,6 +303,7 @@ class Probe {
   private liveVisible = 0;
   private socket: WebSocket | undefined;
   private stopped = false;
+  private sending = true;
   private readonly loops: Array<Promise<void>> = [];
 
   constructor(
@@ -334,7 +335,7 @@ class Probe {
   }
 
   private async send(): Promise<void> {
-    while (!this.stopped) {
+    while (!this.stopped && this.sending) {
       const k = ++this.k;
       const events = [
         {
@@ -370,6 +371,21 @@ class Probe {
       }
       await sleep(200);
     }
+  }
+
+  /**
+   * No more probes; the polls go on, for the probes already sent. The drain after the load waits for the store to
+   * hold everything accepted, which a probe every second would keep from ever being true at a slower flush cadence.
+   */
+  stopSending(): void {
+    this.sending = false;
+  }
+
+  /** Until every probe acknowledged has been counted by both the polls and the live feed, or `ms` passed. */
+  async settle(ms: number): Promise<void> {
+    const last = this.acked.findLastIndex((at) => at !== undefined && !Number.isNaN(at));
+    const until = Date.now() + ms;
+    while (Date.now() < until && Math.min(this.visible, this.liveVisible, 490) < Math.min(last, 490)) await sleep(200);
   }
 
   async stop(): Promise<void> {
@@ -621,6 +637,7 @@ async function main(): Promise<void> {
       );
     }
     gen.stdin.write('0\n');
+    probe.stopSending();
     const stopAt = Date.now();
     let drainedAfter = NaN;
     for (let i = 0; i < 600; i++) {
@@ -631,6 +648,8 @@ async function main(): Promise<void> {
       }
       await sleep(500);
     }
+    // The live feed pushes the second two seconds behind now: a drain quicker than that must not cut it off.
+    await probe.settle(10_000);
     await probe.stop();
     // Freshness per step once everything drained: a probe seen late counts its whole wait, one never seen counts as
     // infinite (so a step where the pipeline fell behind cannot look fresh for what it had not shown yet).
