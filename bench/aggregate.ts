@@ -46,7 +46,7 @@ import {
 } from '../src/bus/wire.js';
 import { loadConfig } from '../src/config/load.js';
 import { ControlPlane } from '../src/control/control-plane.js';
-import { Flusher } from '../src/flush/flusher.js';
+import { flushTiers } from '../src/flush/flusher.js';
 import { createLogger } from '../src/log.js';
 import { resolveTargets, Services, startModules } from '../src/modules.js';
 import { registry } from '../src/registry.js';
@@ -409,11 +409,12 @@ async function flush(): Promise<void> {
         for (const body of inputs) await bus.js.publish(bus.names.eventsSubject(0), body);
         let last = 0;
         for (const o of outputs) last = (await bus.js.publish(bus.names.rawSubject(0), o)).seq;
-        const flusher = new Flusher(bus, store, log, options);
+        const flusher = flushTiers(bus, store, log, undefined, options);
         const started = process.hrtime.bigint();
         await flusher.start();
-        while ((await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer)).ack_floor.stream_seq < last)
-          await new Promise((r) => setTimeout(r, 10));
+        for (const consumer of [bus.names.flushConsumer, bus.names.flushBulkConsumer])
+          while ((await bus.jsm.consumers.info(bus.names.rawStream, consumer)).ack_floor.stream_seq < last)
+            await new Promise((r) => setTimeout(r, 10));
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         await flusher.stop();
         rates.push(count / seconds);

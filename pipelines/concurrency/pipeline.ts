@@ -10,6 +10,7 @@ export const concurrencySeconds = {
     ['ts', 'DateTime'],
   ],
   values: [['sessions', 'Int64']],
+  live: true,
 } as const satisfies TableSpec;
 
 export const concurrencyColumns = columns(concurrencySeconds);

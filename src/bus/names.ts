@@ -8,8 +8,12 @@ export interface BusNames {
   rawStream: string;
   rawSubject(shard: number): string;
   rawWildcard: string;
-  /** The flush role's durable consumer of the raw stream: its acknowledgement floor is how far the store is. */
+  /**
+   * The flush role's durable consumers of the raw stream, one per tier (flush/flusher.ts `FlushTier`): the live one's
+   * acknowledgement floor is how far the store holds the events, the bulk one's how far it holds the other tables.
+   */
   flushConsumer: string;
+  flushBulkConsumer: string;
   /** Object store of aggregator checkpoints, one object per shard. */
   checkpointBucket: string;
   /** Core NATS (not stored): which input of each shard the flush role has written, after each write (bus/progress.ts). */
@@ -87,6 +91,7 @@ export function busNames(prefix: string): BusNames {
     rawSubject: (shard) => `${prefix}.raw.${shard}`,
     rawWildcard: `${prefix}.raw.*`,
     flushConsumer: 'flush',
+    flushBulkConsumer: 'flush-bulk',
     checkpointBucket: `${prefix}_checkpoints`,
     flushedSubject: `${prefix}.progress.flushed`,
     replaySubject: `${prefix}.control.replay`,

@@ -37,6 +37,7 @@ export interface Config {
   aggregate_shards: string[];
   checkpoint_interval_ms: number;
   flush_interval_ms: number;
+  flush_bulk_interval_ms: number;
   aggregate_flush_interval_ms: number;
   aggregate_session_retain_ms: number;
   session_snapshot_interval_ms: number;
@@ -230,7 +231,14 @@ export const configKeys: Record<keyof Config, KeySpec> = {
     minimum: 0,
     maximum: 60000,
     description:
-      'the flush role starts a write to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge',
+      'the flush role starts a write of the events and the live tables (concurrency) to ClickHouse at most this often (unless a full group waits): fewer, larger inserts leave the store fewer parts to merge (docs/aggregation.md "Flush")',
+  },
+  flush_bulk_interval_ms: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 60000,
+    description:
+      'the same for every other pipeline table (per-minute sums, sessions, content, viewers): how far behind the events their answers may be',
   },
   jwt_key_file: {
     type: 'string',

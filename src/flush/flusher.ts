@@ -12,7 +12,7 @@ import { registry } from '../metrics.js';
 import { eventLine, insertEvents } from '../store/events.js';
 import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
-import { FlushGroups, groupSpan, groupToken, spanOf } from './groups.js';
+import { FlushGroups, groupScope, groupSpan, groupToken, spanOf } from './groups.js';
 
 const flushed = new Counter({
   name: 'darshak_flush_rows_total',
@@ -22,21 +22,38 @@ const flushed = new Counter({
 });
 const flushLatency = new Histogram({
   name: 'darshak_flush_insert_seconds',
-  help: 'Time to write one group of aggregator output messages to ClickHouse (all its tables)',
+  help: "Time to write one group of aggregator output messages to ClickHouse (all the tier's tables)",
+  labelNames: ['tier'] as const,
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   registers: [registry],
 });
 const groupSize = new Histogram({
   name: 'darshak_flush_group_messages',
-  help: 'Aggregator output messages written together, in one insert per table',
+  help: 'Aggregator output messages written together, in one insert per table of the tier',
+  labelNames: ['tier'] as const,
   buckets: [1, 2, 5, 10, 20, 50, 100],
   registers: [registry],
 });
+
+/**
+ * Which writes of the raw stream a flusher makes; the flush role runs one of each, on consumers of their own.
+ * - `live`: the events the messages pass on, into `events`, and the tables marked `live` (what is read within a
+ *   second: concurrency), every `FLUSH_INTERVAL_MS`. It tells ingest what the store holds.
+ * - `bulk`: every other pipeline table, every `FLUSH_BULK_INTERVAL_MS`: per-minute sums and session rows, read over
+ *   minutes, whose inserts were most of the store's parts (each insert is a part per table, and a part costs the
+ *   embedded store milliseconds of CPU whatever its size).
+ */
+export type FlushTier = 'live' | 'bulk';
+
+/** The pipeline tables a tier writes. */
+export const tierTables = (tier: FlushTier): TableSpec[] =>
+  snapshotTables.filter((t) => (t.live === true) === (tier === 'live'));
 
 /** How long a delivered message may go unacknowledged (and without a heartbeat) before JetStream sends it again. */
 const ackWaitMs = 15_000;
 
 export interface FlusherOptions {
+  tier: FlushTier;
   /** Groups being written at once, at most; meanwhile arriving messages gather into the next. Default 2. */
   maxInflight: number;
   /** Message bytes one group holds, at most (a group also stays within one span of `groupSpan` sequences). Default 16 MiB. */
@@ -44,16 +61,20 @@ export interface FlusherOptions {
   /**
    * A group starts at most this often, unless a full one is waiting: every insert makes a part per table that the
    * store merges in the background, and small frequent inserts kept the embedded store's merges busy at most of
-   * a core. Default 0 (at once); the flush role takes `FLUSH_INTERVAL_MS`.
+   * a core. Default 0 (at once); the flush role takes `FLUSH_INTERVAL_MS` (live) and `FLUSH_BULK_INTERVAL_MS` (bulk).
    */
   minIntervalMs: number;
 }
 
-export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 16 * 1024 * 1024, minIntervalMs: 0 };
+export const flusherDefaults: Omit<FlusherOptions, 'tier'> = {
+  maxInflight: 2,
+  maxGroupBytes: 16 * 1024 * 1024,
+  minIntervalMs: 0,
+};
 
 /**
- * Writes the raw stream to ClickHouse: the events it passes on to `events` (read from the event stream by sequence)
- * and the snapshot rows to the pipelines' tables.
+ * Writes its tier (`FlushTier`) of the raw stream to ClickHouse: the events it passes on to `events` (read from the
+ * event stream by sequence) and the snapshot rows to the pipelines' tables.
  *
  * - Messages are written in groups, one insert per table per group: while groups are being written, arriving messages
  *   gather into the next, so a busy store gets fewer, larger inserts, and an idle one writes a message at once.
@@ -67,7 +88,8 @@ export const flusherDefaults: FlusherOptions = { maxInflight: 2, maxGroupBytes: 
 export class Flusher {
   private loop: ConsumeLoop | undefined;
   private readonly log: Logger;
-  private readonly tables = new Map<string, TableSpec>(snapshotTables.map((t) => [t.name, t]));
+  /** The tier's tables by name; the other tier's, as null (their rows are skipped here). */
+  private readonly tables: ReadonlyMap<string, TableSpec | null>;
   private readonly options: FlusherOptions;
   /** Delivered and not yet acknowledged: kept alive by the heartbeat. */
   private readonly held = new Set<JsMsg>();
@@ -86,31 +108,41 @@ export class Flusher {
     private readonly bus: Bus,
     private readonly store: Store,
     log: Logger,
-    options: Partial<FlusherOptions> = {},
+    options: Partial<FlusherOptions> & Pick<FlusherOptions, 'tier'>,
   ) {
-    this.log = log.child({ module: 'flush' });
+    this.log = log.child({ module: 'flush', tier: options.tier });
     this.options = { ...flusherDefaults, ...options };
+    const mine = new Set(tierTables(options.tier));
+    this.tables = new Map(snapshotTables.map((t) => [t.name, mine.has(t) ? t : null]));
     if (!(this.options.maxInflight >= 1) || !(this.options.maxGroupBytes >= 1) || !(this.options.minIntervalMs >= 0))
       throw new Error(
         `flusher: maxInflight and maxGroupBytes must be at least 1 and minIntervalMs at least 0, not ${JSON.stringify(options)}`,
       );
   }
 
+  private get writesEvents(): boolean {
+    return this.options.tier === 'live';
+  }
+
+  private get consumerName(): string {
+    return this.options.tier === 'live' ? this.bus.names.flushConsumer : this.bus.names.flushBulkConsumer;
+  }
+
   async start(): Promise<void> {
     await this.bus.ensureConsumer(this.bus.names.rawStream, {
-      durable_name: this.bus.names.flushConsumer,
+      durable_name: this.consumerName,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: ackWaitMs * 1_000_000,
       max_ack_pending: 1000,
     });
-    const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, this.bus.names.flushConsumer);
+    const consumer = await this.bus.js.consumers.get(this.bus.names.rawStream, this.consumerName);
     const stream = await this.bus.jsm.streams.info(this.bus.names.rawStream);
     this.streamId = streamIdentity(stream.config);
     // A record is needed while its messages can come back, which is at most as long as the stream keeps them.
     this.groups = new FlushGroups(
       await this.bus.kv(this.bus.names.flushGroupsBucket, stream.config.max_age / 1_000_000 || undefined),
-      this.streamId,
+      groupScope(this.options.tier, this.streamId),
     );
     // A long insert says it is still at work, so the ack wait can be short: after a flusher is killed, its
     // unacknowledged messages go to another within the ack wait, not a minute later.
@@ -205,10 +237,11 @@ export class Flusher {
       m.ack();
       this.held.delete(m);
     }
-    // Told after the write, for ingest's load shedding; a lost message is made up for by the next.
-    if (this.bus.connected) this.bus.nc.publish(this.bus.names.flushedSubject, encodeFlushed(flushedInputs(messages)));
-    flushLatency.observe(Number(process.hrtime.bigint() - started) / 1e9);
-    groupSize.observe(messages.length);
+    // Told after the events are written, for ingest's load shedding; a lost message is made up for by the next.
+    if (this.writesEvents && this.bus.connected)
+      this.bus.nc.publish(this.bus.names.flushedSubject, encodeFlushed(flushedInputs(messages)));
+    flushLatency.observe({ tier: this.options.tier }, Number(process.hrtime.bigint() - started) / 1e9);
+    groupSize.observe({ tier: this.options.tier }, messages.length);
   }
 
   /** A group recorded earlier (here, or by a flusher that died): written again whole, what is not at hand read back from the stream. */
@@ -234,7 +267,10 @@ export class Flusher {
     return p;
   }
 
-  /** One insert per table of the group's messages, in sequence order; their events read from the event stream. */
+  /**
+   * One insert per table of the tier of the group's messages, in sequence order; their events (live) read from the
+   * event stream.
+   */
   private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
     const eventLines: string[] = [];
     const rows = new Map<TableSpec, Cell[][]>();
@@ -242,20 +278,24 @@ export class Flusher {
       const bytes = data.get(seq);
       return bytes ? [[seq, decodeOutput(bytes)] as const] : [];
     });
-    const input = await readInputs(
-      this.bus,
-      outputs.map(([, out]) => out),
-      (seq) =>
-        this.log.error(
-          { ingest_seq: seq, group: group[0] },
-          'an input message aggregator output names is no longer in the event stream; its events are not stored',
-        ),
-    );
+    if (this.writesEvents) {
+      const input = await readInputs(
+        this.bus,
+        outputs.map(([, out]) => out),
+        (seq) =>
+          this.log.error(
+            { ingest_seq: seq, group: group[0] },
+            'an input message aggregator output names is no longer in the event stream; its events are not stored',
+          ),
+      );
+      for (const [, out] of outputs)
+        forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
+    }
     for (const [seq, out] of outputs) {
-      forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
         const table = this.tables.get(name);
-        if (!table) throw new Error(`output message ${seq} has rows for unknown table ${name}`);
+        if (table === undefined) throw new Error(`output message ${seq} has rows for unknown table ${name}`);
+        if (table === null) continue;
         const list = rows.get(table) ?? [];
         for (const r of tableRows as Cell[][]) list.push(r);
         rows.set(table, list);
@@ -292,4 +332,25 @@ export class Flusher {
     while (this.inflight.size > 0) await Promise.allSettled(this.inflight);
     clearInterval(this.heartbeat);
   }
+}
+
+/** The flush role's writers: a flusher per tier, each on its consumer, every `minIntervalMs` of its tier. */
+export function flushTiers(
+  bus: Bus,
+  store: Store,
+  log: Logger,
+  minIntervalMs: Readonly<Record<FlushTier, number>> = { live: 0, bulk: 0 },
+  options: Partial<Omit<FlusherOptions, 'tier' | 'minIntervalMs'>> = {},
+): { start(): Promise<void>; stop(): Promise<void> } {
+  const flushers = (['live', 'bulk'] as const).map(
+    (tier) => new Flusher(bus, store, log, { ...options, tier, minIntervalMs: minIntervalMs[tier] }),
+  );
+  return {
+    async start() {
+      for (const f of flushers) await f.start();
+    },
+    async stop() {
+      await Promise.all(flushers.map((f) => f.stop()));
+    },
+  };
 }

@@ -18,6 +18,9 @@ export function groupToken(table: string, streamId: string, group: readonly numb
   return `${table}:${streamId}:g${group[0]}`;
 }
 
+/** Whose group records a `FlushGroups` keeps: a flush tier's, of one raw stream (its identity, `streamIdentity`). */
+export const groupScope = (tier: string, streamId: string): string => `${tier}.${streamId}`;
+
 export interface Claim {
   /** Groups recorded by this call, sorted, none of whose rows can be in the store yet. */
   created: number[][];
@@ -39,8 +42,11 @@ export class FlushGroups {
 
   constructor(
     private readonly kv: KV,
-    /** The raw stream's identity (`streamIdentity`): a stream made again restarts its sequences. */
-    private readonly streamId: string,
+    /**
+     * The tier and the raw stream's identity (`groupScope`): each tier groups the messages its own way, and a stream
+     * made again restarts its sequences.
+     */
+    private readonly scope: string,
   ) {}
 
   /**
@@ -56,7 +62,7 @@ export class FlushGroups {
     const all = [...together, ...alone];
     const span = spanOf(all[0]!);
     if (all.some((s) => spanOf(s) !== span)) throw new Error(`flush group across spans: ${all.join(',')}`);
-    const key = `${this.streamId}.${span}`;
+    const key = `${this.scope}.${span}`;
     for (;;) {
       const current = this.cache.get(key) ?? (await this.read(key));
       const groupOf = new Map(current.groups.flatMap((g) => g.map((s) => [s, g] as const)));

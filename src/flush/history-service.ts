@@ -42,7 +42,7 @@ export function serveHistory(bus: Bus, store: Store, log: Logger): Subscription 
   });
 }
 
-/** Throws unless the flush consumer has acknowledged (written) the raw stream through `seq`. */
+/** Throws unless the live flush consumer (the tier that writes `events`) has acknowledged the raw stream through `seq`. */
 async function storedThrough(bus: Bus, seq: number): Promise<void> {
   if (!Number.isSafeInteger(seq) || seq < 0)
     throw new Error(`stored_through must be a raw-stream sequence, not ${seq}`);

@@ -1,22 +1,27 @@
 import type { ModuleDef } from '../modules.js';
 import { AlertWriter } from './alerts.js';
-import { Flusher } from './flusher.js';
+import { flushTiers } from './flusher.js';
 import { serveHistory } from './history-service.js';
 import { serveReplay } from './replay-service.js';
 
 // The flush role is a group of modules, each with its own consumer or subject; run apart or together, they stop in
 // the reverse of their start: the request services drain before the writers stop.
 
-/** The raw stream into the snapshot tables, and the events it names into `events`. */
+/**
+ * The raw stream into the snapshot tables, and the events it names into `events`: one flusher per tier, each on its
+ * own consumer and cadence.
+ */
 export const flusherModule: ModuleDef = {
   deps: ['bus', 'store'],
   role: false,
   async start(services) {
-    const flusher = new Flusher(services.get('bus'), services.get('store'), services.log, {
-      minIntervalMs: services.config.flush_interval_ms,
+    const { config } = services;
+    const flushers = flushTiers(services.get('bus'), services.get('store'), services.log, {
+      live: config.flush_interval_ms,
+      bulk: config.flush_bulk_interval_ms,
     });
-    await flusher.start();
-    return { stop: () => flusher.stop() };
+    await flushers.start();
+    return { stop: () => flushers.stop() };
   },
 };
 

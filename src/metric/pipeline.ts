@@ -96,6 +96,13 @@ export interface TableSpec {
    * or `sum` table (replay finds the keys it deletes by `ts`).
    */
   derivedFrom?: { table: string; by: string; refresh: string; fill: string };
+  /**
+   * Written by the flush role's live tier, with the events, every `FLUSH_INTERVAL_MS`, rather than with the other
+   * tables every `FLUSH_BULK_INTERVAL_MS` (src/flush/flusher.ts `FlushTier`): for a table whose answers are read
+   * within a second of the event (concurrency: `/v1/live`, the live page). Every table live would cost the store a
+   * part per table and flush, at any load.
+   */
+  live?: true;
 }
 
 type ColumnName<T extends TableSpec> =

@@ -7,7 +7,7 @@ import { pipelines } from '../../pipelines/index.js';
 import { ShardAggregator, type ShardOptions } from '../../src/aggregate/shard.js';
 import { Bus } from '../../src/bus/bus.js';
 import { encodeEvent, frameMessage, type WireEvent } from '../../src/bus/wire.js';
-import { Flusher } from '../../src/flush/flusher.js';
+import { flushTiers } from '../../src/flush/flusher.js';
 import { serveHistory } from '../../src/flush/history-service.js';
 import { createLogger } from '../../src/log.js';
 import { registry } from '../../src/metrics.js';
@@ -28,7 +28,7 @@ const bus = await Bus.connect({ nats_url: natsUrl, nats_prefix: prefix }, log);
 await bus.ensureStreams(1, 48);
 const dir = mkdtempSync(join(tmpdir(), 'darshak-late-history-'));
 const store = await Store.open({ clickhouse_url: '', data_dir: dir, events_retention_days: 30 }, log);
-const flusher = new Flusher(bus, store, log);
+const flusher = flushTiers(bus, store, log);
 await flusher.start();
 const history = serveHistory(bus, store, log);
 t.teardown(async () => {
@@ -288,7 +288,7 @@ t.test('a recall waits until the store holds the session it asks for, after a fl
   await new Promise((r) => setTimeout(r, 2500));
   t.notOk(await drained(prefix, 1, natsUrl, false), 'the message waits while the store is behind');
   t.same(await recalledSessions(), before, 'nothing recalled yet');
-  const back = new Flusher(bus, store, log);
+  const back = flushTiers(bus, store, log);
   await back.start();
   t.teardown(() => back.stop());
   await settled();
@@ -299,7 +299,7 @@ t.test('a recall waits until the store holds the session it asks for, after a fl
 
 t.test('a session let go of and recalled before its output is published is recalled from that output', async (t) => {
   const again = serveHistory(bus, store, log);
-  const flushing = new Flusher(bus, store, log);
+  const flushing = flushTiers(bus, store, log);
   await flushing.start();
   t.teardown(async () => {
     await again.drain();

@@ -3,14 +3,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, type JsMsg } from 'nats';
 import t, { type Test } from 'tap';
+import { concurrencySeconds } from '../../pipelines/concurrency/pipeline.js';
+import { snapshotTables } from '../../pipelines/index.js';
 import { quotaMinutes } from '../../pipelines/quota/pipeline.js';
 import { minuteOf } from '../../src/metric/pipeline.js';
 import { Bus, streamIdentity } from '../../src/bus/bus.js';
-import { encodeEvent, encodeRows, frameInput, frameMessage, frameOutput, type WireEvent } from '../../src/bus/wire.js';
-import { Flusher } from '../../src/flush/flusher.js';
-import { FlushGroups, groupToken } from '../../src/flush/groups.js';
+import {
+  encodeEvent,
+  encodeRows,
+  frameInput,
+  frameMessage,
+  frameOutput,
+  type EncodedTableRows,
+  type WireEvent,
+} from '../../src/bus/wire.js';
+import { Flusher, flushTiers, tierTables, type FlushTier } from '../../src/flush/flusher.js';
+import { FlushGroups, groupScope, groupToken } from '../../src/flush/groups.js';
 import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
+import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
 import { eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
 import { PrivateNats } from '../../bench/private-nats.js';
@@ -42,6 +53,35 @@ async function withStore(t: Test): Promise<{ bus: Bus; store: Store }> {
     rmSync(dir, { recursive: true, force: true });
   });
   return { bus, store };
+}
+
+/**
+ * Event `i` (a play_start at `ts`) into the event stream, and an aggregator output naming it with `rows` (from the
+ * event) into the raw stream, both on shard `i % 4`.
+ */
+async function publishEvent(
+  bus: Bus,
+  i: number,
+  ts: number,
+  rows: (e: WireEvent) => EncodedTableRows[],
+): Promise<WireEvent> {
+  const e: WireEvent = {
+    tenant: 'acme',
+    env: 'production',
+    event_type: 'play_start',
+    ts,
+    client_ts: ts,
+    received_at: ts,
+    event_id: `e${i}`,
+    country: 'IN',
+    region: 'Kerala',
+    device: 'tv',
+    session_id: `s${i}`,
+  };
+  const encoded = encodeEvent(e);
+  const { seq } = await bus.js.publish(bus.names.eventsSubject(i % 4), frameMessage([encoded], encoded.length));
+  await bus.js.publish(bus.names.rawSubject(i % 4), frameOutput([frameInput(seq, [])], rows(e)));
+  return e;
 }
 
 t.test('group records: compare-and-set per span, a message in one group only', async (t) => {
@@ -128,67 +168,74 @@ t.test('a group recorded and half written by a flusher that died is completed, n
 
   const t0 = Date.now() - 60_000;
   const events: WireEvent[] = [];
-  for (let i = 0; i < 10; i++) {
-    const e: WireEvent = {
-      tenant: 'acme',
-      env: 'production',
-      event_type: 'play_start',
-      ts: t0 + i,
-      client_ts: t0 + i,
-      received_at: t0 + i,
-      event_id: `e${i}`,
-      country: 'IN',
-      region: 'Kerala',
-      device: 'tv',
-      session_id: `s${i}`,
-    };
-    const encoded = encodeEvent(e);
-    // The input message in the event stream, and the aggregator output naming it.
-    const { seq } = await bus.js.publish(bus.names.eventsSubject(i % 4), frameMessage([encoded], encoded.length));
-    const message = frameOutput(
-      [frameInput(seq, [])],
-      [encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]])],
+  for (let i = 0; i < 10; i++)
+    events.push(
+      await publishEvent(bus, i, t0 + i, (e) => [
+        encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]]),
+      ]),
     );
-    await bus.js.publish(bus.names.rawSubject(i % 4), message);
-    events.push(e);
-  }
   const stream = await bus.jsm.streams.info(bus.names.rawStream);
   const streamId = streamIdentity(stream.config);
   const first = stream.state.first_seq;
 
-  // The flusher that died: it took the first eight messages, recorded 1-6 as a group and 7-8 as another, stored the
-  // first group's events (not its quota rows), and nothing of the second.
-  await bus.ensureConsumer(bus.names.rawStream, {
-    durable_name: 'flush',
-    ack_policy: AckPolicy.Explicit,
-    ack_wait: 15_000_000_000,
-  });
-  const consumer = await bus.js.consumers.get(bus.names.rawStream, bus.names.flushConsumer);
-  const taken: JsMsg[] = [];
-  for await (const m of await consumer.fetch({ max_messages: 8, expires: 5000 })) taken.push(m);
-  t.equal(taken.length, 8);
-  const groups = new FlushGroups(await bus.kv(bus.names.flushGroupsBucket), streamId);
-  const seqs = taken.map((m) => m.seq);
-  t.same((await groups.claim(seqs.slice(0, 6), [])).created, [seqs.slice(0, 6)]);
-  t.same((await groups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
+  // The flush role that died: each tier took the first eight messages and recorded its groups. The live tier
+  // recorded 1-6 and 7-8 and stored the first group's events; the bulk tier recorded 1-3 and 4-8 and stored the first
+  // group's quota rows.
+  const take = async (tier: FlushTier, durable: string): Promise<JsMsg[]> => {
+    await bus.ensureConsumer(bus.names.rawStream, {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 15_000_000_000,
+    });
+    const consumer = await bus.js.consumers.get(bus.names.rawStream, durable);
+    const taken: JsMsg[] = [];
+    for await (const m of await consumer.fetch({ max_messages: 8, expires: 5000 })) taken.push(m);
+    t.equal(taken.length, 8, `${tier} took eight`);
+    return taken;
+  };
+  const kv = await bus.kv(bus.names.flushGroupsBucket);
+  const live = await take('live', bus.names.flushConsumer);
+  const seqs = live.map((m) => m.seq);
+  const liveGroups = new FlushGroups(kv, groupScope('live', streamId));
+  t.same((await liveGroups.claim(seqs.slice(0, 6), [])).created, [seqs.slice(0, 6)]);
+  t.same((await liveGroups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
   await insertEvents(
     store.client,
     events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0)),
     groupToken('raw', streamId, seqs.slice(0, 6)),
   );
-  // Its messages come back. The eighth is held by another flusher, stuck: it is acknowledged here, so the seventh
+  const bulk = await take('bulk', bus.names.flushBulkConsumer);
+  const bulkGroups = new FlushGroups(kv, groupScope('bulk', streamId));
+  t.same(
+    (await bulkGroups.claim(seqs.slice(0, 3), [])).created,
+    [seqs.slice(0, 3)],
+    'the bulk tier groups its own way',
+  );
+  t.same((await bulkGroups.claim(seqs.slice(3), [])).created, [seqs.slice(3)]);
+  await insertSnapshotRows(
+    store.client,
+    quotaMinutes,
+    events.slice(0, 3).map((e) => ['acme', minuteOf(e.received_at), 1]),
+    groupToken(quotaMinutes.name, streamId, seqs.slice(0, 3)),
+  );
+  // Their messages come back. The eighth is held by another flusher, stuck: it is acknowledged here, so the seventh
   // alone brings the rewrite of their group, which must read the eighth back from the stream.
-  taken[7]!.ack();
-  for (const m of taken.slice(0, 7)) m.nak();
+  for (const taken of [live, bulk]) {
+    taken[7]!.ack();
+    for (const m of taken.slice(0, 7)) m.nak();
+  }
 
-  const flusher = new Flusher(bus, store, log);
+  const flusher = flushTiers(bus, store, log);
   await flusher.start();
   t.teardown(() => flusher.stop());
   const done = await eventually(async () => {
-    const c = await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer);
-    return c.num_pending === 0 && c.num_ack_pending === 0 && c.ack_floor.stream_seq === first + 9;
+    for (const name of [bus.names.flushConsumer, bus.names.flushBulkConsumer]) {
+      const c = await bus.jsm.consumers.info(bus.names.rawStream, name);
+      if (c.num_pending !== 0 || c.num_ack_pending !== 0 || c.ack_floor.stream_seq !== first + 9) return false;
+    }
+    return true;
   }, 30_000);
-  t.not(done, -1, 'every message acknowledged');
+  t.not(done, -1, 'every message acknowledged by both tiers');
   const read = async (query: string): Promise<unknown[]> =>
     (await store.client.query({ query, format: 'JSONEachRow' })).json<unknown>();
   t.same(
@@ -226,10 +273,10 @@ t.test(
         )[0]!.n,
       );
     const ackPending = async (): Promise<number> =>
-      (await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushConsumer)).num_ack_pending;
+      (await bus.jsm.consumers.info(bus.names.rawStream, bus.names.flushBulkConsumer)).num_ack_pending;
 
     // The first message is written at once; the rest wait for the next group, which may start only after a minute.
-    const first = new Flusher(bus, store, log, { minIntervalMs: 600_000 });
+    const first = new Flusher(bus, store, log, { tier: 'bulk', minIntervalMs: 600_000 });
     await first.start();
     t.not(
       await eventually(async () => (await stored()) === 1 && (await ackPending()) === 19, 20_000, 100),
@@ -239,12 +286,67 @@ t.test(
     await first.stop();
     t.equal(await stored(), 1, 'the stop wrote nothing more');
 
-    const next = new Flusher(bus, store, log);
+    const next = new Flusher(bus, store, log, { tier: 'bulk' });
     await next.start();
     t.teardown(() => next.stop());
     // After the ack wait (15 s): they were read, and are sent again.
     t.not(await eventually(async () => (await stored()) === 20, 30_000, 100), -1, 'the next flusher writes them');
     await new Promise((r) => setTimeout(r, 500));
     t.equal(await stored(), 20, 'each once');
+  },
+);
+
+t.test(
+  'each tier writes its own tables from its own consumer: the events and concurrency live, the rest in bulk',
+  async (t) => {
+    const { bus, store } = await withStore(t);
+    t.same(
+      tierTables('live').map((table) => table.name),
+      [concurrencySeconds.name],
+      'live: the tables read within a second',
+    );
+    t.ok(tierTables('bulk').some((table) => table.name === quotaMinutes.name));
+    t.equal(tierTables('live').length + tierTables('bulk').length, snapshotTables.length, 'every table in one tier');
+
+    const second = Math.floor(Date.now() / 1000) - 30;
+    for (let i = 0; i < 6; i++)
+      await publishEvent(bus, i, second * 1000, (e) => [
+        encodeRows(concurrencySeconds.name, [['acme', second, 1]]),
+        encodeRows(quotaMinutes.name, [['acme', minuteOf(e.received_at), 1]]),
+      ]);
+    const count = async (query: string): Promise<number> =>
+      Number((await (await store.client.query({ query, format: 'JSONEachRow' })).json<{ n: string }>())[0]!.n);
+    const stored = async () => ({
+      events: await count("SELECT count() AS n FROM events WHERE tenant = 'acme'"),
+      concurrency: await count("SELECT sum(sessions) AS n FROM concurrency_seconds WHERE tenant = 'acme'"),
+      quota: await count("SELECT sum(events) AS n FROM quota_minutes WHERE tenant = 'acme'"),
+    });
+    const floor = async (name: string) =>
+      (await bus.jsm.consumers.info(bus.names.rawStream, name).catch(() => null))?.ack_floor.stream_seq ?? null;
+
+    const live = new Flusher(bus, store, log, { tier: 'live' });
+    await live.start();
+    t.not(
+      await eventually(async () => (await stored()).concurrency === 6, 20_000, 100),
+      -1,
+      'the live tier writes concurrency',
+    );
+    t.same(await stored(), { events: 6, concurrency: 6, quota: 0 }, 'and the events, and nothing of the bulk tables');
+    t.equal(await floor(bus.names.flushBulkConsumer), null, 'the bulk consumer is its own');
+
+    const bulk = new Flusher(bus, store, log, { tier: 'bulk' });
+    await bulk.start();
+    t.teardown(async () => {
+      await live.stop();
+      await bulk.stop();
+    });
+    t.not(await eventually(async () => (await stored()).quota === 6, 20_000, 100), -1, 'the bulk tier writes quota');
+    await new Promise((r) => setTimeout(r, 500));
+    t.same(await stored(), { events: 6, concurrency: 6, quota: 6 }, 'each row once');
+    t.equal(
+      await floor(bus.names.flushBulkConsumer),
+      await floor(bus.names.flushConsumer),
+      'both tiers through the stream',
+    );
   },
 );

@@ -309,7 +309,7 @@ export { freePort } from '../../bench/host.js';
 
 /**
  * True when the pipeline has caught up: every shard's aggregator has published a complete batch through the last
- * input of its shard, and (unless `flush` is false: no flush role runs) the flusher has nothing pending or
+ * input of its shard, and (unless `flush` is false: no flush role runs) both flush tiers have nothing pending or
  * unacknowledged.
  */
 /** `at`: a NATS URL, or connection options (a server that authenticates). */
@@ -334,8 +334,11 @@ export async function drained(
       if (mark.upTo < input.seq || !mark.complete) return false;
     }
     if (!flush) return true;
-    const flusher = await jsm.consumers.info(names.rawStream, names.flushConsumer).catch(() => null);
-    return flusher !== null && flusher.num_pending + flusher.num_ack_pending === 0;
+    for (const name of [names.flushConsumer, names.flushBulkConsumer]) {
+      const flusher = await jsm.consumers.info(names.rawStream, name).catch(() => null);
+      if (flusher === null || flusher.num_pending + flusher.num_ack_pending !== 0) return false;
+    }
+    return true;
   } finally {
     await nc.close();
   }
