@@ -18,6 +18,7 @@ import { noAttrs } from '../src/aggregate/runtime.js';
 import { createLogger } from '../src/log.js';
 import type { Cell } from '../src/metric/pipeline.js';
 import { eventLine, insertEvents } from '../src/store/events.js';
+import { TsvLines } from '../src/store/tsv.js';
 import { insertSnapshotRows } from '../src/store/snapshots.js';
 import { Store } from '../src/store/store.js';
 import { gitCommit } from './host.js';
@@ -106,7 +107,7 @@ async function once(table: 'events' | 'session_hours', size: number): Promise<Re
       if (table === 'events') {
         const lines = Array.from({ length: n }, (_, k) => eventRow(done + k, seq));
         build += cpuUs() - b0;
-        await insertEvents(store.client, lines, `bench:${seq}`);
+        await insertEvents(store.client, TsvLines.of(lines), `bench:${seq}`);
       } else {
         const cells = sessionRows(done, n, seq);
         build += cpuUs() - b0;

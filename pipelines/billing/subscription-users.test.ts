@@ -8,6 +8,7 @@ import type { WireEvent } from '../../src/bus/wire.js';
 import { replayRange } from '../../src/flush/replay.js';
 import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import { migrate } from '../../src/store/migrate.js';
 import { overview } from '../../src/store/queries/index.js';
 import { changePct, type Range } from '../../src/store/queries/range.js';
@@ -187,11 +188,7 @@ t.test('a replay that no longer writes an event refreshes its user', async (t) =
     event(to - 20 * day, 'u2', 'subscription_started'),
     event(to - 5 * day, 'u2', 'subscription_renewed'),
   ];
-  await insertEvents(
-    client,
-    raw.map((e, i) => eventLine(e, 1, i)),
-    'test:replayed:raw',
-  );
+  await insertEvents(client, TsvLines.of(raw.map((e, i) => eventLine(e, 1, i))), 'test:replayed:raw');
   // What was stored from them, and a row no raw event supports any more (as if a pipeline's definition changed).
   await insertSnapshotRows(
     client,

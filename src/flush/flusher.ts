@@ -4,12 +4,13 @@ import { snapshotTables } from '../../pipelines/index.js';
 import type { Cell, TableSpec } from '../metric/pipeline.js';
 import { consumeLoop, type ConsumeLoop } from '../bus/consume-loop.js';
 import { streamIdentity, type Bus } from '../bus/bus.js';
-import { readInputs } from '../bus/passed-events.js';
+import { readInputBytes } from '../bus/passed-events.js';
 import { encodeFlushed, flushedInputs } from '../bus/progress.js';
-import { decodeOutput, forEachPassed } from '../bus/wire.js';
+import { decodeOutput } from '../bus/wire.js';
 import type { Logger } from '../log.js';
 import { registry } from '../metrics.js';
-import { eventLine, insertEvents } from '../store/events.js';
+import { EventLines } from '../store/event-lines.js';
+import { insertEvents } from '../store/events.js';
 import { insertSnapshotRows } from '../store/snapshots.js';
 import type { Store } from '../store/store.js';
 import { FlushGroups, groupScope, groupSpan, groupToken, spanOf } from './groups.js';
@@ -272,14 +273,14 @@ export class Flusher {
    * event stream.
    */
   private async insert(group: readonly number[], data: ReadonlyMap<number, Uint8Array>): Promise<void> {
-    const eventLines: string[] = [];
+    const events = new EventLines();
     const rows = new Map<TableSpec, Cell[][]>();
     const outputs = group.flatMap((seq) => {
       const bytes = data.get(seq);
       return bytes ? [[seq, decodeOutput(bytes)] as const] : [];
     });
     if (this.writesEvents) {
-      const input = await readInputs(
+      const input = await readInputBytes(
         this.bus,
         outputs.map(([, out]) => out),
         (seq) =>
@@ -289,7 +290,10 @@ export class Flusher {
           ),
       );
       for (const [, out] of outputs)
-        forEachPassed(out, input, (e, ingestSeq, index) => eventLines.push(eventLine(e, ingestSeq, index)));
+        for (const [seq, dropped] of out.inputs) {
+          const message = input.get(seq);
+          if (message) events.add(message, seq, dropped);
+        }
     }
     for (const [seq, out] of outputs) {
       for (const [name, tableRows] of Object.entries(out.rows ?? {})) {
@@ -302,10 +306,10 @@ export class Flusher {
       }
     }
     const writes: Array<Promise<void>> = [];
-    if (eventLines.length > 0)
+    if (events.count > 0)
       writes.push(
-        insertEvents(this.store.client, eventLines, groupToken('raw', this.streamId, group)).then(
-          () => void flushed.inc({ table: 'events' }, eventLines.length),
+        insertEvents(this.store.client, events.body, groupToken('raw', this.streamId, group)).then(
+          () => void flushed.inc({ table: 'events' }, events.count),
         ),
       );
     for (const [table, tableRows] of rows) {

@@ -1,7 +1,7 @@
 import type { ClickHouseClient, ClickHouseSettings } from '@clickhouse/client';
 import type { HistoryRequest } from '../contracts/history.js';
 import type { WireEvent } from '../bus/wire.js';
-import { insertTsv, TsvLines, tsvMs, tsvString } from './tsv.js';
+import { insertTsv, type TsvLines, tsvMs, tsvString } from './tsv.js';
 
 /** The columns of the `events` table a line carries, in order. Times are DateTime64(3). */
 export const eventColumns = [
@@ -50,13 +50,11 @@ export function eventLine(e: WireEvent, ingestSeq: number, ingestIndex: number):
 }
 
 /**
- * One insert of lines from `eventLine`. `token` makes it idempotent: the same token within the table's
- * de-duplication window (100,000 inserts) stores nothing the second time, so a batch written again after a crash is
- * not doubled.
+ * One insert of lines from `eventLine` or `EventLines`. `token` makes it idempotent: the same token within the
+ * table's de-duplication window (100,000 inserts) stores nothing the second time, so a batch written again after a
+ * crash is not doubled.
  */
-export async function insertEvents(client: ClickHouseClient, lines: readonly string[], token: string): Promise<void> {
-  const body = new TsvLines();
-  for (const line of lines) body.push(line);
+export async function insertEvents(client: ClickHouseClient, body: TsvLines, token: string): Promise<void> {
   await insertTsv(client, 'events', eventColumns, body, token);
 }
 

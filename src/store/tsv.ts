@@ -63,21 +63,70 @@ export class TsvLines {
   private buf = Buffer.allocUnsafe(1 << 16);
   private used = 0;
 
+  /** These lines, each already a whole line. */
+  static of(lines: Iterable<string>): TsvLines {
+    const body = new TsvLines();
+    for (const line of lines) body.push(line);
+    return body;
+  }
+
   push(line: string): void {
     // UTF-8 takes at most three bytes per UTF-16 unit.
-    const room = line.length * 3;
-    if (this.used + room > this.buf.length) {
-      const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + room));
-      this.buf.copy(next, 0, 0, this.used);
-      this.buf = next;
-    }
+    this.room(line.length * 3);
     this.used += this.buf.write(line, this.used);
+  }
+
+  /** A string of ASCII characters that need no escaping (a number, `\N`), byte by byte: no call into C++. */
+  ascii(s: string): void {
+    this.room(s.length);
+    for (let i = 0; i < s.length; i++) this.buf[this.used++] = s.charCodeAt(i);
+  }
+
+  /** One byte (a tab, a newline). */
+  byte(c: number): void {
+    this.room(1);
+    this.buf[this.used++] = c;
+  }
+
+  /** UTF-8 bytes as a field, escaped as `tsvString` escapes their string (what it escapes is ASCII). */
+  escaped(b: Uint8Array, start: number, length: number): void {
+    this.room(2 * length);
+    const out = this.buf;
+    let at = this.used;
+    for (let i = start; i < start + length; i++) {
+      const c = b[i]!;
+      const e = c > 0x5c ? 0 : escapeByte[c]!;
+      if (e === 0) out[at++] = c;
+      else {
+        out[at++] = 0x5c;
+        out[at++] = e;
+      }
+    }
+    this.used = at;
   }
 
   get bytes(): Buffer {
     return this.buf.subarray(0, this.used);
   }
+
+  private room(n: number): void {
+    if (this.used + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + n));
+    this.buf.copy(next, 0, 0, this.used);
+    this.buf = next;
+  }
 }
+
+/** The byte after the backslash for each byte `tsvString` escapes (\\, \t, \n, \r, \0); 0 for the others. */
+const escapeByte = new Uint8Array(0x5d);
+for (const [c, e] of [
+  ['\\', '\\'],
+  ['\t', 't'],
+  ['\n', 'n'],
+  ['\r', 'r'],
+  ['\0', '0'],
+] as const)
+  escapeByte[c.charCodeAt(0)] = e.charCodeAt(0);
 
 /** A row of cells as a TabSeparated line; `ms[i]` marks the DateTime64(3) columns (absent: not one). */
 export function tsvRow(row: readonly Cell[], ms: readonly boolean[]): string {

@@ -21,6 +21,7 @@ import { Flusher, flushTiers, tierTables, type FlushTier } from '../../src/flush
 import { FlushGroups, groupScope, groupToken } from '../../src/flush/groups.js';
 import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
 import { eventually, natsUrl, removeNamespace, uniquePrefix } from '../helpers/env.js';
@@ -201,7 +202,7 @@ t.test('a group recorded and half written by a flusher that died is completed, n
   t.same((await liveGroups.claim(seqs.slice(6), [])).created, [seqs.slice(6)]);
   await insertEvents(
     store.client,
-    events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0)),
+    TsvLines.of(events.slice(0, 6).map((e, i) => eventLine(e, i + 1, 0))),
     groupToken('raw', streamId, seqs.slice(0, 6)),
   );
   const bulk = await take('bulk', bus.names.flushBulkConsumer);

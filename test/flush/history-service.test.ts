@@ -8,6 +8,7 @@ import type { HistoryAnswer } from '../../src/contracts/history.js';
 import { serveHistory } from '../../src/flush/history-service.js';
 import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import { Store } from '../../src/store/store.js';
 import { uniquePrefix } from '../helpers/env.js';
 import { eventAt } from '../helpers/pipeline.js';
@@ -39,11 +40,7 @@ t.test('a session larger than a message comes back whole, in order, in pages und
       properties: { note: 'x'.repeat(2000) },
     }),
   );
-  await insertEvents(
-    store.client,
-    events.map((e, i) => eventLine(e, 10 + i, 0)),
-    'history-pages',
-  );
+  await insertEvents(store.client, TsvLines.of(events.map((e, i) => eventLine(e, 10 + i, 0))), 'history-pages');
   const req = { tenant: 'acme', sessions: ['s1'], before_seq: 1000, received_before: 0, stored_through: 0 };
 
   const first = await bus.nc.request(

@@ -2,6 +2,7 @@ import t from 'tap';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { eventLine, insertEvents, sessionHistory } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import type { HistoryRequest } from '../../src/contracts/history.js';
 import { migrate } from '../../src/store/migrate.js';
 import { eventAt } from '../helpers/pipeline.js';
@@ -42,11 +43,7 @@ t.test('a session\u2019s events read before an input message, in reading order, 
     [at(40, 'pause', 's1'), 9, 0],
     [at(10, 'heartbeat', 's1', { tenant: 'other' }), 4, 0],
   ];
-  await insertEvents(
-    client,
-    rows.map(([e, seq, i]) => eventLine(e, seq, i)),
-    'history-test',
-  );
+  await insertEvents(client, TsvLines.of(rows.map(([e, seq, i]) => eventLine(e, seq, i))), 'history-test');
   const [index] = await (
     await client.query({
       query: "SELECT type FROM system.data_skipping_indices WHERE table = 'events' AND name = 'session_idx'",

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log.js';
 import { sessionHours } from '../../pipelines/audience/pipeline.js';
 import { Accumulator } from '../../src/aggregate/accumulator.js';
 import { eventLine, insertEvents } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import { ForeignSchemaError, migrate, migrations } from '../../src/store/migrate.js';
 import { insertSnapshotRows } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
@@ -121,9 +122,9 @@ t.test('rows keep every field; a batch written twice with its token is stored on
     }),
     event(2),
   ].map((e, i) => eventLine(e, 77, i));
-  await insertEvents(store.client, first, 'batch-77');
-  await insertEvents(store.client, first, 'batch-77');
-  await insertEvents(store.client, [eventLine(event(3), 78, 0)], 'batch-78');
+  await insertEvents(store.client, TsvLines.of(first), 'batch-77');
+  await insertEvents(store.client, TsvLines.of(first), 'batch-77');
+  await insertEvents(store.client, TsvLines.of([eventLine(event(3), 78, 0)]), 'batch-78');
   const rows = await (
     await store.client.query({
       query: `SELECT *, toUnixTimestamp64Milli(ts) AS ts_ms, toUnixTimestamp64Milli(client_ts) AS client_ms

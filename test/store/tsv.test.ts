@@ -7,6 +7,7 @@ import type { Cell, ColumnType, TableSpec } from '../../src/metric/pipeline.js';
 import type { WireEvent } from '../../src/bus/wire.js';
 import { createLogger } from '../../src/log.js';
 import { eventColumns, eventLine, insertEvents } from '../../src/store/events.js';
+import { TsvLines } from '../../src/store/tsv.js';
 import { createTableSql, insertSnapshotRows, rowColumns } from '../../src/store/snapshots.js';
 import { Store } from '../../src/store/store.js';
 
@@ -180,11 +181,7 @@ t.test('events store every field from TabSeparated as they stored from JSON', as
     };
   });
   await store.client.insert({ table: 'events_json_twin', values: asJson, format: 'JSONEachRow' });
-  await insertEvents(
-    store.client,
-    events.map((e, i) => eventLine(e, 900 + i, i)),
-    'tsv-test:events',
-  );
+  await insertEvents(store.client, TsvLines.of(events.map((e, i) => eventLine(e, 900 + i, i))), 'tsv-test:events');
   const stored = await all(store, 'events', eventColumns);
   t.equal(stored.length, events.length);
   t.same(stored, await all(store, 'events_json_twin', eventColumns));
