@@ -15,7 +15,7 @@ import {
 } from '../bus/msgpack-read.js';
 import type { WireEvent } from '../bus/wire.js';
 import { eventColumns, eventLine } from './events.js';
-import { TsvLines, tsvMs, tsvString } from './tsv.js';
+import { needsEscape, TsvLines, tsvMs, tsvString } from './tsv.js';
 
 // The `events` table's lines written straight from the event stream's MessagePack (docs/wire-format.md), for the
 // flusher, which stores every event: a string's bytes are copied, escaped, into the body, with no object and no
@@ -157,7 +157,8 @@ export class EventLines {
           if (t !== Type.str) return false;
           break;
         case Kind.raw:
-          if (t !== Type.str || this.needsEscape(b, c)) return false;
+          // Written as it is by `eventLine`, escaped here: the same only when there is nothing to escape.
+          if (t !== Type.str || needsEscape(b, this.at[c]!, this.length[c]!)) return false;
           break;
         case Kind.text:
           if (t !== Type.str && t !== Type.absent) return false;
@@ -174,15 +175,6 @@ export class EventLines {
       }
     }
     return true;
-  }
-
-  /** Whether string column `c` holds a byte `tsvString` escapes (written here escaped, by `eventLine` as it is). */
-  private needsEscape(b: Buffer, c: number): boolean {
-    for (let i = this.at[c]!; i < this.at[c]! + this.length[c]!; i++) {
-      const x = b[i]!;
-      if (x === 0x5c || x === 0x09 || x === 0x0a || x === 0x0d || x === 0x00) return true;
-    }
-    return false;
   }
 
   private write(b: Buffer, ingestSeq: number, index: number): void {

@@ -33,6 +33,15 @@ const special = /[\\\t\n\r\0]/;
 const specials = /[\\\t\n\r\0]/g;
 const escapes: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
 const escapeChar = (c: string): string => escapes[c]!;
+/** The same escapes by byte: the byte after the backslash for each byte escaped (all are ASCII), 0 for the others. */
+const escapeByte = new Uint8Array(0x80);
+for (const [c, e] of Object.entries(escapes)) escapeByte[c.charCodeAt(0)] = e.charCodeAt(1);
+
+/** Whether UTF-8 bytes hold one that `tsvString` escapes. */
+export function needsEscape(b: Uint8Array, start: number, length: number): boolean {
+  for (let i = start; i < start + length; i++) if (b[i]! < 0x80 && escapeByte[b[i]!] !== 0) return true;
+  return false;
+}
 
 /** A string as a TabSeparated field. */
 export function tsvString(s: string): string {
@@ -95,7 +104,7 @@ export class TsvLines {
     let at = this.used;
     for (let i = start; i < start + length; i++) {
       const c = b[i]!;
-      const e = c > 0x5c ? 0 : escapeByte[c]!;
+      const e = c < 0x80 ? escapeByte[c]! : 0;
       if (e === 0) out[at++] = c;
       else {
         out[at++] = 0x5c;
@@ -116,17 +125,6 @@ export class TsvLines {
     this.buf = next;
   }
 }
-
-/** The byte after the backslash for each byte `tsvString` escapes (\\, \t, \n, \r, \0); 0 for the others. */
-const escapeByte = new Uint8Array(0x5d);
-for (const [c, e] of [
-  ['\\', '\\'],
-  ['\t', 't'],
-  ['\n', 'n'],
-  ['\r', 'r'],
-  ['\0', '0'],
-] as const)
-  escapeByte[c.charCodeAt(0)] = e.charCodeAt(0);
 
 /** A row of cells as a TabSeparated line; `ms[i]` marks the DateTime64(3) columns (absent: not one). */
 export function tsvRow(row: readonly Cell[], ms: readonly boolean[]): string {
