@@ -95,11 +95,11 @@ function isFatal(e: OracleEvent): boolean {
 /** The tie order at equal `ts`, as listed in docs/metrics.md "Order". */
 const tieOrder = [
   'play_start',
+  'rebuffer_start',
   'first_frame',
   'resume',
   'seek_start',
   'seek_end',
-  'rebuffer_start',
   'rebuffer_end',
   'heartbeat',
   'bitrate_change',

@@ -18,14 +18,18 @@ export function isWatching(state: number): boolean {
   return state === State.playing || state === State.rebuffering;
 }
 
-/** Tie order for equal timestamps (docs/metrics.md): a fatal error has its own rank. */
+/**
+ * Tie order for equal timestamps (docs/metrics.md): a fatal error has its own rank. A stall ranks before every event
+ * that puts the session back in `playing`, so a stall and its end in one millisecond last 0 ms: a player that reports
+ * states (CMCD) sends the end of a seek's wait as `playing`, a first_frame.
+ */
 export const rank = {
   play_start: 0,
-  first_frame: 1,
-  resume: 2,
-  seek_start: 3,
-  seek_end: 4,
-  rebuffer_start: 5,
+  rebuffer_start: 1,
+  first_frame: 2,
+  resume: 3,
+  seek_start: 4,
+  seek_end: 5,
   rebuffer_end: 6,
   heartbeat: 7,
   bitrate_change: 8,

@@ -233,11 +233,11 @@ t.test('tie order at equal ts, whatever the input order', async (t) => {
   // The full rank, from docs/metrics.md "Order".
   const kinds: Array<[string, Partial<OracleEvent>]> = [
     ['play_start', {}],
+    ['rebuffer_start', {}],
     ['first_frame', {}],
     ['resume', {}],
     ['seek_start', {}],
     ['seek_end', {}],
-    ['rebuffer_start', {}],
     ['rebuffer_end', {}],
     ['heartbeat', {}],
     ['bitrate_change', {}],
