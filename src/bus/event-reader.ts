@@ -134,10 +134,11 @@ export class ReadEvent implements WireEvent {
   content_type: string | undefined = undefined;
   position_sec: number | undefined = undefined;
   bitrate_kbps: number | undefined = undefined;
-  /** `context.pop`, `app_version` and `player`, read with the event: session attributes. */
+  /** `context.pop`, `app_version` and `player`, read with the event: session attributes; `cdn`, a segment value. */
   pop: string | undefined = undefined;
   app_version: string | undefined = undefined;
   player: string | undefined = undefined;
+  cdn: string | undefined = undefined;
   /** `event_id` as 128 bits, when it is a UUID (`uuid`). */
   uuid = false;
   id0 = 0;
@@ -158,7 +159,8 @@ export class ReadEvent implements WireEvent {
     this.env = 'production';
     this.ts = this.received_at = 0;
     this.client_ts = null;
-    this.session_id = this.content_id = this.content_type = this.pop = this.app_version = this.player = undefined;
+    this.session_id = this.content_id = this.content_type = this.pop = this.app_version = this.player = this.cdn =
+      undefined;
     this.position_sec = this.bitrate_kbps = undefined;
     this.uuid = false;
     this.ranges.fill(absent);
@@ -349,13 +351,14 @@ const keyOf = keyMatcher(
 );
 
 /** The `context` keys read with the event (session attributes): a name's bytes and the field it fills. */
-const contextKeys: ReadonlyArray<readonly [Buffer, 'pop' | 'app_version' | 'player']> = (
-  ['pop', 'app_version', 'player'] as const
-).map((k) => [Buffer.from(k), k] as const);
+type ContextKey = 'pop' | 'app_version' | 'player' | 'cdn';
+const contextKeys: ReadonlyArray<readonly [Buffer, ContextKey]> = (['pop', 'app_version', 'player', 'cdn'] as const).map(
+  (k) => [Buffer.from(k), k] as const,
+);
 
 /**
- * `context.pop`, `context.app_version` and `context.player` into `e`, when `context` is a map (as msgpackr reads it:
- * the last one wins), without decoding the rest of it; their strings are interned.
+ * `context.pop`, `app_version`, `player` and `cdn` into `e`, when `context` is a map (as msgpackr reads it: the last
+ * one wins), without decoding the rest of it; their strings are interned.
  */
 function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): void {
   if (!isMap(b, at)) {
@@ -363,15 +366,16 @@ function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): vo
     e.pop = c?.pop as string | undefined;
     e.app_version = c?.app_version as string | undefined;
     e.player = c?.player as string | undefined;
+    e.cdn = c?.cdn as string | undefined;
     return;
   }
   const n = countAt(b, at);
   let p = afterCountHeader(b, at);
   for (let k = 0; k < n; k++) {
     const v = readStr(b, p);
-    let field: 'pop' | 'app_version' | 'player' | undefined;
+    let field: ContextKey | undefined;
     if (v >= 0) {
-      // Length and first byte first: most keys (cdn, os, ip, …) are told apart without a call.
+      // Length and first byte first: most keys (os, ip, …) are told apart without a call.
       for (const [name, f] of contextKeys)
         if (
           strLength === name.length &&
@@ -413,6 +417,6 @@ export class EventReader {
 }
 
 /** An event's `context.<key>` of those read with the event by this reader, looked up in `context` for any other event. */
-export function contextAttr(e: WireEvent, key: 'pop' | 'app_version' | 'player'): string | undefined {
+export function contextAttr(e: WireEvent, key: ContextKey): string | undefined {
   return e instanceof ReadEvent ? e[key] : e.context?.[key];
 }

@@ -1,3 +1,4 @@
+import { contextAttr } from '../bus/event-reader.js';
 import type { WireEvent } from '../bus/wire.js';
 import type { Detector } from './detector.js';
 
@@ -14,7 +15,7 @@ export const segmentValues = [
   /** The rendition's bitrate. */
   { name: 'bitrate_kbps', kind: 'number', read: (e: WireEvent): number | undefined => e.bitrate_kbps },
   /** The CDN serving the segment: a multi-CDN player's switch moves the segments after it. */
-  { name: 'cdn', kind: 'string', read: (e: WireEvent): string | undefined => e.context?.cdn || undefined },
+  { name: 'cdn', kind: 'string', read: (e: WireEvent): string | undefined => contextAttr(e, 'cdn') || undefined },
 ] as const;
 
 type SegmentValue<V> = V extends { kind: 'number' } ? number | null : string | null;

@@ -73,6 +73,8 @@ export function randomEvent(rng: Rng, i: number): Record<string, unknown> {
     { pop: 'x', pop2: 'y' },
     { app_version: '5.13.0', player: 'shaka', pop: 'bom1' },
     { player: pick(hostile), app_version: pick(hostile), app_versions: 'no' },
+    { cdn: 'akamai', pop: 'del2' },
+    { cdn: pick(hostile), cdns: 'no', cd: 'no' },
   ]);
   maybe('properties', [
     { fatal: true, code: 'E42' },

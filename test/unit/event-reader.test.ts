@@ -43,11 +43,11 @@ function sameAsMsgpackr(t: Test, data: Buffer, label: string): void {
   t.equal(differ, 0, `${label}: every field as msgpackr reads it`);
   // The context keys read with the event (session attributes), as a lookup in msgpackr's context reads them.
   const attrs = got.events.flatMap((e, i) =>
-    (['pop', 'app_version', 'player'] as const)
+    (['pop', 'app_version', 'player', 'cdn'] as const)
       .filter((k) => contextAttr(e, k) !== expected.events[i]!.context?.[k])
       .map((k) => `${i}.${k}`),
   );
-  t.same(attrs, [], `${label}: context's pop, app_version and player`);
+  t.same(attrs, [], `${label}: context's pop, app_version, player and cdn`);
 }
 
 t.test('random events, with hostile strings and unknown fields, read as msgpackr reads them', async (t) => {
