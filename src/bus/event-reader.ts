@@ -159,8 +159,14 @@ export class ReadEvent implements WireEvent {
     this.env = 'production';
     this.ts = this.received_at = 0;
     this.client_ts = null;
-    this.session_id = this.content_id = this.content_type = this.pop = this.app_version = this.player = this.cdn =
-      undefined;
+    this.session_id =
+      this.content_id =
+      this.content_type =
+      this.pop =
+      this.app_version =
+      this.player =
+      this.cdn =
+        undefined;
     this.position_sec = this.bitrate_kbps = undefined;
     this.uuid = false;
     this.ranges.fill(absent);
@@ -352,9 +358,9 @@ const keyOf = keyMatcher(
 
 /** The `context` keys read with the event (session attributes): a name's bytes and the field it fills. */
 type ContextKey = 'pop' | 'app_version' | 'player' | 'cdn';
-const contextKeys: ReadonlyArray<readonly [Buffer, ContextKey]> = (['pop', 'app_version', 'player', 'cdn'] as const).map(
-  (k) => [Buffer.from(k), k] as const,
-);
+const contextKeys: ReadonlyArray<readonly [Buffer, ContextKey]> = (
+  ['pop', 'app_version', 'player', 'cdn'] as const
+).map((k) => [Buffer.from(k), k] as const);
 
 /**
  * `context.pop`, `app_version`, `player` and `cdn` into `e`, when `context` is a map (as msgpackr reads it: the last
