@@ -74,7 +74,7 @@ t.test('a seek whose wait and end a CMCD player reports in one millisecond is no
   ];
   for (const order of [events, [...events].reverse()]) {
     const rows = feed(qos, order);
-    const [watch, rebuffer] = (rows.qos_minutes[0]![1] as number[]).slice(0, 2);
+    const [watch, rebuffer] = (rows.qos_minutes![0]![1] as number[]).slice(0, 2);
     t.equal(watch, 29_000, 'watched from the first frame to the end');
     t.equal(rebuffer, 0, 'no rebuffering');
   }
