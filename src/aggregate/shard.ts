@@ -127,7 +127,7 @@ export interface ShardOptions {
 }
 
 /** A checkpoint of another version (an earlier build's) is not read: the shard rebuilds from the store (docs/compatibility.md). */
-const checkpointVersion = 7;
+const checkpointVersion = 8;
 type Checkpoint = {
   v: typeof checkpointVersion;
   shard: number;
