@@ -369,10 +369,7 @@ const contextKeys: ReadonlyArray<readonly [Buffer, ContextKey]> = (
 function readContext(b: Buffer, at: number, strings: Interner, e: ReadEvent): void {
   if (!isMap(b, at)) {
     const c = valueAt(b, at, skipValue(b, at)) as Record<string, unknown> | null | undefined;
-    e.pop = c?.pop as string | undefined;
-    e.app_version = c?.app_version as string | undefined;
-    e.player = c?.player as string | undefined;
-    e.cdn = c?.cdn as string | undefined;
+    for (const [, k] of contextKeys) e[k] = c?.[k] as string | undefined;
     return;
   }
   const n = countAt(b, at);
